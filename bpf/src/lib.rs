@@ -1,0 +1,1 @@
+//! See the crate README / docs/ARCHITECTURE.md.
