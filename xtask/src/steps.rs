@@ -1,0 +1,217 @@
+//! The steps behind each `cargo xtask` command: thin wrappers over cargo and the project's
+//! own binaries, so that what CI runs and what a person runs are the same commands.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root (the parent of this crate's directory).
+pub fn project_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Cargo's target directory, honouring `CARGO_TARGET_DIR`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => project_root().join("target"),
+    }
+}
+
+/// Where `cargo xtask build` puts the provider under the name libfabric's loader looks for.
+pub fn provider_dir() -> PathBuf {
+    target_dir().join("libfabric")
+}
+
+/// Runs a command from the project root, failing with the command line when it fails.
+pub fn run(mut cmd: Command) -> Result<(), String> {
+    cmd.current_dir(project_root());
+    let line = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{line} failed ({status})"))
+    }
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args);
+    cmd
+}
+
+/// Builds the provider and the tools in release mode and installs the provider as
+/// `target/libfabric/libxdp-fi.so` (cargo cannot put a hyphen in a library's file name).
+pub fn build() -> Result<(), String> {
+    run(cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "ofi-xdp-provider",
+        "-p",
+        "ofi-xdp-tools",
+    ]))?;
+    let built = target_dir().join("release").join("libxdp_fi.so");
+    let dir = provider_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let installed = dir.join("libxdp-fi.so");
+    std::fs::copy(&built, &installed).map_err(|e| {
+        format!(
+            "cannot copy {} to {}: {e}",
+            built.display(),
+            installed.display()
+        )
+    })?;
+    eprintln!(
+        "xtask: provider installed as {} (use FI_PROVIDER_PATH={})",
+        installed.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// The project's tool binary, built by [`build`].
+fn tool() -> Command {
+    let mut cmd = Command::new(target_dir().join("release").join("ofi-xdp"));
+    cmd.env("FI_PROVIDER_PATH", provider_dir());
+    cmd
+}
+
+/// The main job: two test hosts, traffic over the xdp provider beside the tcp provider.
+pub fn demo() -> Result<(), String> {
+    require_root("demo")?;
+    build()?;
+    let mut cmd = tool();
+    cmd.arg("demo");
+    run(cmd)
+}
+
+/// The whole test suite, as CI runs it: formatting, lints, the workspace's tests (unit,
+/// simulation, veth, provider C suite) and the VM suite on the oldest kernel we promise.
+pub fn test() -> Result<(), String> {
+    require_root("test")?;
+    run(cargo(&["fmt", "--all", "--", "--check"]))
+        .map_err(|e| format!("{e}\nrun `cargo fmt --all` to fix the formatting"))?;
+    run(cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--release",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    build()?;
+    let mut tests = cargo(&["test", "--workspace", "--release"]);
+    tests.env("FI_PROVIDER_PATH", provider_dir());
+    run(tests)?;
+    leftover_check()?;
+    vm_test(&["--kernel".into(), "6.1".into()])
+}
+
+/// Fails when a test left a network namespace of ours behind (their names start with the
+/// test-hosts prefix): cleanup on drop is part of what the suite asserts.
+fn leftover_check() -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let ours: Vec<&str> = listing
+        .lines()
+        .filter(|line| line.starts_with(TESTHOST_PREFIX))
+        .collect();
+    if ours.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "tests left network namespaces behind: {}",
+            ours.join(", ")
+        ))
+    }
+}
+
+/// Prefix of every namespace the test-hosts library creates.
+const TESTHOST_PREFIX: &str = "oxt";
+
+pub fn bench(args: &[String]) -> Result<(), String> {
+    require_root("bench")?;
+    let which = args.first().map(String::as_str).unwrap_or("all");
+    let link = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.args(["link-pingpong", "--driver"]);
+        run(cmd)
+    };
+    let engine = || run(cargo(&["bench", "-p", "ofi-xdp-reliability"]));
+    let provider = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("provider-bench");
+        run(cmd)
+    };
+    match which {
+        "link" => link(),
+        "engine" => engine(),
+        "provider" => provider(),
+        "all" => link().and_then(|()| engine()).and_then(|()| provider()),
+        other => Err(format!(
+            "unknown benchmark `{other}` (link, engine, provider or all)"
+        )),
+    }
+}
+
+pub fn vm_test(args: &[String]) -> Result<(), String> {
+    require_root("vm-test")?;
+    let mut cmd = cargo(&["run", "--release", "-p", "ofi-xdp-vm-tests", "--"]);
+    cmd.args(args);
+    run(cmd)
+}
+
+/// The full-size engine simulation of issue 3 (1,000,000 messages among 8 endpoints).
+pub fn sim_full() -> Result<(), String> {
+    let mut cmd = cargo(&[
+        "test",
+        "--release",
+        "-p",
+        "ofi-xdp-reliability",
+        "--test",
+        "simulation",
+        "--",
+        "--ignored",
+        "--nocapture",
+    ]);
+    cmd.env("SIM_MESSAGES", "1000000");
+    run(cmd)
+}
+
+/// Bounded-time fuzzing of the packet decoder and the engine (stable-toolchain harness).
+pub fn fuzz(args: &[String]) -> Result<(), String> {
+    let seconds = args.first().map(String::as_str).unwrap_or("60");
+    let mut cmd = cargo(&[
+        "test",
+        "--release",
+        "-p",
+        "ofi-xdp-reliability",
+        "--test",
+        "fuzz",
+        "--",
+        "--ignored",
+        "--nocapture",
+    ]);
+    cmd.env("FUZZ_SECONDS", seconds);
+    run(cmd)
+}
+
+fn require_root(what: &str) -> Result<(), String> {
+    if crate::deps::is_root() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`cargo xtask {what}` creates network namespaces and attaches XDP programs: run it as root"
+        ))
+    }
+}
