@@ -1,0 +1,302 @@
+//! Frame allocator: who owns each UMEM frame.
+//!
+//! The UMEM is an array of equal, power-of-two sized frames addressed by
+//! their byte offset (the "address" the rings carry). Frames `[0, rx_frames)`
+//! serve receive (they circulate between the fill ring, the RX ring and the
+//! caller); the rest serve transmit. Keeping the two pools apart means a
+//! sender holding many frames for retransmission can never starve the fill
+//! ring, and vice versa.
+//!
+//! A TX frame goes back to the free pool only when both are true: every
+//! submission of it was reported by the completion ring, and the caller
+//! released it. That is what lets the reliability engine resubmit the same
+//! frame for a retransmission.
+
+/// Ownership state of one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// In a free pool.
+    Free,
+    /// Given to the kernel through the fill ring.
+    Fill,
+    /// Received and handed to the caller, who has not released it yet.
+    RxHeld,
+    /// A transmit frame: `in_flight` submissions not yet completed; `held`
+    /// while the caller has not released it.
+    Tx { in_flight: u16, held: bool },
+}
+
+/// Why a frame operation was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The address is outside the UMEM.
+    OutOfRange,
+    /// The frame is not in a state that allows this operation (e.g. releasing
+    /// a frame twice, sending a frame that was not allocated for TX).
+    WrongState,
+}
+
+/// The ownership table and the two free lists.
+#[derive(Debug)]
+pub struct FramePool {
+    shift: u32,
+    rx_frames: u32,
+    state: Vec<State>,
+    rx_free: Vec<u32>,
+    tx_free: Vec<u32>,
+    rx_held: u32,
+    tx_in_flight: u32,
+}
+
+impl FramePool {
+    /// `frame_count` frames of `frame_size` bytes (power of two), the first
+    /// `rx_frames` of which serve receive.
+    pub fn new(frame_count: u32, rx_frames: u32, frame_size: u32) -> Self {
+        debug_assert!(frame_size.is_power_of_two());
+        let rx_frames = rx_frames.min(frame_count);
+        // Pop order: lowest index first (purely cosmetic, helps debugging).
+        let rx_free = (0..rx_frames).rev().collect();
+        let tx_free = (rx_frames..frame_count).rev().collect();
+        Self {
+            shift: frame_size.trailing_zeros(),
+            rx_frames,
+            state: vec![State::Free; frame_count as usize],
+            rx_free,
+            tx_free,
+            rx_held: 0,
+            tx_in_flight: 0,
+        }
+    }
+
+    /// Frame index holding `addr` (any byte offset inside the frame: the RX
+    /// ring reports the address of the packet data, past the headroom).
+    fn index(&self, addr: u64) -> Result<usize, FrameError> {
+        let i = usize::try_from(addr >> self.shift).map_err(|_| FrameError::OutOfRange)?;
+        if i < self.state.len() {
+            Ok(i)
+        } else {
+            Err(FrameError::OutOfRange)
+        }
+    }
+
+    /// Start address of the frame containing `addr`.
+    pub fn base(&self, addr: u64) -> u64 {
+        (addr >> self.shift) << self.shift
+    }
+
+    fn addr(&self, i: u32) -> u64 {
+        u64::from(i) << self.shift
+    }
+
+    /// Takes a free RX frame to put on the fill ring.
+    pub fn take_for_fill(&mut self) -> Option<u64> {
+        let i = self.rx_free.pop()?;
+        self.state[i as usize] = State::Fill;
+        Some(self.addr(i))
+    }
+
+    /// The kernel returned `addr` through the RX ring: the caller now owns it.
+    pub fn received(&mut self, addr: u64) -> Result<(), FrameError> {
+        let i = self.index(addr)?;
+        if self.state[i] != State::Fill {
+            return Err(FrameError::WrongState);
+        }
+        self.state[i] = State::RxHeld;
+        self.rx_held += 1;
+        Ok(())
+    }
+
+    /// The caller is done with a received frame.
+    pub fn release_rx(&mut self, addr: u64) -> Result<(), FrameError> {
+        let i = self.index(addr)?;
+        if self.state[i] != State::RxHeld {
+            return Err(FrameError::WrongState);
+        }
+        self.state[i] = State::Free;
+        self.rx_held -= 1;
+        self.rx_free.push(i as u32);
+        Ok(())
+    }
+
+    /// Allocates a TX frame for the caller.
+    pub fn alloc_tx(&mut self) -> Option<u64> {
+        let i = self.tx_free.pop()?;
+        self.state[i as usize] = State::Tx {
+            in_flight: 0,
+            held: true,
+        };
+        Some(self.addr(i))
+    }
+
+    /// Checks that the caller may submit `addr` (allocated, not released).
+    pub fn check_submit(&self, addr: u64) -> Result<(), FrameError> {
+        let i = self.index(addr)?;
+        match self.state[i] {
+            State::Tx {
+                in_flight,
+                held: true,
+            } if in_flight < u16::MAX => Ok(()),
+            _ => Err(FrameError::WrongState),
+        }
+    }
+
+    /// Records one submission of `addr` to the TX ring.
+    pub fn submitted(&mut self, addr: u64) -> Result<(), FrameError> {
+        self.check_submit(addr)?;
+        let i = self.index(addr)?;
+        if let State::Tx { in_flight, held } = self.state[i] {
+            self.state[i] = State::Tx {
+                in_flight: in_flight + 1,
+                held,
+            };
+            self.tx_in_flight += 1;
+        }
+        Ok(())
+    }
+
+    /// The completion ring reported one submission of `addr` as done.
+    pub fn completed(&mut self, addr: u64) -> Result<(), FrameError> {
+        let i = self.index(addr)?;
+        match self.state[i] {
+            State::Tx { in_flight, held } if in_flight > 0 => {
+                self.tx_in_flight -= 1;
+                self.set_tx(i, in_flight - 1, held);
+                Ok(())
+            }
+            _ => Err(FrameError::WrongState),
+        }
+    }
+
+    /// The caller is done with a TX frame; it returns to the pool once no
+    /// submission is outstanding.
+    pub fn release_tx(&mut self, addr: u64) -> Result<(), FrameError> {
+        let i = self.index(addr)?;
+        match self.state[i] {
+            State::Tx {
+                in_flight,
+                held: true,
+            } => {
+                self.set_tx(i, in_flight, false);
+                Ok(())
+            }
+            _ => Err(FrameError::WrongState),
+        }
+    }
+
+    fn set_tx(&mut self, i: usize, in_flight: u16, held: bool) {
+        if in_flight == 0 && !held {
+            self.state[i] = State::Free;
+            self.tx_free.push(i as u32);
+        } else {
+            self.state[i] = State::Tx { in_flight, held };
+        }
+    }
+
+    /// Whether a TX frame has submissions not yet reported complete.
+    pub fn tx_in_flight(&self, addr: u64) -> bool {
+        matches!(
+            self.index(addr).map(|i| self.state[i]),
+            Ok(State::Tx { in_flight: 1.., .. })
+        )
+    }
+
+    /// Whether `addr` is a received frame the caller holds.
+    pub fn is_rx_held(&self, addr: u64) -> bool {
+        self.index(addr).map(|i| self.state[i]) == Ok(State::RxHeld)
+    }
+
+    /// Free RX frames (not on the fill ring, not held).
+    pub fn rx_free(&self) -> usize {
+        self.rx_free.len()
+    }
+
+    /// Free TX frames.
+    pub fn tx_free(&self) -> usize {
+        self.tx_free.len()
+    }
+
+    /// Received frames the caller holds.
+    pub fn rx_held(&self) -> u32 {
+        self.rx_held
+    }
+
+    /// TX submissions not yet completed.
+    pub fn tx_in_flight_total(&self) -> u32 {
+        self.tx_in_flight
+    }
+
+    /// Number of RX frames.
+    pub fn rx_frames(&self) -> u32 {
+        self.rx_frames
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rx_cycle() {
+        let mut p = FramePool::new(8, 4, 2048);
+        let mut filled = vec![];
+        while let Some(a) = p.take_for_fill() {
+            filled.push(a);
+        }
+        assert_eq!(filled, vec![0, 2048, 4096, 6144]);
+        // The RX ring reports the data address, past the headroom.
+        p.received(2048 + 256).unwrap();
+        assert!(p.is_rx_held(2048));
+        assert_eq!(p.received(2048 + 256), Err(FrameError::WrongState));
+        assert_eq!(p.rx_held(), 1);
+        p.release_rx(2048 + 256).unwrap();
+        assert_eq!(p.release_rx(2048), Err(FrameError::WrongState));
+        assert_eq!(p.rx_free(), 1);
+        assert_eq!(p.take_for_fill(), Some(2048));
+        // TX frames never serve RX.
+        assert_eq!(p.received(5 * 2048), Err(FrameError::WrongState));
+        assert_eq!(p.received(64 * 2048), Err(FrameError::OutOfRange));
+    }
+
+    #[test]
+    fn tx_frame_returns_after_completion_and_release() {
+        let mut p = FramePool::new(4, 2, 4096);
+        let a = p.alloc_tx().unwrap();
+        let b = p.alloc_tx().unwrap();
+        assert_eq!((a, b), (2 * 4096, 3 * 4096));
+        assert_eq!(p.alloc_tx(), None);
+
+        // Completion first, release later.
+        p.submitted(a).unwrap();
+        assert!(p.tx_in_flight(a));
+        p.completed(a).unwrap();
+        assert!(!p.tx_in_flight(a));
+        assert_eq!(p.tx_free(), 0);
+        p.release_tx(a).unwrap();
+        assert_eq!(p.tx_free(), 1);
+
+        // Release first, completion later; a retransmission in between.
+        p.submitted(b).unwrap();
+        p.submitted(b).unwrap();
+        p.release_tx(b).unwrap();
+        assert_eq!(p.submitted(b), Err(FrameError::WrongState));
+        p.completed(b).unwrap();
+        assert_eq!(p.tx_free(), 1);
+        p.completed(b).unwrap();
+        assert_eq!(p.tx_free(), 2);
+        assert_eq!(p.completed(b), Err(FrameError::WrongState));
+        assert_eq!(p.tx_in_flight_total(), 0);
+    }
+
+    #[test]
+    fn misuse_is_refused() {
+        let mut p = FramePool::new(4, 2, 2048);
+        assert_eq!(p.submitted(0), Err(FrameError::WrongState));
+        assert_eq!(p.release_tx(3 * 2048), Err(FrameError::WrongState));
+        assert_eq!(p.submitted(4 * 2048), Err(FrameError::OutOfRange));
+        assert_eq!(p.submitted(u64::MAX), Err(FrameError::OutOfRange));
+        let a = p.alloc_tx().unwrap();
+        p.release_tx(a).unwrap();
+        assert_eq!(p.release_tx(a), Err(FrameError::WrongState));
+        assert_eq!(p.base(a + 77), a);
+    }
+}

@@ -1,0 +1,354 @@
+//! Interface facts (index, MAC, MTU, addresses) and the kernel neighbour
+//! table (peer MACs), read through the calling thread's network namespace.
+//!
+//! Everything here goes through sockets and ioctls rather than `/sys` or
+//! `/proc`: those show the namespace of whoever mounted them, not the
+//! namespace of the thread asking.
+
+use std::ffi::CString;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use crate::wire::MacAddr;
+
+/// What we need to know about the local interface.
+#[derive(Clone, Debug)]
+pub struct IfaceInfo {
+    /// Interface name.
+    pub name: String,
+    /// Kernel interface index.
+    pub index: u32,
+    /// Hardware address.
+    pub mac: MacAddr,
+    /// MTU (IP packet size limit, Ethernet header excluded).
+    pub mtu: u32,
+    /// Addresses configured on it (IPv4 first, then IPv6 global, then
+    /// IPv6 link-local).
+    pub addrs: Vec<IpAddr>,
+}
+
+const SIOCGIFMTU: libc::c_ulong = 0x8921;
+const SIOCGIFHWADDR: libc::c_ulong = 0x8927;
+
+/// `struct ifreq`: a 16-byte name and a 24-byte union (linux/if.h).
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    data: [u8; 24],
+}
+
+fn dgram_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket call, result checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ifreq_ioctl(name: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
+    let sock = dgram_socket()?;
+    let mut ifr = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: [0; 24],
+    };
+    let bytes = name.as_bytes();
+    if bytes.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a properly sized ifreq for these two requests.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), req, &mut ifr as *mut IfReq) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ifr.data)
+}
+
+/// Reads index, MAC, MTU and addresses of `name` in the current namespace.
+pub fn iface_info(name: &str) -> io::Result<IfaceInfo> {
+    let cname = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid C string.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SIOCGIFHWADDR fills a `struct sockaddr`: family (2 bytes), then the MAC.
+    let hw = ifreq_ioctl(name, SIOCGIFHWADDR)?;
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&hw[2..8]);
+    let m = ifreq_ioctl(name, SIOCGIFMTU)?;
+    let mtu = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]);
+    let addrs = iface_addrs(name)?;
+    Ok(IfaceInfo {
+        name: name.to_owned(),
+        index,
+        mac,
+        mtu,
+        addrs,
+    })
+}
+
+fn iface_addrs(name: &str) -> io::Result<Vec<IpAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut v4 = vec![];
+    let mut v6 = vec![];
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: NUL-terminated name from the kernel.
+        let n = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+        if n.to_bytes() != name.as_bytes() {
+            continue;
+        }
+        // SAFETY: ifa_addr points at a sockaddr of the family it declares.
+        unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sa = &*ifa.ifa_addr.cast::<libc::sockaddr_in>();
+                    v4.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr))));
+                }
+                libc::AF_INET6 => {
+                    let sa = &*ifa.ifa_addr.cast::<libc::sockaddr_in6>();
+                    v6.push(Ipv6Addr::from(sa.sin6_addr.s6_addr));
+                }
+                _ => {}
+            }
+        }
+    }
+    // SAFETY: frees the list allocated above exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    v6.sort_by_key(|a| a.is_unicast_link_local());
+    v4.extend(v6.into_iter().map(IpAddr::V6));
+    Ok(v4)
+}
+
+// ---- neighbour table over rtnetlink (rtnetlink(7), RTM_GETNEIGH) ----
+
+const NLMSG_HDRLEN: usize = 16;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_DUMP: u16 = 0x300;
+const NDMSG_LEN: usize = 12;
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
+// Usable states (linux/neighbour.h): anything with a valid link address.
+const NUD_VALID: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80; // REACHABLE|STALE|DELAY|PROBE|NOARP|PERMANENT
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Looks up `ip` on interface `ifindex` in the kernel neighbour table.
+pub fn neighbour_lookup(ifindex: u32, ip: IpAddr) -> io::Result<Option<MacAddr>> {
+    // SAFETY: plain socket call, result checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor we own.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let family = if ip.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    let mut req = [0u8; NLMSG_HDRLEN + NDMSG_LEN];
+    req[0..4].copy_from_slice(&((NLMSG_HDRLEN + NDMSG_LEN) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&libc::RTM_GETNEIGH.to_ne_bytes());
+    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes()); // sequence
+    req[NLMSG_HDRLEN] = family as u8;
+    // SAFETY: sending our own buffer to the kernel (pid 0 = kernel, by default).
+    let n = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut found = None;
+    loop {
+        // SAFETY: receiving into our buffer.
+        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let msgs = &buf[..n as usize];
+        let mut off = 0;
+        let mut done = n == 0;
+        while off + NLMSG_HDRLEN <= msgs.len() {
+            let h = &msgs[off..];
+            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            let ty = u16::from_ne_bytes([h[4], h[5]]);
+            if len < NLMSG_HDRLEN || off + len > msgs.len() {
+                break;
+            }
+            match ty {
+                NLMSG_DONE => done = true,
+                NLMSG_ERROR => {
+                    let e = h
+                        .get(16..20)
+                        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                    if e != 0 {
+                        return Err(io::Error::from_raw_os_error(-e));
+                    }
+                    done = true;
+                }
+                libc::RTM_NEWNEIGH if found.is_none() => {
+                    found = parse_neigh(&h[NLMSG_HDRLEN..len], ifindex, ip);
+                }
+                _ => {}
+            }
+            off += align4(len);
+        }
+        if done {
+            return Ok(found);
+        }
+    }
+}
+
+fn parse_neigh(m: &[u8], ifindex: u32, ip: IpAddr) -> Option<MacAddr> {
+    let nd = m.get(..NDMSG_LEN)?;
+    let idx = i32::from_ne_bytes([nd[4], nd[5], nd[6], nd[7]]);
+    let state = u16::from_ne_bytes([nd[8], nd[9]]);
+    if idx != ifindex as i32 || state & NUD_VALID == 0 {
+        return None;
+    }
+    let mut dst = None;
+    let mut ll = None;
+    let mut off = NDMSG_LEN;
+    while off + 4 <= m.len() {
+        let len = usize::from(u16::from_ne_bytes([m[off], m[off + 1]]));
+        let ty = u16::from_ne_bytes([m[off + 2], m[off + 3]]) & 0x3fff;
+        if len < 4 || off + len > m.len() {
+            break;
+        }
+        let v = &m[off + 4..off + len];
+        match (ty, v.len()) {
+            (NDA_DST, 4) => dst = Some(IpAddr::V4(Ipv4Addr::new(v[0], v[1], v[2], v[3]))),
+            (NDA_DST, 16) => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(v);
+                dst = Some(IpAddr::V6(Ipv6Addr::from(a)));
+            }
+            (NDA_LLADDR, 6) => {
+                let mut a = [0u8; 6];
+                a.copy_from_slice(v);
+                ll = Some(a);
+            }
+            _ => {}
+        }
+        off += align4(len);
+    }
+    if dst == Some(ip) { ll } else { None }
+}
+
+/// Returns the MAC of `ip` on `iface`, asking the kernel to resolve it when
+/// the neighbour table has no usable entry: a one-byte kernel UDP datagram
+/// to the peer's discard port (9) makes the kernel send ARP / neighbour
+/// solicitation; then the table is re-read until `timeout`.
+pub fn resolve_mac(iface: &IfaceInfo, ip: IpAddr, timeout: Duration) -> io::Result<MacAddr> {
+    if let Some(mac) = neighbour_lookup(iface.index, ip)? {
+        return Ok(mac);
+    }
+    let deadline = Instant::now() + timeout;
+    let mut next_probe = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= next_probe {
+            probe(iface, ip)?;
+            next_probe = now + Duration::from_millis(200);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        if let Some(mac) = neighbour_lookup(iface.index, ip)? {
+            return Ok(mac);
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no neighbour entry for {ip} on {} after {timeout:?}: is the peer up and \
+                     reachable on that interface?",
+                    iface.name
+                ),
+            ));
+        }
+    }
+}
+
+fn probe(iface: &IfaceInfo, ip: IpAddr) -> io::Result<()> {
+    let bind: SocketAddr = match ip {
+        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let sock = UdpSocket::bind(bind)?;
+    let name = iface.name.as_bytes();
+    // SAFETY: SO_BINDTODEVICE with the interface name bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let to: SocketAddr = match ip {
+        IpAddr::V4(v4) => (v4, 9).into(),
+        IpAddr::V6(v6) => std::net::SocketAddrV6::new(v6, 9, 0, iface.index).into(),
+    };
+    // An error here (e.g. EHOSTUNREACH from an earlier failed resolution) is
+    // not fatal: the table read after it decides.
+    let _ = sock.send_to(&[0], to);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_info() {
+        let lo = iface_info("lo").unwrap();
+        assert_eq!(lo.mac, [0; 6]);
+        assert!(lo.mtu >= 1500);
+        assert!(lo.index > 0);
+    }
+
+    #[test]
+    fn missing_interface_is_an_error() {
+        let e = iface_info("no-such-if0").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+    }
+
+    #[test]
+    fn neighbour_dump_parses() {
+        // Reads the real table; absence of an entry must be Ok(None).
+        let lo = iface_info("lo").unwrap();
+        assert_eq!(
+            neighbour_lookup(lo.index, "192.0.2.77".parse().unwrap()).unwrap(),
+            None
+        );
+    }
+}
