@@ -1,1 +1,716 @@
-//! See the crate README / docs/ARCHITECTURE.md.
+//! XDP steering program and its loader.
+//!
+//! `src/steer.bpf.c` (compiled by `build.rs` with clang, embedded below) parses
+//! Ethernet (+ one VLAN tag), IPv4/IPv6 and UDP, and redirects frames whose UDP
+//! destination port is in a port→slot map into `XSKMAP[slot]`. Everything else
+//! goes to the kernel with `XDP_PASS`. See `README.md` for what is counted as
+//! malformed.
+//!
+//! [`Steering`] loads the program with aya, attaches it through a `bpf_link`
+//! (created here with `BPF_LINK_CREATE`, never the netlink fallback, so the
+//! program detaches when the link fd is closed — on [`Drop`] or when the
+//! process exits) and gives access to the maps.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::str::FromStr;
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, XskMap};
+use aya::programs::Xdp;
+use aya::{Ebpf, EbpfLoader};
+
+/// The clang-built ELF object (see `build.rs`).
+static STEER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
+
+/// Name of the XDP program (the C function) inside the object.
+const PROGRAM_NAME: &str = "ofi_xdp_steer";
+
+/// Number of per-CPU counters; indices must match `enum counter` in the C source.
+const COUNTER_STEERED: u32 = 0;
+const COUNTER_PASSED: u32 = 1;
+const COUNTER_MALFORMED: u32 = 2;
+const COUNTER_NO_SOCKET: u32 = 3;
+const COUNTER_FAULT_DROPPED: u32 = 4;
+
+/// Index of the fault-injection divisor in the `config` array map.
+const CONFIG_DROP_ONE_IN: u32 = 0;
+
+/// Maximum number of UDP ports in the port map (`MAX_PORTS` in the C source).
+pub const MAX_PORTS: u32 = 256;
+
+// Constants from <linux/bpf.h> / <linux/if_link.h> for the raw syscalls below
+// (aya 0.14 has no public API for them).
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_XDP: u32 = 37;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// How the XDP program is attached to the interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttachMode {
+    /// Driver (native) mode: runs in the driver's receive path before an skb
+    /// exists. On veth it requires the peer's MTU to fit one page (~3.5 KB).
+    Native,
+    /// Generic (SKB) mode: runs in the core stack after the skb is built. Works
+    /// on every interface.
+    Generic,
+}
+
+impl AttachMode {
+    fn flags(self) -> u32 {
+        match self {
+            AttachMode::Native => XDP_FLAGS_DRV_MODE,
+            AttachMode::Generic => XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+impl FromStr for AttachMode {
+    type Err = BpfError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "native" | "driver" | "drv" => Ok(AttachMode::Native),
+            "generic" | "skb" => Ok(AttachMode::Generic),
+            _ => Err(BpfError::InvalidMode(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for AttachMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AttachMode::Native => "native",
+            AttachMode::Generic => "generic",
+        })
+    }
+}
+
+/// Counters of the steering program, summed over all CPUs. Every frame the
+/// program sees bumps exactly one of them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Redirected into an AF_XDP socket.
+    pub steered: u64,
+    /// Handed to the kernel untouched (not ours, or well-formed but not UDP to
+    /// a steered port).
+    pub passed: u64,
+    /// Truncated or inconsistent headers; handed to the kernel, never steered.
+    pub malformed: u64,
+    /// Port matched but `XSKMAP[slot]` had no socket; handed to the kernel.
+    pub no_socket: u64,
+    /// Port matched and dropped by fault injection.
+    pub fault_dropped: u64,
+}
+
+impl Counters {
+    /// Sum of all counters: the number of frames the program has seen.
+    pub fn total(&self) -> u64 {
+        self.steered + self.passed + self.malformed + self.no_socket + self.fault_dropped
+    }
+
+    /// Per-field difference `self - earlier` (saturating), for tests and
+    /// statistics that look at what happened between two reads.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            steered: self.steered.saturating_sub(earlier.steered),
+            passed: self.passed.saturating_sub(earlier.passed),
+            malformed: self.malformed.saturating_sub(earlier.malformed),
+            no_socket: self.no_socket.saturating_sub(earlier.no_socket),
+            fault_dropped: self.fault_dropped.saturating_sub(earlier.fault_dropped),
+        }
+    }
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "steered={} passed={} malformed={} no_socket={} fault_dropped={}",
+            self.steered, self.passed, self.malformed, self.no_socket, self.fault_dropped
+        )
+    }
+}
+
+/// XDP verdicts (`enum xdp_action` in <linux/bpf.h>), as returned by
+/// [`Steering::test_run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpAction {
+    Aborted,
+    Drop,
+    Pass,
+    Tx,
+    Redirect,
+    /// A value this crate does not know.
+    Other(u32),
+}
+
+impl From<u32> for XdpAction {
+    fn from(v: u32) -> Self {
+        match v {
+            0 => XdpAction::Aborted,
+            1 => XdpAction::Drop,
+            2 => XdpAction::Pass,
+            3 => XdpAction::Tx,
+            4 => XdpAction::Redirect,
+            other => XdpAction::Other(other),
+        }
+    }
+}
+
+/// Errors of the loader. Messages say what to do about them.
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    #[error(
+        "permission denied while {action}: loading and attaching XDP programs needs \
+         CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN); run as root or grant them \
+         with `setcap cap_bpf,cap_net_admin+ep <binary>` ({source})"
+    )]
+    PermissionDenied {
+        action: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "interface {0:?} not found; check the name with `ip link` (in the right network \
+         namespace)"
+    )]
+    InterfaceNotFound(String),
+    #[error(
+        "{mode} XDP mode is not supported on {ifname} ({source}); try the other mode \
+         (native needs driver support; generic works on every interface)"
+    )]
+    ModeUnsupported {
+        mode: AttachMode,
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "cannot attach native XDP to {ifname}: its MTU (or its veth peer's) is too large \
+         for single-buffer XDP; lower it (e.g. `ip link set dev {ifname} mtu 1500` on both \
+         ends) or use generic mode ({source})"
+    )]
+    MtuTooLarge {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "interface {ifname} already has an XDP program attached ({source}); remove it with \
+         `ip link set dev {ifname} xdp off` (or stop the process that owns it)"
+    )]
+    AlreadyAttached {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "this kernel cannot attach XDP through a bpf_link ({source}); Linux 5.9 or newer \
+         is required so that the program detaches when the process exits"
+    )]
+    NoBpfLink {
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "the kernel could not allocate memory for BPF maps ({source}); raise \
+         RLIMIT_MEMLOCK (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) \
+         or run with CAP_SYS_RESOURCE"
+    )]
+    Memlock {
+        #[source]
+        source: io::Error,
+    },
+    #[error("loading the XDP program failed: {0}")]
+    Load(String),
+    #[error("{what} failed: {source}")]
+    Syscall {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what} failed: {detail}")]
+    Map { what: &'static str, detail: String },
+    #[error("XSKMAP slot {slot} is out of range (0..{max})")]
+    SlotOutOfRange { slot: u32, max: u32 },
+    #[error("unknown XDP attach mode {0:?}; use \"native\" or \"generic\" (also \"skb\")")]
+    InvalidMode(String),
+    #[error("frame of {0} bytes is outside what BPF_PROG_TEST_RUN accepts (14..=3500)")]
+    BadTestFrame(usize),
+}
+
+/// Finds the OS error code anywhere in an error's source chain.
+fn errno_in(err: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<io::Error>()
+            && let Some(code) = io.raw_os_error()
+        {
+            return Some(code);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// Full text of an error and its sources (aya's verifier log lives in the
+/// Display of `LoadError`).
+fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cur = e.source();
+    }
+    text
+}
+
+/// Maps an aya error from loading the object or its maps to a [`BpfError`].
+fn load_error(action: &'static str, err: &(dyn std::error::Error + 'static)) -> BpfError {
+    match errno_in(err) {
+        Some(libc::EPERM) | Some(libc::EACCES) if !has_bpf_capability() => {
+            BpfError::PermissionDenied {
+                action,
+                source: io::Error::from_raw_os_error(libc::EPERM),
+            }
+        }
+        // Before Linux 5.11 BPF memory was charged to RLIMIT_MEMLOCK and an
+        // exceeded limit showed up as EPERM even for root.
+        Some(libc::EPERM) | Some(libc::ENOMEM) => BpfError::Memlock {
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        },
+        _ => BpfError::Load(format!("{action}: {}", chain_text(err))),
+    }
+}
+
+fn map_error(what: &'static str, err: aya::maps::MapError) -> BpfError {
+    match errno_in(&err) {
+        Some(libc::EPERM) | Some(libc::EACCES) => BpfError::PermissionDenied {
+            action: what,
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        },
+        _ => BpfError::Map {
+            what,
+            detail: chain_text(&err),
+        },
+    }
+}
+
+/// True when the effective capability set has CAP_BPF (39) or CAP_SYS_ADMIN
+/// (21); read from /proc so no capability crate is needed.
+fn has_bpf_capability() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true; // cannot tell: do not claim a missing capability
+    };
+    let Some(hex) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim)
+    else {
+        return true;
+    };
+    let Ok(caps) = u64::from_str_radix(hex, 16) else {
+        return true;
+    };
+    caps & ((1 << 39) | (1 << 21)) != 0
+}
+
+/// Raises RLIMIT_MEMLOCK to infinity when allowed. Kernels ≥ 5.11 charge BPF
+/// maps to the memory cgroup instead, so failure here is not an error: a real
+/// shortage shows up at map creation and is reported there.
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid, initialised rlimit struct.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    if rc != 0 {
+        // Not privileged to raise the hard limit: raise the soft one to it.
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into a valid rlimit struct.
+        if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut cur) } == 0 {
+            cur.rlim_cur = cur.rlim_max;
+            // SAFETY: as above.
+            unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &cur) };
+        }
+    }
+}
+
+fn ifindex_of(ifname: &str) -> Result<u32, BpfError> {
+    let name = std::ffi::CString::new(ifname)
+        .map_err(|_| BpfError::InterfaceNotFound(ifname.to_string()))?;
+    // SAFETY: `name` is a valid NUL-terminated string.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(BpfError::InterfaceNotFound(ifname.to_string()));
+    }
+    Ok(index)
+}
+
+/// `bpf(BPF_LINK_CREATE)` for an XDP program on `ifindex`. Closing the returned
+/// fd detaches the program (the link is not pinned).
+fn xdp_link_create(prog_fd: RawFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
+    // union bpf_attr, `link_create` member: prog_fd, target_ifindex,
+    // attach_type, flags, then zeroed unions. The kernel requires every byte
+    // past the fields it knows to be zero.
+    let mut attr = [0u32; 16];
+    attr[0] = prog_fd as u32;
+    attr[1] = ifindex;
+    attr[2] = BPF_XDP;
+    attr[3] = flags;
+    // SAFETY: attr is a valid buffer of the size passed; the kernel only reads it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_CREATE,
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success the syscall returns a new fd we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+}
+
+/// The loaded steering program attached to one interface.
+///
+/// Dropping it closes the `bpf_link`, which detaches the program; the kernel
+/// does the same if the process dies, so no program outlives its owner.
+pub struct Steering {
+    // Field order matters for Drop: the link goes first (detach), then the maps
+    // and program (unload).
+    link: OwnedFd,
+    xsks: XskMap<MapData>,
+    ports: HashMap<MapData, u32, u32>,
+    counters: PerCpuArray<MapData, u64>,
+    config: Array<MapData, u32>,
+    rng: PerCpuArray<MapData, u64>,
+    ebpf: Ebpf,
+    ifname: String,
+    ifindex: u32,
+    mode: AttachMode,
+}
+
+impl fmt::Debug for Steering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Steering")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("mode", &self.mode)
+            .field("link_fd", &self.link.as_raw_fd())
+            .finish()
+    }
+}
+
+impl Steering {
+    /// Size of the XSKMAP: valid slots are `0..MAX_SLOTS`.
+    pub const MAX_SLOTS: u32 = 64;
+
+    /// Loads the steering program and attaches it to `ifname` in `mode`.
+    ///
+    /// The port map starts empty (everything is passed) and fault injection
+    /// is off.
+    pub fn attach(ifname: &str, mode: AttachMode) -> Result<Steering, BpfError> {
+        let ifindex = ifindex_of(ifname)?;
+        raise_memlock_limit();
+
+        let mut ebpf = EbpfLoader::new()
+            .load(STEER_OBJECT)
+            .map_err(|e| load_error("loading the BPF object (creating its maps)", &e))?;
+        let program: &mut Xdp = ebpf
+            .program_mut(PROGRAM_NAME)
+            .ok_or_else(|| BpfError::Load(format!("program {PROGRAM_NAME} missing in object")))?
+            .try_into()
+            .map_err(|e| load_error("looking up the XDP program", &e))?;
+        program
+            .load()
+            .map_err(|e| load_error("loading the XDP program (verifier)", &e))?;
+        let prog_fd = program
+            .fd()
+            .map_err(|e| load_error("getting the program fd", &e))?
+            .as_fd()
+            .as_raw_fd();
+
+        let link = xdp_link_create(prog_fd, ifindex, mode.flags())
+            .map_err(|e| attach_error(ifname, mode, e))?;
+
+        let xsks = take_map(&mut ebpf, "xsks")?;
+        let ports = take_map(&mut ebpf, "ports")?;
+        let counters = take_map(&mut ebpf, "counters")?;
+        let config = take_map(&mut ebpf, "config")?;
+        let rng = take_map(&mut ebpf, "rng")?;
+        Ok(Steering {
+            link,
+            xsks,
+            ports,
+            counters,
+            config,
+            rng,
+            ebpf,
+            ifname: ifname.to_string(),
+            ifindex,
+            mode,
+        })
+    }
+
+    /// The mode the program was attached in.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// Interface index the program is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Interface name the program was attached to.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// Steers UDP datagrams to `udp_port` (host byte order) into `XSKMAP[slot]`.
+    /// Replaces an earlier mapping of the same port.
+    pub fn steer_port(&mut self, udp_port: u16, slot: u32) -> Result<(), BpfError> {
+        check_slot(slot)?;
+        self.ports
+            .insert(u32::from(udp_port), slot, 0)
+            .map_err(|e| map_error("adding the port to the port map", e))
+    }
+
+    /// Stops steering `udp_port`; its datagrams go to the kernel again.
+    /// Removing a port that is not steered is not an error.
+    pub fn unsteer_port(&mut self, udp_port: u16) -> Result<(), BpfError> {
+        match self.ports.remove(&u32::from(udp_port)) {
+            Ok(()) => Ok(()),
+            Err(e) if errno_in(&e) == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(map_error("removing the port from the port map", e)),
+        }
+    }
+
+    /// Puts the AF_XDP socket `xsk_fd` into `XSKMAP[slot]`. The socket must be
+    /// bound (to this interface and the queue the frames arrive on).
+    pub fn set_socket(&mut self, slot: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
+        check_slot(slot)?;
+        self.xsks
+            .set(slot, xsk_fd, 0)
+            .map_err(|e| map_error("putting the AF_XDP socket into the XSKMAP", e))
+    }
+
+    /// Empties `XSKMAP[slot]`. Clearing an empty slot is not an error.
+    pub fn clear_socket(&mut self, slot: u32) -> Result<(), BpfError> {
+        check_slot(slot)?;
+        match self.xsks.unset(slot) {
+            Ok(()) => Ok(()),
+            Err(e) if errno_in(&e) == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(map_error("clearing the XSKMAP slot", e)),
+        }
+    }
+
+    /// Reads the counters, summed over all CPUs. Safe while traffic flows
+    /// (each per-CPU value is read atomically as a u64).
+    pub fn counters(&self) -> Result<Counters, BpfError> {
+        let read = |index: u32| -> Result<u64, BpfError> {
+            let values = self
+                .counters
+                .get(&index, 0)
+                .map_err(|e| map_error("reading the counters", e))?;
+            Ok(values.iter().fold(0u64, |acc, v| acc.wrapping_add(*v)))
+        };
+        Ok(Counters {
+            steered: read(COUNTER_STEERED)?,
+            passed: read(COUNTER_PASSED)?,
+            malformed: read(COUNTER_MALFORMED)?,
+            no_socket: read(COUNTER_NO_SOCKET)?,
+            fault_dropped: read(COUNTER_FAULT_DROPPED)?,
+        })
+    }
+
+    /// Fault injection: drop one port-matched frame in `drop_one_in` (0 = off),
+    /// chosen by a per-CPU xorshift64 generator seeded from `seed`, so a run
+    /// with the same seed and CPU placement drops the same frames.
+    ///
+    /// Drops happen before the socket lookup (they model loss on the wire) and
+    /// are counted as `fault_dropped`.
+    pub fn set_fault_injection(&mut self, drop_one_in: u32, seed: u64) -> Result<(), BpfError> {
+        let ncpus =
+            aya::util::nr_cpus().map_err(|(what, source)| BpfError::Syscall { what, source })?;
+        // One independent, non-zero state per CPU (splitmix64 of seed + cpu).
+        let states: Vec<u64> = (0..ncpus as u64)
+            .map(|cpu| splitmix64(seed.wrapping_add(cpu)).max(1))
+            .collect();
+        let values = PerCpuValues::try_from(states).map_err(|e| BpfError::Syscall {
+            what: "building per-CPU seeds",
+            source: e,
+        })?;
+        self.rng
+            .set(0, values, 0)
+            .map_err(|e| map_error("seeding the fault-injection generator", e))?;
+        self.config
+            .set(CONFIG_DROP_ONE_IN, drop_one_in, 0)
+            .map_err(|e| map_error("setting the fault-injection rate", e))
+    }
+
+    /// The current fault-injection rate (0 = off).
+    pub fn fault_injection(&self) -> Result<u32, BpfError> {
+        self.config
+            .get(&CONFIG_DROP_ONE_IN, 0)
+            .map_err(|e| map_error("reading the fault-injection rate", e))
+    }
+
+    /// Runs the loaded program once on `frame` with `BPF_PROG_TEST_RUN` (no
+    /// packet is sent anywhere) and returns its verdict. Counters change as
+    /// for a real frame. For tests of the parser.
+    pub fn test_run(&self, frame: &[u8]) -> Result<XdpAction, BpfError> {
+        if !(14..=3500).contains(&frame.len()) {
+            return Err(BpfError::BadTestFrame(frame.len()));
+        }
+        let program: &Xdp = self
+            .ebpf
+            .program(PROGRAM_NAME)
+            .ok_or_else(|| BpfError::Load(format!("program {PROGRAM_NAME} missing")))?
+            .try_into()
+            .map_err(|e| load_error("looking up the XDP program", &e))?;
+        let prog_fd = program
+            .fd()
+            .map_err(|e| load_error("getting the program fd", &e))?
+            .as_fd()
+            .as_raw_fd();
+        let mut out = vec![0u8; frame.len() + 256];
+        // union bpf_attr, `test` member (offsets from <linux/bpf.h>):
+        // 0 prog_fd, 4 retval, 8 data_size_in, 12 data_size_out,
+        // 16 data_in, 24 data_out, 32 repeat, 36 duration.
+        let mut attr = [0u8; 80];
+        attr[0..4].copy_from_slice(&(prog_fd as u32).to_ne_bytes());
+        attr[8..12].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+        attr[12..16].copy_from_slice(&(out.len() as u32).to_ne_bytes());
+        attr[16..24].copy_from_slice(&(frame.as_ptr() as u64).to_ne_bytes());
+        attr[24..32].copy_from_slice(&(out.as_mut_ptr() as u64).to_ne_bytes());
+        attr[32..36].copy_from_slice(&1u32.to_ne_bytes());
+        // SAFETY: attr describes valid input/output buffers that outlive the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                attr.as_mut_ptr(),
+                attr.len(),
+            )
+        };
+        if rc < 0 {
+            return Err(BpfError::Syscall {
+                what: "BPF_PROG_TEST_RUN",
+                source: io::Error::last_os_error(),
+            });
+        }
+        let mut retval = [0u8; 4];
+        retval.copy_from_slice(&attr[4..8]);
+        Ok(XdpAction::from(u32::from_ne_bytes(retval)))
+    }
+}
+
+fn attach_error(ifname: &str, mode: AttachMode, err: io::Error) -> BpfError {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => BpfError::PermissionDenied {
+            action: "attaching the XDP program",
+            source: err,
+        },
+        Some(libc::ENODEV) => BpfError::InterfaceNotFound(ifname.to_string()),
+        Some(libc::EOPNOTSUPP) => BpfError::ModeUnsupported {
+            mode,
+            ifname: ifname.to_string(),
+            source: err,
+        },
+        // veth refuses native XDP when the peer MTU exceeds one page.
+        Some(libc::ERANGE) => BpfError::MtuTooLarge {
+            ifname: ifname.to_string(),
+            source: err,
+        },
+        // A program attached through netlink (or another link) is present.
+        Some(libc::EBUSY) | Some(libc::EEXIST) => BpfError::AlreadyAttached {
+            ifname: ifname.to_string(),
+            source: err,
+        },
+        // Kernels before 5.9 do not know BPF_LINK_CREATE for XDP.
+        Some(libc::EINVAL) => BpfError::NoBpfLink { source: err },
+        _ => BpfError::Syscall {
+            what: "attaching the XDP program (BPF_LINK_CREATE)",
+            source: err,
+        },
+    }
+}
+
+fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M, BpfError>
+where
+    M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| BpfError::Load(format!("map {name} missing in the BPF object")))?;
+    M::try_from(map).map_err(|e| map_error("opening a BPF map", e))
+}
+
+fn check_slot(slot: u32) -> Result<(), BpfError> {
+    if slot >= Steering::MAX_SLOTS {
+        return Err(BpfError::SlotOutOfRange {
+            slot,
+            max: Steering::MAX_SLOTS,
+        });
+    }
+    Ok(())
+}
+
+/// splitmix64 (Steele, Lea, Flood 2014): spreads a seed into a well-mixed
+/// 64-bit state.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attach_mode_parses_and_displays() {
+        assert_eq!("native".parse::<AttachMode>().unwrap(), AttachMode::Native);
+        assert_eq!("SKB".parse::<AttachMode>().unwrap(), AttachMode::Generic);
+        assert_eq!(
+            "generic".parse::<AttachMode>().unwrap(),
+            AttachMode::Generic
+        );
+        assert!("hw".parse::<AttachMode>().is_err());
+        assert_eq!(AttachMode::Native.to_string(), "native");
+        assert_eq!(AttachMode::Generic.to_string(), "generic");
+    }
+
+    #[test]
+    fn object_is_embedded() {
+        assert!(STEER_OBJECT.starts_with(b"\x7fELF"));
+    }
+
+    #[test]
+    fn unknown_interface_is_reported() {
+        let err = Steering::attach("no-such-if0", AttachMode::Generic).unwrap_err();
+        assert!(matches!(err, BpfError::InterfaceNotFound(_)), "{err}");
+    }
+
+    #[test]
+    fn splitmix_is_nonzero_and_spreads() {
+        assert_ne!(splitmix64(0), splitmix64(1));
+        assert_ne!(splitmix64(0), 0);
+    }
+}

@@ -1,1 +1,528 @@
-//! See the crate README / docs/ARCHITECTURE.md.
+//! Test hosts: pairs of network namespaces joined by a veth pair.
+//!
+//! Everything is created with the `ip` command (iproute2) under names that
+//! embed the creating process's PID and a per-process counter, and removed on
+//! [`Drop`] — also when a test panics, since `Drop` runs during unwinding. A
+//! best-effort reaper removes leftovers of processes that died without
+//! unwinding (SIGKILL, abort) whenever a new pair is created.
+//!
+//! Addresses live only inside the namespaces: IPv4 from 198.18.0.0/15 (RFC
+//! 2544, reserved for benchmarking, never routed) as a /30 per pair, and IPv6
+//! from the ULA prefix fd6f:6678:6470::/48 (RFC 4193) as a /64 per pair. Both
+//! namespaces have loopback up and no route out, so no packet can leave them.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
+const NETNS_PREFIX: &str = "oxt-";
+/// Prefix of every veth we create: `ox<pid>.<n><a|b>` (≤ 15 bytes, IFNAMSIZ-1).
+const VETH_PREFIX: &str = "ox";
+/// Where `ip netns add` puts its bind mounts.
+const NETNS_RUN_DIR: &str = "/run/netns";
+/// Per-process counter: only its value mod 10000 appears in interface names.
+static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
+/// Names fit IFNAMSIZ with a 7-digit PID and a 4-digit counter.
+const COUNTER_MODULUS: u32 = 10_000;
+
+/// One end of a [`HostPair`]: a network namespace holding one veth end.
+#[derive(Debug, Clone)]
+pub struct Host {
+    netns: String,
+    ifname: String,
+    ipv4: Ipv4Addr,
+    ipv6: Ipv6Addr,
+    mac: [u8; 6],
+    mtu: u32,
+}
+
+/// Two network namespaces joined by one veth pair, both ends up and addressed.
+/// Removed on drop.
+#[derive(Debug)]
+pub struct HostPair {
+    pub a: Host,
+    pub b: Host,
+}
+
+impl Host {
+    /// Name of the network namespace (as in `ip netns list`).
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// Name of this host's veth end (inside its namespace).
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// IPv4 address of the veth end (prefix length [`Host::IPV4_PREFIX_LEN`]).
+    pub fn ipv4(&self) -> Ipv4Addr {
+        self.ipv4
+    }
+
+    /// IPv6 ULA address of the veth end (prefix length [`Host::IPV6_PREFIX_LEN`]).
+    pub fn ipv6(&self) -> Ipv6Addr {
+        self.ipv6
+    }
+
+    /// MAC address of the veth end (locally administered, set at creation).
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// MTU of the veth end.
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    pub const IPV4_PREFIX_LEN: u8 = 30;
+    pub const IPV6_PREFIX_LEN: u8 = 64;
+
+    /// Runs `f` on a fresh thread that has joined this host's network namespace
+    /// (a thread's network namespace is per-thread, see setns(2)), and returns
+    /// its result. Sockets created inside `f` belong to the namespace and keep
+    /// belonging to it when used from other threads afterwards.
+    ///
+    /// # Panics
+    /// Panics if the namespace cannot be joined (see [`Host::try_run`]), and
+    /// re-raises a panic of `f`.
+    pub fn run<R: Send, F: FnOnce() -> R + Send>(&self, f: F) -> R {
+        match self.try_run(f) {
+            Ok(r) => r,
+            Err(e) => panic!("cannot enter network namespace {}: {e}", self.netns),
+        }
+    }
+
+    /// Like [`Host::run`], but returns an error when the namespace cannot be
+    /// joined instead of panicking.
+    pub fn try_run<R: Send, F: FnOnce() -> R + Send>(&self, f: F) -> io::Result<R> {
+        let ns_file = File::open(Path::new(NETNS_RUN_DIR).join(&self.netns))?;
+        std::thread::scope(|scope| {
+            let worker = std::thread::Builder::new()
+                .name(format!("netns {}", self.netns))
+                .spawn_scoped(scope, move || -> io::Result<R> {
+                    // SAFETY: setns on a valid namespace fd; affects this thread only.
+                    let rc = unsafe { libc::setns(ns_file.as_raw_fd(), libc::CLONE_NEWNET) };
+                    if rc != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(f())
+                })?;
+            match worker.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// A `Command` that runs `program` inside this host's namespace (through
+    /// `ip netns exec`). Add arguments as usual.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec"]).arg(&self.netns).arg(program);
+        cmd
+    }
+
+    /// Runs `ip <args>` inside this namespace (`ip -n <netns> <args>`) and
+    /// fails with its stderr when it fails.
+    pub fn ip(&self, args: &[&str]) -> io::Result<String> {
+        let mut full: Vec<&str> = vec!["-n", &self.netns];
+        full.extend_from_slice(args);
+        ip(&full)
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{} {} {} {}",
+            self.netns,
+            self.ifname,
+            self.ipv4,
+            self.ipv6,
+            format_mac(&self.mac)
+        )
+    }
+}
+
+impl HostPair {
+    /// Creates two namespaces joined by a veth pair with MTU 1500.
+    pub fn new() -> io::Result<HostPair> {
+        Self::with_mtu(1500)
+    }
+
+    /// Creates two namespaces joined by a veth pair with the given MTU on both
+    /// ends. Native-mode XDP on veth needs MTU ≤ ~3500 (one page per frame).
+    pub fn with_mtu(mtu: u32) -> io::Result<HostPair> {
+        reap_stale();
+        let pid = std::process::id();
+        let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
+        let names = Names::new(pid, n);
+        let addr = Addressing::new(pid, n);
+
+        // Build into a guard first so a failure half-way removes what exists.
+        let mut guard = PairGuard {
+            netns: Vec::new(),
+            veth_in_root: None,
+        };
+        for ns in [&names.netns_a, &names.netns_b] {
+            ip(&["netns", "add", ns])?;
+            guard.netns.push(ns.clone());
+        }
+        let mac_a = addr.mac(0);
+        let mac_b = addr.mac(1);
+        // Create both ends directly inside their namespaces, so nothing ever
+        // appears in the caller's namespace. One queue each on purpose (veth
+        // defaults to one per CPU): every frame then arrives on rx queue 0,
+        // where AF_XDP sockets bind — a redirect to a socket bound to another
+        // queue is dropped by the kernel.
+        guard.veth_in_root = Some(names.veth_a.clone());
+        ip(&[
+            "link",
+            "add",
+            &names.veth_a,
+            "address",
+            &format_mac(&mac_a),
+            "mtu",
+            &mtu.to_string(),
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "netns",
+            &names.netns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &names.veth_b,
+            "address",
+            &format_mac(&mac_b),
+            "mtu",
+            &mtu.to_string(),
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "netns",
+            &names.netns_b,
+        ])?;
+        guard.veth_in_root = None;
+
+        let a = Host {
+            netns: names.netns_a,
+            ifname: names.veth_a,
+            ipv4: addr.ipv4(0),
+            ipv6: addr.ipv6(0),
+            mac: mac_a,
+            mtu,
+        };
+        let b = Host {
+            netns: names.netns_b,
+            ifname: names.veth_b,
+            ipv4: addr.ipv4(1),
+            ipv6: addr.ipv6(1),
+            mac: mac_b,
+            mtu,
+        };
+        for host in [&a, &b] {
+            configure(host)?;
+        }
+        // Everything exists: ownership moves to the HostPair's Drop.
+        guard.netns.clear();
+        Ok(HostPair { a, b })
+    }
+
+    /// The other end of `host`'s veth (`a` for `b`, `b` for `a`).
+    pub fn peer_of(&self, host: &Host) -> &Host {
+        if host.netns == self.a.netns {
+            &self.b
+        } else {
+            &self.a
+        }
+    }
+
+    /// Namespaces of the pair, for checks that they are gone after drop.
+    pub fn netns_names(&self) -> [String; 2] {
+        [self.a.netns.clone(), self.b.netns.clone()]
+    }
+}
+
+impl Drop for HostPair {
+    fn drop(&mut self) {
+        // Deleting a namespace destroys the veth end inside it, and destroying
+        // one veth end destroys its peer.
+        for ns in [&self.a.netns, &self.b.netns] {
+            if let Err(e) = ip(&["netns", "delete", ns]) {
+                eprintln!("testhosts: could not delete netns {ns}: {e}");
+            }
+        }
+    }
+}
+
+/// Removes half-built state when `HostPair::with_mtu` fails.
+struct PairGuard {
+    netns: Vec<String>,
+    veth_in_root: Option<String>,
+}
+
+impl Drop for PairGuard {
+    fn drop(&mut self) {
+        if let Some(veth) = &self.veth_in_root {
+            // Exists only if `ip link add` half-failed; ignore "not found".
+            let _ = ip(&["link", "delete", veth]);
+        }
+        for ns in &self.netns {
+            let _ = ip(&["netns", "delete", ns]);
+        }
+    }
+}
+
+fn configure(host: &Host) -> io::Result<()> {
+    host.ip(&["link", "set", "lo", "up"])?;
+    // nodad: the address is usable at once (no ~1 s duplicate detection).
+    host.ip(&[
+        "addr",
+        "add",
+        &format!("{}/{}", host.ipv4, Host::IPV4_PREFIX_LEN),
+        "dev",
+        &host.ifname,
+    ])?;
+    host.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{}/{}", host.ipv6, Host::IPV6_PREFIX_LEN),
+        "dev",
+        &host.ifname,
+        "nodad",
+    ])?;
+    host.ip(&["link", "set", &host.ifname, "up"])?;
+    Ok(())
+}
+
+struct Names {
+    netns_a: String,
+    netns_b: String,
+    veth_a: String,
+    veth_b: String,
+}
+
+impl Names {
+    fn new(pid: u32, n: u32) -> Names {
+        Names {
+            netns_a: format!("{NETNS_PREFIX}{pid}-{n}-a"),
+            netns_b: format!("{NETNS_PREFIX}{pid}-{n}-b"),
+            veth_a: format!("{VETH_PREFIX}{pid}.{n}a"),
+            veth_b: format!("{VETH_PREFIX}{pid}.{n}b"),
+        }
+    }
+}
+
+/// Per-pair addresses derived from the PID and counter, so parallel pairs
+/// have distinct addresses in logs and captures (the namespaces are isolated
+/// anyway).
+struct Addressing {
+    index: u32,
+    pid: u32,
+}
+
+impl Addressing {
+    fn new(pid: u32, n: u32) -> Addressing {
+        Addressing {
+            index: pid.wrapping_mul(31).wrapping_add(n),
+            pid,
+        }
+    }
+
+    /// 198.18.0.0/15 holds 32768 /30 subnets; hosts are .1 and .2 of one.
+    fn ipv4(&self, side: u32) -> Ipv4Addr {
+        let subnet = self.index % 32_768;
+        let base = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + subnet * 4;
+        Ipv4Addr::from(base + 1 + side)
+    }
+
+    /// fd6f:6678:6470:<subnet>::1 / ::2 — a ULA /64 per pair.
+    fn ipv6(&self, side: u32) -> Ipv6Addr {
+        let subnet = (self.index % 65_536) as u16;
+        Ipv6Addr::new(0xfd6f, 0x6678, 0x6470, subnet, 0, 0, 0, 1 + side as u16)
+    }
+
+    /// 02:<pid 24 bits>:<index 8 bits>:<side> — locally administered unicast.
+    fn mac(&self, side: u8) -> [u8; 6] {
+        let p = self.pid.to_be_bytes();
+        let i = (self.index & 0x7f) as u8;
+        [0x02, p[1], p[2], p[3], i, 0x0a + side]
+    }
+}
+
+fn format_mac(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Runs `ip <args>`; on failure returns an error carrying the command line and
+/// its stderr, or a hint to install iproute2 when `ip` is missing.
+pub fn ip(args: &[&str]) -> io::Result<String> {
+    let output = run_ip(args).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "the `ip` command (iproute2) is missing: run `cargo xtask deps` \
+                 or `apt-get install iproute2`",
+            )
+        } else {
+            io::Error::new(
+                e.kind(),
+                format!("could not run `ip {}`: {e}", args.join(" ")),
+            )
+        }
+    })?;
+    if output.status.success() {
+        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kind = if stderr.contains("Operation not permitted") {
+        io::ErrorKind::PermissionDenied
+    } else if stderr.contains("File exists") {
+        io::ErrorKind::AlreadyExists
+    } else if stderr.contains("Cannot find device")
+        || stderr.contains("No such file")
+        || stderr.contains("does not exist")
+    {
+        io::ErrorKind::NotFound
+    } else {
+        io::ErrorKind::Other
+    };
+    let hint = if kind == io::ErrorKind::PermissionDenied {
+        " (creating namespaces and veths needs root / CAP_NET_ADMIN and CAP_SYS_ADMIN)"
+    } else {
+        ""
+    };
+    Err(io::Error::new(
+        kind,
+        format!(
+            "`ip {}` failed ({}): {}{hint}",
+            args.join(" "),
+            output.status,
+            stderr.trim()
+        ),
+    ))
+}
+
+fn run_ip(args: &[&str]) -> io::Result<Output> {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    Command::new("ip").args(&args).output()
+}
+
+/// Names of network namespaces whose name starts with our prefix.
+pub fn our_netns() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(NETNS_RUN_DIR) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.starts_with(NETNS_PREFIX))
+        .collect()
+}
+
+/// PID embedded in one of our namespace names (`oxt-<pid>-<n>-<side>`).
+fn netns_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(NETNS_PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// PID embedded in one of our veth names (`ox<pid>.<n><side>`).
+fn veth_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(VETH_PREFIX)?;
+    let (pid, tail) = rest.split_once('.')?;
+    if tail.is_empty() || !tail.ends_with(['a', 'b']) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // kill(pid, 0) checks existence; EPERM still means it exists.
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Removes namespaces and root-namespace veths with our prefix whose creating
+/// process is gone. Best effort: errors are ignored (another process may be
+/// reaping the same leftovers at the same time).
+pub fn reap_stale() {
+    for ns in our_netns() {
+        if let Some(pid) = netns_pid(&ns)
+            && !pid_alive(pid)
+        {
+            let _ = ip(&["netns", "delete", &ns]);
+        }
+    }
+    for link in root_links() {
+        if let Some(pid) = veth_pid(&link)
+            && !pid_alive(pid)
+        {
+            let _ = ip(&["link", "delete", &link]);
+        }
+    }
+}
+
+/// Interface names in the caller's namespace that start with our prefix.
+fn root_links() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.starts_with(VETH_PREFIX))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_ifnamsiz() {
+        let names = Names::new(4_194_304, COUNTER_MODULUS - 1);
+        assert!(names.veth_a.len() <= 15, "{}", names.veth_a);
+        assert_eq!(veth_pid(&names.veth_b), Some(4_194_304));
+        assert_eq!(netns_pid(&names.netns_a), Some(4_194_304));
+        assert_eq!(veth_pid("oxeth0"), None);
+        assert_eq!(netns_pid("other"), None);
+    }
+
+    #[test]
+    fn addresses_are_in_reserved_ranges() {
+        for (pid, n) in [(1, 0), (4_194_304, 9_999), (77_777, 5)] {
+            let a = Addressing::new(pid, n);
+            let v4 = a.ipv4(1).octets();
+            assert_eq!(v4[0], 198);
+            assert!(v4[1] == 18 || v4[1] == 19);
+            assert_eq!(a.ipv4(0).octets()[3] % 4, 1);
+            assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
+            assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
+        }
+    }
+}
