@@ -110,3 +110,20 @@ fn drop_removes_everything_even_on_panic() {
     let links = ip(&["-o", "link", "show"]).unwrap();
     assert!(!links.contains(&names[2]), "veth {} leaked", names[2]);
 }
+
+#[test]
+fn reaper_removes_leftovers_of_dead_processes() {
+    // A PID that has certainly exited (reuse within this test is negligible).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = format!("oxt-{dead}-0-a");
+    ip(&["netns", "add", &stale]).unwrap();
+    // A live process's namespace must survive the reaper.
+    let live = HostPair::new().unwrap();
+    assert!(
+        !our_netns().contains(&stale),
+        "stale netns {stale} not reaped"
+    );
+    assert!(our_netns().contains(&live.a.netns().to_string()));
+}
