@@ -216,13 +216,20 @@ pub enum BpfError {
         source: io::Error,
     },
     #[error(
-        "the kernel could not allocate memory for BPF maps ({source}); raise \
-         RLIMIT_MEMLOCK (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) \
-         or run with CAP_SYS_RESOURCE"
+        "the kernel refused to create the BPF maps ({source}) although CAP_BPF/CAP_SYS_ADMIN \
+         is present; on kernels before 5.11 that means RLIMIT_MEMLOCK is too low: raise it \
+         (`ulimit -l unlimited`, or LimitMEMLOCK=infinity for a service) or run with \
+         CAP_SYS_RESOURCE"
     )]
     Memlock {
         #[source]
         source: io::Error,
+    },
+    #[error("neither XDP mode could be attached to {ifname}: native: {native}; generic: {generic}")]
+    NoModeWorks {
+        ifname: String,
+        native: Box<BpfError>,
+        generic: Box<BpfError>,
     },
     #[error("loading the XDP program failed: {0}")]
     Load(String),
@@ -240,6 +247,16 @@ pub enum BpfError {
     InvalidMode(String),
     #[error("frame of {0} bytes is outside what BPF_PROG_TEST_RUN accepts (14..=3500)")]
     BadTestFrame(usize),
+}
+
+impl BpfError {
+    /// True for errors that another attach mode might not have.
+    pub fn is_mode_problem(&self) -> bool {
+        matches!(
+            self,
+            BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. }
+        )
+    }
 }
 
 /// Finds the OS error code anywhere in an error's source chain.
@@ -283,8 +300,8 @@ fn load_error(action: &'static str, err: &(dyn std::error::Error + 'static)) -> 
         }
         // Before Linux 5.11 BPF memory was charged to RLIMIT_MEMLOCK and an
         // exceeded limit showed up as EPERM even for root.
-        Some(libc::EPERM) | Some(libc::ENOMEM) => BpfError::Memlock {
-            source: io::Error::from_raw_os_error(libc::EPERM),
+        Some(code @ (libc::EPERM | libc::ENOMEM)) => BpfError::Memlock {
+            source: io::Error::from_raw_os_error(code),
         },
         _ => BpfError::Load(format!("{action}: {}", chain_text(err))),
     }
@@ -464,6 +481,38 @@ impl Steering {
             ifindex,
             mode,
         })
+    }
+
+    /// Attaches in `preferred` mode, or in the other mode when the interface
+    /// cannot take `preferred` (driver without XDP support, MTU too large for
+    /// native). Fails with [`BpfError::NoModeWorks`] carrying both errors when
+    /// neither mode works; other errors (permissions, missing interface, a
+    /// program already attached) are returned as they are. Check
+    /// [`Steering::mode`] for the mode obtained.
+    pub fn attach_any(ifname: &str, preferred: AttachMode) -> Result<Steering, BpfError> {
+        let first = match Steering::attach(ifname, preferred) {
+            Ok(steering) => return Ok(steering),
+            Err(e) if e.is_mode_problem() => e,
+            Err(e) => return Err(e),
+        };
+        let other = match preferred {
+            AttachMode::Native => AttachMode::Generic,
+            AttachMode::Generic => AttachMode::Native,
+        };
+        match Steering::attach(ifname, other) {
+            Ok(steering) => Ok(steering),
+            Err(second) => {
+                let (native, generic) = match preferred {
+                    AttachMode::Native => (first, second),
+                    AttachMode::Generic => (second, first),
+                };
+                Err(BpfError::NoModeWorks {
+                    ifname: ifname.to_string(),
+                    native: Box::new(native),
+                    generic: Box::new(generic),
+                })
+            }
+        }
     }
 
     /// The mode the program was attached in.
