@@ -174,7 +174,7 @@ impl HostPair {
             veth_in_root: None,
         };
         for ns in [&names.netns_a, &names.netns_b] {
-            ip(&["netns", "add", ns])?;
+            add_netns(ns)?;
             guard.netns.push(ns.clone());
         }
         let mac_a = addr.mac(0);
@@ -282,6 +282,25 @@ impl Drop for PairGuard {
         }
         for ns in &self.netns {
             let _ = ip(&["netns", "delete", ns]);
+        }
+    }
+}
+
+/// `ip netns add`, retried a few times: concurrent first uses of /run/netns
+/// by several processes (iproute2 makes it a shared mount on first use) can
+/// fail transiently.
+fn add_netns(name: &str) -> io::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match ip(&["netns", "add", name]) {
+            Ok(_) => return Ok(()),
+            Err(e) if attempt < 3 && e.kind() == io::ErrorKind::Other => {
+                attempt += 1;
+                // A half-created entry would make the retry fail with EEXIST.
+                let _ = ip(&["netns", "delete", name]);
+                std::thread::sleep(std::time::Duration::from_millis(20 * attempt));
+            }
+            Err(e) => return Err(e),
         }
     }
 }
