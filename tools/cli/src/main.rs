@@ -1,1 +1,44 @@
-fn main() {}
+//! `ofi-xdp`: command-line tools for people.
+//!
+//! Subcommands:
+//! - `link-pingpong` — raw AF_XDP link latency and packet rate beside a kernel
+//!   UDP socket (the project's physical floor); `--driver` does it all.
+//! - `link-demo` — send a few datagrams through the XDP program and the link
+//!   between two test hosts, print what arrived and the counters.
+
+mod args;
+mod demo;
+mod pingpong;
+mod wire;
+
+const USAGE: &str = "\
+usage: ofi-xdp <command> [options]
+
+commands:
+  link-pingpong   raw AF_XDP link round-trip latency and packet rate beside
+                  kernel UDP (try: ofi-xdp link-pingpong --driver)
+  link-demo       a few datagrams through XDP steering and the AF_XDP link
+                  between two test namespaces [--mode generic|native] [--count 5]
+
+Both need root (network namespaces, XDP, AF_XDP).";
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = argv.split_first() else {
+        eprintln!("{USAGE}");
+        std::process::exit(2);
+    };
+    let result = match cmd.as_str() {
+        "link-pingpong" => pingpong::main(rest),
+        "link-demo" => demo::main(rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    if let Err(e) = result {
+        eprintln!("ofi-xdp {cmd}: {e}");
+        std::process::exit(1);
+    }
+}
