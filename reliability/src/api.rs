@@ -1,0 +1,382 @@
+//! Public types of the engine API: configuration, operations, events, errors,
+//! statistics and the buffer-access traits that keep copies to one per direction.
+
+use crate::time::Nanos;
+
+/// Largest message the engine accepts: 1 GiB (`fi_ep_attr::max_msg_size`).
+/// The wire carries 32-bit lengths and offsets; 1 GiB keeps well inside them.
+pub const MAX_MSG_SIZE: usize = 1 << 30;
+
+/// Engine parameters. [`Config::default`] gives values suitable for a 1500-byte
+/// Ethernet MTU on a LAN.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest datagram (our header + payload + CRC) the link can carry, i.e. the
+    /// link MTU minus IP and UDP headers (1472 for IPv4 on 1500-byte Ethernet).
+    /// Must be at least 128; `poll_transmit` buffers must be at least this long.
+    pub mtu: usize,
+    /// Random 32-bit identity of this endpoint instance (non-zero). A peer that
+    /// sees a new incarnation knows this endpoint restarted.
+    pub incarnation: u32,
+    /// Seed for the engine's generator (session ids).
+    pub seed: u64,
+    /// Most peers with state at once; datagrams opening more are dropped.
+    pub max_peers: usize,
+    /// Most send operations outstanding (posted, not completed): `fi_tx_attr::size`.
+    pub tx_queue_len: usize,
+    /// Most receive operations posted and not completed: `fi_rx_attr::size`.
+    pub rx_queue_len: usize,
+    /// Packets in flight per peer (sender) and accepted out of order (receiver), ≤ 4096.
+    pub window: u16,
+    /// Messages longer than this use rendezvous (RTS/CTS) instead of eager.
+    pub eager_limit: usize,
+    /// Bytes of unexpected eager message data the engine may buffer (a second copy).
+    pub unexpected_budget: usize,
+    /// Most unexpected messages (eager or rendezvous requests) queued at once.
+    pub unexpected_max: usize,
+    /// Bytes of out-of-order packets the engine may hold for reordering.
+    pub reorder_budget: usize,
+    /// Largest `inject` payload (`fi_tx_attr::inject_size`).
+    pub inject_size: usize,
+    /// Bytes of inject payload held until acknowledged, across all peers.
+    pub inject_budget: usize,
+    /// RTO before any RTT sample (RFC 6298 §2.1 says 1 s; a LAN wants less).
+    pub rto_initial: Nanos,
+    /// Lower bound of the RTO (RFC 6298 §2.4).
+    pub rto_min: Nanos,
+    /// Upper bound of the RTO after back-off (RFC 6298 §2.5).
+    pub rto_max: Nanos,
+    /// Timeouts of the same packet tolerated; one more fails the peer's operations.
+    pub max_retries: u32,
+    /// Longest an acknowledgement is delayed.
+    pub ack_delay: Nanos,
+    /// Acknowledge at once after this many unacknowledged in-order packets.
+    pub ack_every: u32,
+    /// How long a sender waits after a receiver-not-ready refusal before retrying.
+    pub rnr_delay: Nanos,
+    /// A quiescent peer releases its queue storage after this long.
+    pub idle_release: Nanos,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mtu: 1472,
+            incarnation: 1,
+            seed: 0,
+            max_peers: 1 << 20,
+            tx_queue_len: 4096,
+            rx_queue_len: 4096,
+            window: 256,
+            eager_limit: 64 * 1024,
+            unexpected_budget: 16 << 20,
+            unexpected_max: 8192,
+            reorder_budget: 8 << 20,
+            inject_size: 1024,
+            inject_budget: 4 << 20,
+            rto_initial: Nanos::from_millis(20),
+            rto_min: Nanos::from_millis(1),
+            rto_max: Nanos::from_secs(1),
+            max_retries: 12,
+            ack_delay: Nanos::from_micros(50),
+            ack_every: 16,
+            rnr_delay: Nanos::from_micros(500),
+            idle_release: Nanos::from_secs(1),
+        }
+    }
+}
+
+/// Completion level a send asks for (`fi_tx_attr::op_flags`, fi_cq(3) "Completion semantics").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CompletionLevel {
+    /// FI_INJECT_COMPLETE: buffer reusable. For inject payloads the engine owns a
+    /// copy and completes at post time; for caller buffers (which retransmission
+    /// re-reads) it is upgraded to transmit-complete.
+    Inject,
+    /// FI_TRANSMIT_COMPLETE: every packet acknowledged by the peer.
+    #[default]
+    Transmit,
+    /// FI_DELIVERY_COMPLETE: matched and placed at the target (DONE notice received).
+    Delivery,
+}
+
+/// Where the payload of a send comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Payload<'a> {
+    /// The caller's buffer of `len` bytes, read through [`SendBuffers::read`]
+    /// with the op's token (at first transmission and every retransmission).
+    /// It must stay valid until the send's completion event (fi_msg(3)).
+    Buffer {
+        /// Message length.
+        len: usize,
+    },
+    /// Copied into engine storage now (fi_inject / FI_INJECT): at most
+    /// [`Config::inject_size`] bytes, counted against [`Config::inject_budget`].
+    Inject(&'a [u8]),
+}
+
+/// A send operation (fi_send, fi_senddata, fi_tsend, fi_inject, fi_sendmsg …).
+#[derive(Clone, Copy, Debug)]
+pub struct SendOp<'a, P> {
+    /// Caller's identifier, unique among its outstanding sends; returned in the
+    /// completion and passed to [`SendBuffers::read`].
+    pub token: u64,
+    /// Destination peer.
+    pub dst: P,
+    /// Payload.
+    pub payload: Payload<'a>,
+    /// `Some(tag)` for a tagged send.
+    pub tag: Option<u64>,
+    /// `Some(data)` to deliver remote CQ data (FI_REMOTE_CQ_DATA).
+    pub data: Option<u64>,
+    /// Completion level.
+    pub level: CompletionLevel,
+    /// Whether a successful completion is reported (false for fi_inject or
+    /// FI_SELECTIVE_COMPLETION without FI_COMPLETION). Errors are always reported.
+    pub report: bool,
+}
+
+/// Tag matching of a receive (fi_tagged(3)): matches a tagged message when
+/// `(msg_tag | ignore) == (tag | ignore)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TagMatch {
+    /// Tag.
+    pub tag: u64,
+    /// Bits to ignore.
+    pub ignore: u64,
+}
+
+impl TagMatch {
+    /// Whether `msg_tag` matches.
+    pub fn matches(&self, msg_tag: u64) -> bool {
+        (msg_tag | self.ignore) == (self.tag | self.ignore)
+    }
+}
+
+/// A receive operation (fi_recv, fi_trecv, fi_recvmsg with FI_MULTI_RECV …).
+#[derive(Clone, Copy, Debug)]
+pub struct RecvOp<P> {
+    /// Caller's identifier, unique among its posted receives; returned in
+    /// completions and passed to [`RecvBuffers::write`].
+    pub token: u64,
+    /// Buffer length.
+    pub len: usize,
+    /// `Some(peer)`: only messages from that (known) peer (FI_DIRECTED_RECV);
+    /// `None`: any source (FI_ADDR_UNSPEC).
+    pub src: Option<P>,
+    /// `Some` for a tagged receive (matches only tagged messages), `None` for untagged.
+    pub tag: Option<TagMatch>,
+    /// `Some(min_free)`: a FI_MULTI_RECV buffer released once less than `min_free`
+    /// bytes remain (`FI_OPT_MIN_MULTI_RECV`).
+    pub multi_recv: Option<usize>,
+}
+
+/// How a peek treats the message it finds (fi_tagged(3) FI_PEEK / FI_CLAIM / FI_DISCARD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeekMode {
+    /// FI_PEEK: report, leave queued.
+    Peek,
+    /// FI_PEEK | FI_CLAIM: report and reserve it for a later [`crate::Engine::claim`] with `key`.
+    Claim {
+        /// The claim key (the provider uses the fi_context address).
+        key: u64,
+    },
+    /// FI_PEEK | FI_DISCARD: report and drop it.
+    Discard,
+}
+
+/// Completion flag bits (the provider maps them to FI_* values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    /// FI_SEND.
+    pub const SEND: Flags = Flags(1 << 0);
+    /// FI_RECV.
+    pub const RECV: Flags = Flags(1 << 1);
+    /// FI_MSG.
+    pub const MSG: Flags = Flags(1 << 2);
+    /// FI_TAGGED.
+    pub const TAGGED: Flags = Flags(1 << 3);
+    /// FI_REMOTE_CQ_DATA: `data` is valid.
+    pub const REMOTE_CQ_DATA: Flags = Flags(1 << 4);
+    /// FI_MULTI_RECV: this completion releases the multi-recv buffer.
+    pub const MULTI_RECV: Flags = Flags(1 << 5);
+    /// Result of a peek (FI_PEEK).
+    pub const PEEK: Flags = Flags(1 << 6);
+    /// Result of a peek with claim (FI_CLAIM).
+    pub const CLAIM: Flags = Flags(1 << 7);
+    /// Result of a discard (FI_DISCARD).
+    pub const DISCARD: Flags = Flags(1 << 8);
+
+    /// Whether all bits of `o` are set.
+    pub fn contains(self, o: Flags) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, o: Flags) -> Flags {
+        Flags(self.0 | o.0)
+    }
+}
+
+impl core::ops::BitOrAssign for Flags {
+    fn bitor_assign(&mut self, o: Flags) {
+        self.0 |= o.0;
+    }
+}
+
+/// Why an operation failed (the provider maps to `fi_cq_err_entry::err`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpError {
+    /// FI_ETRUNC: the message was longer than the buffer; `olen` bytes were dropped.
+    Truncated,
+    /// FI_ECANCELED: cancelled by the caller.
+    Canceled,
+    /// FI_ENOMSG: a peek found no matching message.
+    NoMessage,
+    /// FI_EHOSTUNREACH / FI_ETIMEDOUT: retries exhausted, the peer does not answer.
+    PeerUnreachable,
+    /// FI_ECONNRESET: the peer restarted (new incarnation); in-flight work is lost.
+    PeerRestarted,
+    /// FI_ECONNABORTED: the peer dropped the session (same incarnation).
+    PeerReset,
+}
+
+/// The source of a received message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Source<P> {
+    /// The peer key given to `handle_datagram`.
+    pub peer: P,
+    /// False when the caller said the address is not in its AV (report FI_ADDR_NOTAVAIL).
+    pub known: bool,
+}
+
+/// A completion: everything an `fi_cq_*_entry` / `fi_cq_err_entry` needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion<P> {
+    /// The operation's token.
+    pub token: u64,
+    /// FI_SEND/FI_RECV/FI_MSG/FI_TAGGED/FI_REMOTE_CQ_DATA/FI_MULTI_RECV …
+    pub flags: Flags,
+    /// Bytes transferred (received messages: bytes placed).
+    pub len: usize,
+    /// Offset in the receive buffer where the message starts (multi-recv).
+    pub buf_offset: usize,
+    /// Remote CQ data (valid with REMOTE_CQ_DATA).
+    pub data: u64,
+    /// Message tag (tagged receives).
+    pub tag: u64,
+    /// Source of a received message.
+    pub src: Option<Source<P>>,
+    /// Error, if the operation failed.
+    pub error: Option<OpError>,
+    /// Overflow length for [`OpError::Truncated`].
+    pub olen: usize,
+}
+
+/// Something the caller should know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event<P> {
+    /// An operation completed (successfully or not).
+    Completion(Completion<P>),
+    /// A peer's session was torn down (for logging); affected operations get error completions.
+    PeerLost {
+        /// The peer.
+        peer: P,
+        /// Why.
+        reason: OpError,
+    },
+}
+
+/// Why a post was refused (the provider maps to -FI_EAGAIN, -FI_EMSGSIZE, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PostError {
+    /// Queue full ([`Config::tx_queue_len`]/[`Config::rx_queue_len`]) or inject
+    /// storage used up: retry after progress (-FI_EAGAIN).
+    QueueFull,
+    /// Message longer than [`MAX_MSG_SIZE`] or inject longer than
+    /// [`Config::inject_size`] (-FI_EMSGSIZE).
+    TooLarge,
+    /// Invalid argument (e.g. multi-recv with a zero-length buffer) (-FI_EINVAL).
+    Invalid,
+    /// Too many peers ([`Config::max_peers`]) (-FI_EAGAIN).
+    TooManyPeers,
+}
+
+/// A datagram produced by `poll_transmit`: `len` bytes at the start of the
+/// caller's buffer, to be sent to `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit<P> {
+    /// Destination.
+    pub dst: P,
+    /// Datagram length.
+    pub len: usize,
+}
+
+/// Gives the engine read access to send buffers (the single TX copy).
+pub trait SendBuffers {
+    /// Copy bytes `[offset, offset + dst.len())` of the message of send `token`
+    /// into `dst`. The engine only asks for ranges inside the posted length.
+    fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]);
+}
+
+/// Gives the engine write access to posted receive buffers (the single RX copy).
+pub trait RecvBuffers {
+    /// Copy `src` to bytes `[offset, offset + src.len())` of the buffer of receive
+    /// `token`. The engine only writes inside the posted length.
+    fn write(&mut self, token: u64, offset: usize, src: &[u8]);
+}
+
+/// A [`SendBuffers`]/[`RecvBuffers`] that has no buffers (for calls that
+/// cannot touch any, e.g. when only inject sends are outstanding).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBuffers;
+
+impl SendBuffers for NoBuffers {
+    fn read(&mut self, _token: u64, _offset: usize, dst: &mut [u8]) {
+        dst.fill(0);
+    }
+}
+
+impl RecvBuffers for NoBuffers {
+    fn write(&mut self, _token: u64, _offset: usize, _src: &[u8]) {}
+}
+
+/// Counters (monotonic) and gauges for statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams handed to `handle_datagram`.
+    pub rx_datagrams: u64,
+    /// Datagrams produced by `poll_transmit`.
+    pub tx_datagrams: u64,
+    /// Rejected by the decoder (bad CRC, truncated, malformed).
+    pub corrupt: u64,
+    /// Duplicate sequenced packets discarded.
+    pub duplicates: u64,
+    /// Valid packets dropped: wrong session, beyond window, no budget, unknown peer.
+    pub dropped: u64,
+    /// Packets retransmitted (all causes).
+    pub retransmits: u64,
+    /// Of which triggered by selective-ack evidence.
+    pub fast_retransmits: u64,
+    /// Retransmission timeouts fired.
+    pub timeouts: u64,
+    /// Receiver-not-ready refusals sent.
+    pub rnr_sent: u64,
+    /// Receiver-not-ready refusals received.
+    pub rnr_received: u64,
+    /// RESET packets sent.
+    pub resets_sent: u64,
+    /// Peers whose session failed (unreachable, restarted, reset).
+    pub peers_lost: u64,
+    /// Gauge: bytes of unexpected message data buffered now.
+    pub unexpected_bytes: u64,
+    /// Gauge: high-water mark of `unexpected_bytes`.
+    pub unexpected_bytes_max: u64,
+    /// Gauge: bytes of out-of-order packets held now.
+    pub reorder_bytes: u64,
+}

@@ -1,0 +1,324 @@
+//! Deterministic network simulation for tests, fuzzing and benchmarks.
+//!
+//! N endpoints (keys `0..N`) exchange datagrams over a simulated network with
+//! virtual time and seeded faults: loss, duplication, reordering (latency
+//! jitter), corruption, temporary partitions. Time advances only by stepping
+//! to the next wake-up (the earliest datagram arrival or engine timer), so a
+//! run is a pure function of its seed. A node can be restarted: its engine is
+//! replaced by a fresh one with a new incarnation, and its datagrams still in
+//! the network are purged (PROTOCOL.md §4.4: datagram lifetime < restart time).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::api::{Config, Event, RecvBuffers, SendBuffers};
+use crate::engine::Engine;
+use crate::rng::SplitMix64;
+use crate::time::{Instant, Nanos};
+
+/// Fault knobs, probabilities in [0, 1].
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    /// Probability a datagram is lost.
+    pub loss: f64,
+    /// Probability a datagram is delivered twice.
+    pub dup: f64,
+    /// Probability one byte of a datagram is flipped.
+    pub corrupt: f64,
+    /// Base one-way latency.
+    pub latency: Nanos,
+    /// Extra uniformly random delay in [0, jitter): reorders datagrams.
+    pub jitter: Nanos,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            loss: 0.0,
+            dup: 0.0,
+            corrupt: 0.0,
+            latency: Nanos::from_micros(5),
+            jitter: Nanos(0),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    at: Instant,
+    order: u64,
+    src: usize,
+    dst: usize,
+    bytes: Vec<u8>,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.order) == (o.at, o.order)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.order).cmp(&(o.at, o.order))
+    }
+}
+
+/// A simulated endpoint: an engine and the application's buffers.
+#[derive(Debug)]
+pub struct Node<A> {
+    /// The engine.
+    pub engine: Engine<usize>,
+    /// The application (buffer store).
+    pub app: A,
+}
+
+/// The simulated network.
+#[derive(Debug)]
+pub struct Sim<A> {
+    /// Endpoints, indexed by key.
+    pub nodes: Vec<Node<A>>,
+    /// Current virtual time.
+    pub now: Instant,
+    /// Fault knobs (may be changed between steps).
+    pub faults: Faults,
+    rng: SplitMix64,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    order: u64,
+    /// Pairs (a, b) that cannot reach each other until the given time.
+    partitions: Vec<(usize, usize, Instant)>,
+    frame: Vec<u8>,
+    /// Datagrams sent, lost, duplicated and corrupted by the network.
+    pub counts: NetCounts,
+}
+
+/// What the network did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NetCounts {
+    /// Datagrams handed to the network.
+    pub sent: u64,
+    /// Lost (random or partition).
+    pub lost: u64,
+    /// Duplicated.
+    pub duplicated: u64,
+    /// Corrupted.
+    pub corrupted: u64,
+    /// Delivered.
+    pub delivered: u64,
+}
+
+impl<A: SendBuffers + RecvBuffers> Sim<A> {
+    /// A network of `apps.len()` nodes; node i gets `config(i)`.
+    pub fn new(
+        apps: Vec<A>,
+        faults: Faults,
+        seed: u64,
+        mut config: impl FnMut(usize) -> Config,
+    ) -> Self {
+        let mut mtu = 0;
+        let nodes = apps
+            .into_iter()
+            .enumerate()
+            .map(|(i, app)| {
+                let cfg = config(i);
+                mtu = mtu.max(cfg.mtu);
+                Node {
+                    engine: Engine::new(cfg),
+                    app,
+                }
+            })
+            .collect();
+        Sim {
+            nodes,
+            now: Instant(0),
+            faults,
+            rng: SplitMix64::new(seed),
+            queue: BinaryHeap::new(),
+            order: 0,
+            partitions: Vec::new(),
+            frame: vec![0; mtu.max(128)],
+            counts: NetCounts::default(),
+        }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// Cut `a` ↔ `b` for `d` from now.
+    pub fn partition(&mut self, a: usize, b: usize, d: Nanos) {
+        self.partitions.push((a, b, self.now + d));
+    }
+
+    fn partitioned(&self, a: usize, b: usize) -> bool {
+        self.partitions
+            .iter()
+            .any(|&(x, y, until)| self.now < until && ((x, y) == (a, b) || (x, y) == (b, a)))
+    }
+
+    /// Replace node `i`'s engine with a fresh one (a restarted process) and
+    /// purge its datagrams from the network.
+    pub fn restart(&mut self, i: usize, cfg: Config) {
+        self.nodes[i].engine = Engine::new(cfg);
+        let q = std::mem::take(&mut self.queue);
+        self.queue = q
+            .into_iter()
+            .filter(|Reverse(d)| d.src != i && d.dst != i)
+            .collect();
+    }
+
+    fn send(&mut self, src: usize, dst: usize, bytes: &[u8]) {
+        self.counts.sent += 1;
+        if dst >= self.nodes.len() || self.partitioned(src, dst) || self.chance(self.faults.loss) {
+            self.counts.lost += 1;
+            return;
+        }
+        let copies = if self.chance(self.faults.dup) {
+            self.counts.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut b = bytes.to_vec();
+            if !b.is_empty() && self.chance(self.faults.corrupt) {
+                self.counts.corrupted += 1;
+                let i = (self.rng.next_u64() % b.len() as u64) as usize;
+                let bit = 1u8 << (self.rng.next_u64() % 8);
+                b[i] ^= bit;
+            }
+            let jitter = if self.faults.jitter.0 > 0 {
+                self.rng.next_u64() % self.faults.jitter.0
+            } else {
+                0
+            };
+            let at = self.now + self.faults.latency + Nanos(jitter);
+            self.order += 1;
+            self.queue.push(Reverse(InFlight {
+                at,
+                order: self.order,
+                src,
+                dst,
+                bytes: b,
+            }));
+        }
+    }
+
+    /// Flush every node's transmissions into the network.
+    pub fn flush(&mut self) {
+        for i in 0..self.nodes.len() {
+            loop {
+                let now = self.now;
+                let mut frame = std::mem::take(&mut self.frame);
+                let node = &mut self.nodes[i];
+                let t = node.engine.poll_transmit(now, &mut frame, &mut node.app);
+                match t {
+                    Some(t) => {
+                        self.send(i, t.dst, &frame[..t.len]);
+                        self.frame = frame;
+                    }
+                    None => {
+                        self.frame = frame;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One step: flush transmissions, then advance time to the next wake-up and
+    /// process it (deliveries due, timers due). Returns false when nothing is
+    /// left to happen (no datagram in flight, no timer armed).
+    pub fn step(&mut self) -> bool {
+        self.flush();
+        let next_net = self.queue.peek().map(|Reverse(d)| d.at);
+        let next_timer = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.engine.poll_timeout())
+            .min();
+        let next = match (next_net, next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return false,
+        };
+        if next > self.now {
+            self.now = next;
+        }
+        while self.queue.peek().is_some_and(|Reverse(d)| d.at <= self.now) {
+            let Some(Reverse(d)) = self.queue.pop() else {
+                break;
+            };
+            self.counts.delivered += 1;
+            let now = self.now;
+            let node = &mut self.nodes[d.dst];
+            node.engine
+                .handle_datagram(now, d.src, true, &d.bytes, &mut node.app);
+        }
+        let now = self.now;
+        for n in &mut self.nodes {
+            if n.engine.poll_timeout().is_some_and(|t| t <= now) {
+                n.engine.handle_timeout(now);
+            }
+        }
+        true
+    }
+
+    /// Step until `pred` holds or `limit` is reached; returns whether `pred` held.
+    pub fn run_until(&mut self, limit: Instant, mut pred: impl FnMut(&mut Self) -> bool) -> bool {
+        loop {
+            if pred(self) {
+                return true;
+            }
+            if self.now > limit || !self.step() {
+                return pred(self);
+            }
+        }
+    }
+
+    /// Drain node `i`'s events.
+    pub fn events(&mut self, i: usize) -> Vec<Event<usize>> {
+        let mut v = Vec::new();
+        while let Some(e) = self.nodes[i].engine.poll_event() {
+            v.push(e);
+        }
+        v
+    }
+}
+
+/// A simple application buffer store: send buffers and receive buffers by token.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    /// Send buffers.
+    pub send: std::collections::HashMap<u64, Vec<u8>>,
+    /// Receive buffers.
+    pub recv: std::collections::HashMap<u64, Vec<u8>>,
+}
+
+impl SendBuffers for Buffers {
+    fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
+        match self
+            .send
+            .get(&token)
+            .and_then(|b| b.get(offset..offset + dst.len()))
+        {
+            Some(s) => dst.copy_from_slice(s),
+            None => dst.fill(0xEE),
+        }
+    }
+}
+
+impl RecvBuffers for Buffers {
+    fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
+        if let Some(b) = self.recv.get_mut(&token)
+            && let Some(d) = b.get_mut(offset..offset + src.len())
+        {
+            d.copy_from_slice(src);
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! Wire format: encoding and checked decoding of datagrams (PROTOCOL.md §2).
+//!
+//! Every datagram is `common header (32 B) ‖ extension ‖ payload ‖ CRC-32C (4 B)`,
+//! all integers little-endian. Decoding validates length, version, type and the
+//! CRC before anything else looks at the bytes, so the engine only ever sees
+//! well-formed packets.
+
+use crate::crc::{crc32c, crc32c2};
+
+/// Protocol version carried in byte 0.
+pub const VERSION: u8 = 1;
+/// Size of the common header.
+pub const COMMON_LEN: usize = 32;
+/// Size of the DATA extension.
+pub const DATA_EXT_LEN: usize = 32;
+/// Size of the control extension (HELLO, HELLO_ACK, RESET, CTS, DONE).
+pub const CTRL_EXT_LEN: usize = 8;
+/// Size of the trailing CRC-32C.
+pub const TRAILER_LEN: usize = 4;
+/// Bytes before the payload of a DATA packet.
+pub const DATA_HDR_LEN: usize = COMMON_LEN + DATA_EXT_LEN;
+/// Per-packet overhead of a DATA packet (header + trailer).
+pub const DATA_OVERHEAD: usize = DATA_HDR_LEN + TRAILER_LEN;
+/// Largest control packet.
+pub const MAX_CTRL_LEN: usize = COMMON_LEN + CTRL_EXT_LEN + TRAILER_LEN;
+
+/// Packet types (byte 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PacketType {
+    /// Opens a session: carries the sender's session id and incarnation.
+    Hello = 1,
+    /// Answers HELLO: both session ids are now known to both sides.
+    HelloAck = 2,
+    /// "I do not know the session you addressed": the receiver reset or restarted.
+    Reset = 3,
+    /// Acknowledgement only (no sequence number consumed).
+    Ack = 4,
+    /// A message segment, or a rendezvous request-to-send (first packet, no payload).
+    Data = 5,
+    /// Rendezvous clear-to-send: the receiver matched the message.
+    Cts = 6,
+    /// Delivery notice for FI_DELIVERY_COMPLETE.
+    Done = 7,
+}
+
+impl PacketType {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::Hello,
+            2 => Self::HelloAck,
+            3 => Self::Reset,
+            4 => Self::Ack,
+            5 => Self::Data,
+            6 => Self::Cts,
+            7 => Self::Done,
+            _ => return None,
+        })
+    }
+
+    /// Whether this type consumes a sequence number (is reliable).
+    pub fn is_sequenced(self) -> bool {
+        matches!(self, Self::Data | Self::Cts | Self::Done)
+    }
+}
+
+/// Header flag bits (bytes 2..4).
+pub mod flags {
+    /// The ack/window/sack fields are valid.
+    pub const ACK: u16 = 1 << 0;
+    /// Receiver-not-ready: the packet `ack` was refused, retry after a delay.
+    pub const RNR: u16 = 1 << 1;
+    /// DATA: first packet of a message (carries matching information).
+    pub const FIRST: u16 = 1 << 2;
+    /// DATA: the message uses rendezvous (FIRST packet = RTS, no payload).
+    pub const RNDV: u16 = 1 << 3;
+    /// DATA: message is tagged (tag field is meaningful for matching).
+    pub const TAGGED: u16 = 1 << 4;
+    /// DATA: message carries remote CQ data.
+    pub const CQ_DATA: u16 = 1 << 5;
+    /// DATA: sender wants a DONE notice (FI_DELIVERY_COMPLETE).
+    pub const DC: u16 = 1 << 6;
+    /// CTS: the receiver discarded the message (FI_DISCARD): send no data.
+    pub const DISCARD: u16 = 1 << 7;
+    /// All defined bits.
+    pub const ALL: u16 = (1 << 8) - 1;
+}
+
+/// Why a datagram was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// Shorter than its type requires.
+    Truncated,
+    /// Unknown version.
+    Version,
+    /// Unknown packet type.
+    Type,
+    /// CRC mismatch: corrupted in transit.
+    Checksum,
+    /// Fields inconsistent (payload length, unknown flags, offsets beyond total).
+    Malformed,
+}
+
+/// The common header (PROTOCOL.md §2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// Packet type.
+    pub ty: u8,
+    /// Flag bits, see [`flags`].
+    pub flags: u16,
+    /// Sender's session id for this peer pair (0 = none yet).
+    pub src_sess: u32,
+    /// Session id the sender believes the receiver uses (0 = unknown).
+    pub dst_sess: u32,
+    /// Sequence number (sequenced types only).
+    pub seq: u32,
+    /// Cumulative ack: the next sequence number the sender expects.
+    pub ack: u32,
+    /// Receive window in packets beyond `ack`.
+    pub window: u16,
+    /// Payload length (DATA only).
+    pub payload_len: u16,
+    /// Selective ack: bit i set = packet `ack + 1 + i` was received.
+    pub sack: u64,
+}
+
+/// The DATA extension.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataExt {
+    /// Per-session message number of the sender.
+    pub msg_id: u32,
+    /// Message length in bytes.
+    pub total_len: u32,
+    /// Offset of this segment's payload in the message.
+    pub offset: u32,
+    /// Tag (tagged messages).
+    pub tag: u64,
+    /// Remote CQ data.
+    pub data: u64,
+}
+
+/// The control extension: two type-specific words.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtrlExt {
+    /// HELLO/HELLO_ACK/RESET: incarnation; CTS/DONE: msg_id.
+    pub a: u32,
+    /// RESET: the unknown session; CTS: accepted length.
+    pub b: u32,
+}
+
+/// A decoded, verified packet borrowing its payload from the datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Decoded type.
+    pub ty: PacketType,
+    /// Common header.
+    pub hdr: Header,
+    /// DATA extension (zero for other types).
+    pub data: DataExt,
+    /// Control extension (zero for other types).
+    pub ctrl: CtrlExt,
+    /// Payload (DATA only).
+    pub payload: &'a [u8],
+}
+
+fn rd16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn rd32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn rd64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Decode and verify a datagram.
+pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
+    if buf.len() < COMMON_LEN + TRAILER_LEN {
+        return Err(WireError::Truncated);
+    }
+    let body_end = buf.len() - TRAILER_LEN;
+    if crc32c(&buf[..body_end]) != rd32(buf, body_end) {
+        return Err(WireError::Checksum);
+    }
+    if buf[0] != VERSION {
+        return Err(WireError::Version);
+    }
+    let ty = PacketType::from_u8(buf[1]).ok_or(WireError::Type)?;
+    let hdr = Header {
+        ty: buf[1],
+        flags: rd16(buf, 2),
+        src_sess: rd32(buf, 4),
+        dst_sess: rd32(buf, 8),
+        seq: rd32(buf, 12),
+        ack: rd32(buf, 16),
+        window: rd16(buf, 20),
+        payload_len: rd16(buf, 22),
+        sack: rd64(buf, 24),
+    };
+    if hdr.flags & !flags::ALL != 0 {
+        return Err(WireError::Malformed);
+    }
+    let mut p = Packet {
+        ty,
+        hdr,
+        data: DataExt::default(),
+        ctrl: CtrlExt::default(),
+        payload: &[],
+    };
+    match ty {
+        PacketType::Ack => {
+            if body_end != COMMON_LEN || hdr.payload_len != 0 {
+                return Err(WireError::Malformed);
+            }
+        }
+        PacketType::Data => {
+            if body_end < DATA_HDR_LEN {
+                return Err(WireError::Truncated);
+            }
+            let plen = usize::from(hdr.payload_len);
+            if body_end - DATA_HDR_LEN != plen {
+                return Err(WireError::Malformed);
+            }
+            p.data = DataExt {
+                msg_id: rd32(buf, 32),
+                total_len: rd32(buf, 36),
+                offset: rd32(buf, 40),
+                tag: rd64(buf, 48),
+                data: rd64(buf, 56),
+            };
+            let end = u64::from(p.data.offset) + plen as u64;
+            if end > u64::from(p.data.total_len) {
+                return Err(WireError::Malformed);
+            }
+            // A rendezvous request carries no payload.
+            if hdr.flags & flags::FIRST != 0 && hdr.flags & flags::RNDV != 0 && plen != 0 {
+                return Err(WireError::Malformed);
+            }
+            if hdr.flags & flags::FIRST != 0 && p.data.offset != 0 {
+                return Err(WireError::Malformed);
+            }
+            p.payload = &buf[DATA_HDR_LEN..body_end];
+        }
+        _ => {
+            if body_end != COMMON_LEN + CTRL_EXT_LEN || hdr.payload_len != 0 {
+                return Err(WireError::Malformed);
+            }
+            p.ctrl = CtrlExt {
+                a: rd32(buf, 32),
+                b: rd32(buf, 36),
+            };
+        }
+    }
+    Ok(p)
+}
+
+/// Write the common header into `buf[..COMMON_LEN]`.
+pub fn encode_header(buf: &mut [u8], h: &Header) {
+    let b = &mut buf[..COMMON_LEN];
+    b[0] = VERSION;
+    b[1] = h.ty;
+    b[2..4].copy_from_slice(&h.flags.to_le_bytes());
+    b[4..8].copy_from_slice(&h.src_sess.to_le_bytes());
+    b[8..12].copy_from_slice(&h.dst_sess.to_le_bytes());
+    b[12..16].copy_from_slice(&h.seq.to_le_bytes());
+    b[16..20].copy_from_slice(&h.ack.to_le_bytes());
+    b[20..22].copy_from_slice(&h.window.to_le_bytes());
+    b[22..24].copy_from_slice(&h.payload_len.to_le_bytes());
+    b[24..32].copy_from_slice(&h.sack.to_le_bytes());
+}
+
+/// Write the DATA extension into `buf[COMMON_LEN..DATA_HDR_LEN]`.
+pub fn encode_data_ext(buf: &mut [u8], d: &DataExt) {
+    let b = &mut buf[COMMON_LEN..DATA_HDR_LEN];
+    b[0..4].copy_from_slice(&d.msg_id.to_le_bytes());
+    b[4..8].copy_from_slice(&d.total_len.to_le_bytes());
+    b[8..12].copy_from_slice(&d.offset.to_le_bytes());
+    b[12..16].copy_from_slice(&0u32.to_le_bytes());
+    b[16..24].copy_from_slice(&d.tag.to_le_bytes());
+    b[24..32].copy_from_slice(&d.data.to_le_bytes());
+}
+
+/// Write the control extension into `buf[COMMON_LEN..COMMON_LEN + CTRL_EXT_LEN]`.
+pub fn encode_ctrl_ext(buf: &mut [u8], c: &CtrlExt) {
+    let b = &mut buf[COMMON_LEN..COMMON_LEN + CTRL_EXT_LEN];
+    b[0..4].copy_from_slice(&c.a.to_le_bytes());
+    b[4..8].copy_from_slice(&c.b.to_le_bytes());
+}
+
+/// Append the CRC over `buf[..body_len]`; returns the datagram length.
+pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
+    let c = crc32c(&buf[..body_len]);
+    buf[body_len..body_len + TRAILER_LEN].copy_from_slice(&c.to_le_bytes());
+    body_len + TRAILER_LEN
+}
+
+/// Like [`seal`] but the CRC is computed as header ‖ payload in two parts
+/// (kept for callers that hold them apart).
+pub fn crc_parts(a: &[u8], b: &[u8]) -> u32 {
+    crc32c2(a, b)
+}
+
+/// Serial-number comparison (RFC 1982 style, 32-bit): signed distance `a - b`.
+pub fn seq_diff(a: u32, b: u32) -> i32 {
+    a.wrapping_sub(b) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_packet(payload: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0u8; DATA_OVERHEAD + payload.len()];
+        let h = Header {
+            ty: PacketType::Data as u8,
+            flags: flags::ACK | flags::FIRST | flags::TAGGED,
+            src_sess: 7,
+            dst_sess: 9,
+            seq: 42,
+            ack: 17,
+            window: 64,
+            payload_len: payload.len() as u16,
+            sack: 0b101,
+        };
+        encode_header(&mut buf, &h);
+        encode_data_ext(
+            &mut buf,
+            &DataExt {
+                msg_id: 3,
+                total_len: payload.len() as u32,
+                offset: 0,
+                tag: 0xABCD,
+                data: 5,
+            },
+        );
+        buf[DATA_HDR_LEN..DATA_HDR_LEN + payload.len()].copy_from_slice(payload);
+        seal(&mut buf, DATA_HDR_LEN + payload.len());
+        buf
+    }
+
+    #[test]
+    fn roundtrip_data() {
+        let buf = data_packet(b"hello");
+        let p = decode(&buf).unwrap();
+        assert_eq!(p.ty, PacketType::Data);
+        assert_eq!(p.hdr.seq, 42);
+        assert_eq!(p.hdr.sack, 0b101);
+        assert_eq!(p.data.tag, 0xABCD);
+        assert_eq!(p.payload, b"hello");
+    }
+
+    #[test]
+    fn every_bit_flip_is_detected() {
+        let buf = data_packet(b"some payload bytes");
+        for i in 0..buf.len() * 8 {
+            let mut b = buf.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(decode(&b).is_err(), "flip of bit {i} not detected");
+        }
+    }
+
+    #[test]
+    fn truncations_rejected() {
+        let buf = data_packet(b"abc");
+        for n in 0..buf.len() {
+            assert!(decode(&buf[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn control_roundtrip() {
+        let mut buf = [0u8; MAX_CTRL_LEN];
+        let h = Header {
+            ty: PacketType::Cts as u8,
+            flags: flags::ACK,
+            seq: 1,
+            ..Default::default()
+        };
+        encode_header(&mut buf, &h);
+        encode_ctrl_ext(&mut buf, &CtrlExt { a: 11, b: 22 });
+        let n = seal(&mut buf, COMMON_LEN + CTRL_EXT_LEN);
+        let p = decode(&buf[..n]).unwrap();
+        assert_eq!(p.ty, PacketType::Cts);
+        assert_eq!(p.ctrl, CtrlExt { a: 11, b: 22 });
+    }
+
+    #[test]
+    fn seq_wraps() {
+        assert_eq!(seq_diff(1, u32::MAX), 2);
+        assert_eq!(seq_diff(u32::MAX, 1), -2);
+    }
+}
