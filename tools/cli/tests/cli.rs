@@ -51,3 +51,33 @@ fn link_demo_delivers_and_tears_down() {
     assert!(stdout.contains("steered=3"), "{stdout}");
     assert!(stdout.contains("passed by XDP"), "{stdout}");
 }
+
+/// Runs the demo with reduced privileges through util-linux `setpriv` (and
+/// `prlimit`), returning its stderr; the demo must fail.
+fn demo_restricted(prefix: &[&str]) -> String {
+    let mut cmd = Command::new(prefix[0]);
+    cmd.args(&prefix[1..]).args([EXE, "link-demo"]);
+    let out = cmd.output().expect("run setpriv/prlimit (util-linux)");
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn memlock_too_low_says_by_how_much() {
+    // Without CAP_IPC_LOCK the UMEM counts against RLIMIT_MEMLOCK; without
+    // CAP_SYS_RESOURCE the link cannot raise a 64 KiB hard limit.
+    let err = demo_restricted(&[
+        "prlimit",
+        "--memlock=65536:65536",
+        "setpriv",
+        "--bounding-set=-ipc_lock,-sys_resource",
+    ]);
+    assert!(err.contains("RLIMIT_MEMLOCK is 65536 bytes"), "{err}");
+    assert!(err.contains("more)") && err.contains("ulimit -l"), "{err}");
+}
+
+#[test]
+fn missing_capability_is_named() {
+    let err = demo_restricted(&["setpriv", "--bounding-set=-net_raw"]);
+    assert!(err.contains("CAP_NET_RAW"), "{err}");
+}
