@@ -1,1 +1,614 @@
-fn main() {}
+//! `ofi-xdp-vm-tests`: boots Debian's distribution kernels in QEMU and runs the end-to-end suite
+//! inside them, over veth pairs in the VM. Driven by `cargo xtask vm-test`; see README.md.
+//!
+//! Exit status: 0 every suite passed (or skipped with a reason), 1 a suite failed, 2 the VM
+//! could not be built, booted or finished (timeout, kernel panic, missing tools).
+
+mod artifacts;
+mod guest;
+mod image;
+mod kernel;
+mod qemu;
+mod results;
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use std::{env, fs};
+
+use artifacts::{Artifacts, PROVIDER_INSTALLED_NAME, Workspace};
+use guest::{LIB_SH, PINGPONG, Plan, RUN_ALL, SMOKE, Suite};
+use image::Image;
+use kernel::{KernelTree, SERIES, Series};
+use qemu::{Accel, Ending, VmConfig};
+use results::{Report, Status};
+
+const USAGE: &str = "\
+usage: ofi-xdp-vm-tests [options]    (normally: cargo xtask vm-test [options])
+
+  --kernel 6.1|6.12|all    which Debian kernel(s) to boot (default: all)
+  --shell                  boot to an interactive busybox shell instead of running the suite
+                           (leave with `exit`, or Ctrl-A X)
+  --no-build               do not run cargo: only the built-in suites (VM smoke test)
+  --suite TEXT             run only suites whose name contains TEXT (repeatable; the smoke
+                           test always runs)
+  --accel auto|kvm|tcg     QEMU accelerator (default auto: KVM when it works, else TCG)
+  --timeout SECONDS        whole-VM limit, boot to power-off (default 1500)
+  --suite-timeout SECONDS  per-suite limit inside the guest (default 420)
+  --test-threads N         --test-threads for the Rust test binaries (default 1)
+  --memory SIZE            guest memory (default 2G)
+  --smp N                  guest CPUs (default 2)
+";
+
+struct Options {
+    kernels: Vec<&'static Series>,
+    shell: bool,
+    build: bool,
+    suite_filters: Vec<String>,
+    accel: Option<Accel>,
+    timeout: Duration,
+    suite_timeout: u64,
+    test_threads: u32,
+    memory: String,
+    smp: u32,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        kernels: SERIES.iter().collect(),
+        shell: false,
+        build: true,
+        suite_filters: Vec::new(),
+        accel: None,
+        timeout: Duration::from_secs(1500),
+        suite_timeout: 420,
+        test_threads: 1,
+        memory: "2G".to_owned(),
+        smp: 2,
+    };
+    let mut it = args.iter();
+    let mut kernel_given = false;
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        let number = |name: &str, v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{name}: `{v}` is not a number"))
+        };
+        match arg.as_str() {
+            "--kernel" => {
+                let v = value("--kernel")?;
+                kernel_given = true;
+                o.kernels = if v == "all" {
+                    SERIES.iter().collect()
+                } else {
+                    let known: Vec<&str> = SERIES.iter().map(|s| s.name).collect();
+                    vec![Series::by_name(&v).ok_or_else(|| {
+                        format!("unknown kernel `{v}`; known: {} or all", known.join(", "))
+                    })?]
+                };
+            }
+            "--shell" => o.shell = true,
+            "--no-build" => o.build = false,
+            "--suite" => o.suite_filters.push(value("--suite")?),
+            "--accel" => {
+                o.accel = match value("--accel")?.as_str() {
+                    "auto" => None,
+                    "kvm" => Some(Accel::Kvm),
+                    "tcg" => Some(Accel::Tcg),
+                    other => return Err(format!("--accel: `{other}` is not auto, kvm or tcg")),
+                }
+            }
+            "--timeout" => {
+                o.timeout = Duration::from_secs(number("--timeout", value("--timeout")?)?)
+            }
+            "--suite-timeout" => {
+                o.suite_timeout = number("--suite-timeout", value("--suite-timeout")?)?
+            }
+            "--test-threads" => {
+                o.test_threads = u32::try_from(number("--test-threads", value("--test-threads")?)?)
+                    .map_err(|_| "--test-threads: too large".to_owned())?
+            }
+            "--memory" => o.memory = value("--memory")?,
+            "--smp" => {
+                o.smp = u32::try_from(number("--smp", value("--smp")?)?)
+                    .map_err(|_| "--smp: too large".to_owned())?
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown option `{other}`\n{USAGE}")),
+        }
+    }
+    if o.shell && o.kernels.len() > 1 {
+        if kernel_given {
+            return Err("--shell boots one kernel: pick it with --kernel 6.1 or 6.12".to_owned());
+        }
+        o.kernels.truncate(1);
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let options = match parse_options(&args) {
+        Ok(o) => o,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&options) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("vm-tests: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// How one kernel's run ended, for the final summary and the exit status.
+struct KernelOutcome {
+    series: &'static str,
+    ok: bool,
+    infra_failure: bool,
+}
+
+fn run(o: &Options) -> Result<ExitCode, String> {
+    check_host_tools()?;
+    let ws = Workspace::load()?;
+    let out_dir = ws.target_dir.join("vm-tests");
+    let cache = out_dir.join("cache");
+    fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+    let build_start = Instant::now();
+    let artifacts = if o.build {
+        artifacts::build(&ws)?
+    } else {
+        Artifacts::default()
+    };
+    eprintln!(
+        "vm-tests: {} test executables, provider library: {}, built in {:.0} s",
+        artifacts.tests.len(),
+        artifacts
+            .provider_lib
+            .as_deref()
+            .map_or("not built yet".into(), |p| p.display().to_string()),
+        build_start.elapsed().as_secs_f64()
+    );
+    let suites = plan_suites(o, &artifacts);
+
+    let accel = match o.accel {
+        Some(a) => a,
+        None if qemu::kvm_usable() => Accel::Kvm,
+        None => Accel::Tcg,
+    };
+    let mut outcomes = Vec::new();
+    for series in &o.kernels {
+        let outcome = run_kernel(o, series, &cache, &out_dir, &artifacts, &suites, accel)?;
+        outcomes.push(outcome);
+    }
+    if o.shell {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!();
+    for k in &outcomes {
+        eprintln!(
+            "vm-tests: kernel {}: {}",
+            k.series,
+            if k.ok { "PASS" } else { "FAIL" }
+        );
+    }
+    Ok(if outcomes.iter().any(|k| k.infra_failure) {
+        ExitCode::from(2)
+    } else if outcomes.iter().all(|k| k.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn check_host_tools() -> Result<(), String> {
+    let needed = [
+        (qemu::QEMU, "qemu-system-x86"),
+        ("busybox", "busybox-static"),
+        ("ip", "iproute2"),
+        ("apt-get", "apt"),
+        ("dpkg-deb", "dpkg"),
+        ("ldd", "libc-bin"),
+    ];
+    let missing: Vec<String> = needed
+        .iter()
+        .filter(|(tool, _)| util::which(tool).is_none())
+        .map(|(tool, package)| format!("{tool} (Debian package {package})"))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "missing host tools: {}; `cargo xtask deps` installs them",
+            missing.join(", ")
+        ))
+    }
+}
+
+/// The suites in the order the guest runs them: the smoke test, the Rust test executables, then
+/// `fi_pingpong` over the provider.
+fn plan_suites(o: &Options, artifacts: &Artifacts) -> Vec<Suite> {
+    let mut suites = vec![Suite {
+        name: "smoke/veth-ping".to_owned(),
+        dir: PathBuf::from("/"),
+        env: Vec::new(),
+        argv: vec!["sh".to_owned(), SMOKE.to_owned()],
+        timeout_secs: 60,
+    }];
+    for t in &artifacts.tests {
+        suites.push(Suite {
+            name: t.suite_name(),
+            dir: t.package_dir.clone(),
+            env: vec![
+                (
+                    "CARGO_MANIFEST_DIR".to_owned(),
+                    t.package_dir.display().to_string(),
+                ),
+                ("CARGO_PKG_NAME".to_owned(), t.package.clone()),
+            ],
+            argv: vec![
+                t.path.display().to_string(),
+                format!("--test-threads={}", o.test_threads),
+            ],
+            timeout_secs: o.suite_timeout,
+        });
+    }
+    if artifacts.provider_lib.is_some() {
+        suites.push(Suite {
+            name: "fi_pingpong/rdm-tagged".to_owned(),
+            dir: PathBuf::from("/"),
+            env: Vec::new(),
+            argv: [
+                "sh", PINGPONG, "-e", "rdm", "-m", "tagged", "-c", "-S", "all",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+            timeout_secs: o.suite_timeout,
+        });
+    }
+    suites
+        .into_iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            *i == 0
+                || o.suite_filters.is_empty()
+                || o.suite_filters.iter().any(|f| s.name.contains(f.as_str()))
+        })
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// Where the guest finds the provider (`FI_PROVIDER_PATH`).
+const GUEST_PROVIDER_DIR: &str = "/usr/lib/ofi-xdp";
+
+/// Modules the guest loads: veth for the test hosts; bridge for N ranks through a bridge
+/// (optional: the suite still runs without it).
+const GUEST_MODULES: &[(&str, bool)] = &[("veth", true), ("bridge", false)];
+
+/// Tools the tests call, copied with their libraries when the host has them.
+const REQUIRED_TOOLS: &[&str] = &["ip"];
+const OPTIONAL_TOOLS: &[&str] = &[
+    "tc",
+    "bridge",
+    "ethtool",
+    "ping",
+    "bpftool",
+    "fi_info",
+    "fi_pingpong",
+];
+
+fn build_image(
+    dir: &Path,
+    tree: &KernelTree,
+    artifacts: &Artifacts,
+    suites: &[Suite],
+    shell: bool,
+) -> Result<Image, String> {
+    let mut image = Image::create(dir)?;
+    let busybox = util::which("busybox").ok_or("busybox not found")?;
+    if !image::shared_libraries(&busybox)?.is_empty() {
+        return Err(format!(
+            "{} is dynamically linked; install busybox-static",
+            busybox.display()
+        ));
+    }
+    // /init's interpreter line names /bin/busybox.
+    image.add_host_file(&busybox, false)?;
+    image.symlink(Path::new("/bin/busybox"), &busybox)?;
+    for d in [
+        "/proc", "/sys", "/dev", "/run", "/tmp", "/root", "/etc", "/var/run",
+    ] {
+        image.ensure_dir(Path::new(d))?;
+    }
+    image.write_file(
+        Path::new("/etc/passwd"),
+        b"root:x:0:0:root:/root:/bin/sh\n",
+        0o644,
+    )?;
+    image.write_file(Path::new("/etc/group"), b"root:x:0:\n", 0o644)?;
+    image.write_file(
+        Path::new("/etc/hosts"),
+        b"127.0.0.1 localhost\n::1 localhost\n",
+        0o644,
+    )?;
+    let mut tools = Vec::new();
+    for tool in REQUIRED_TOOLS {
+        let path = util::which(tool).ok_or_else(|| format!("host has no `{tool}`"))?;
+        image.add_with_libraries(&path, false)?;
+        tools.push(((*tool).to_owned(), path));
+    }
+    for tool in OPTIONAL_TOOLS {
+        if let Some(path) = util::which(tool) {
+            image.add_with_libraries(&path, false)?;
+            tools.push(((*tool).to_owned(), path));
+        }
+    }
+    for t in &artifacts.tests {
+        image.add_with_libraries(&t.path, true)?;
+        image.ensure_dir(&t.package_dir)?;
+    }
+    for b in &artifacts.bins {
+        image.add_with_libraries(b, true)?;
+    }
+    if let Some(lib) = &artifacts.provider_lib {
+        image.add_with_libraries(lib, true)?;
+        let installed = Path::new(GUEST_PROVIDER_DIR).join(PROVIDER_INSTALLED_NAME);
+        image.symlink(&installed, lib)?;
+    }
+    let modules = tree.resolve_modules(GUEST_MODULES)?;
+    let mut module_paths = Vec::new();
+    for m in &modules {
+        let guest = PathBuf::from(format!("/lib/modules/{}/{}.ko", tree.release, m.name));
+        image.write_file(&guest, &m.contents, 0o644)?;
+        module_paths.push(guest);
+    }
+    let plan = Plan {
+        modules: module_paths,
+        shell,
+    };
+    image.write_file(
+        Path::new("/init"),
+        guest::init_script(&plan).as_bytes(),
+        0o755,
+    )?;
+    image.write_file(Path::new(LIB_SH), guest::lib_sh(&tools).as_bytes(), 0o644)?;
+    image.write_file(
+        Path::new(RUN_ALL),
+        guest::run_all_script(suites).as_bytes(),
+        0o755,
+    )?;
+    image.write_file(Path::new(SMOKE), guest::smoke_script().as_bytes(), 0o755)?;
+    image.write_file(
+        Path::new(PINGPONG),
+        guest::pingpong_script(GUEST_PROVIDER_DIR).as_bytes(),
+        0o755,
+    )?;
+    Ok(image)
+}
+
+fn run_kernel(
+    o: &Options,
+    series: &'static Series,
+    cache: &Path,
+    out_dir: &Path,
+    artifacts: &Artifacts,
+    suites: &[Suite],
+    accel: Accel,
+) -> Result<KernelOutcome, String> {
+    let infra = |message: String| {
+        eprintln!("vm-tests: kernel {}: {message}", series.name);
+        Ok(KernelOutcome {
+            series: series.name,
+            ok: false,
+            infra_failure: true,
+        })
+    };
+    let prep_start = Instant::now();
+    let tree = match kernel::obtain(series, cache) {
+        Ok(t) => t,
+        Err(e) => return infra(e),
+    };
+    let config = match tree.check_config() {
+        Ok(c) => c,
+        Err(e) => return infra(e),
+    };
+    eprintln!(
+        "vm-tests: kernel {}: {} ({})",
+        series.name, tree.package, tree.release
+    );
+    eprintln!("vm-tests: kernel {}: {config}", series.name);
+    let stage = out_dir.join(format!("image-{}", series.name));
+    let image = match build_image(&stage, &tree, artifacts, suites, o.shell) {
+        Ok(i) => i,
+        Err(e) => return infra(e),
+    };
+    let initrd = out_dir.join(format!("initramfs-{}.cpio", series.name));
+    let size = image.write_cpio(&initrd)?;
+    eprintln!(
+        "vm-tests: kernel {}: initramfs {} MiB from {}, prepared in {:.1} s",
+        series.name,
+        size / (1 << 20),
+        image.root().display(),
+        prep_start.elapsed().as_secs_f64()
+    );
+
+    let log = out_dir.join(format!("{}.log", series.name));
+    let results_file = qemu::results_path(&log);
+    let _ = fs::remove_file(&results_file);
+    let append =
+        "console=ttyS0 panic=-1 oops=panic mitigations=off loglevel=4 rdinit=/init".to_owned();
+    let mut cfg = VmConfig {
+        kernel: &tree.vmlinuz,
+        initrd: &initrd,
+        accel,
+        memory: &o.memory,
+        smp: o.smp,
+        append,
+        results: &results_file,
+        log: &log,
+        shell: o.shell,
+        boot_timeout: boot_timeout(accel),
+        timeout: o.timeout,
+    };
+    let mut vm = qemu::run(&cfg)?;
+    if accel == Accel::Kvm && o.accel.is_none() && vm.ending == Ending::BootTimeout {
+        eprintln!("vm-tests: the guest did not boot under KVM; retrying with TCG");
+        cfg.accel = Accel::Tcg;
+        cfg.boot_timeout = boot_timeout(Accel::Tcg);
+        vm = qemu::run(&cfg)?;
+    }
+    if o.shell {
+        return Ok(KernelOutcome {
+            series: series.name,
+            ok: true,
+            infra_failure: false,
+        });
+    }
+
+    let console = fs::read(&log)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let marker_text = fs::read(&results_file)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let mut report = results::parse_markers(&marker_text);
+    if report.booted.is_none() {
+        // ttyS1 missing or empty: the console carries the same markers.
+        report = results::parse_markers(&console);
+    }
+    results::attach_notes(&mut report, &console);
+
+    let mut problems = Vec::new();
+    match &vm.ending {
+        Ending::BootTimeout => problems.push(format!(
+            "the guest did not reach /init within {} s",
+            cfg.boot_timeout.as_secs()
+        )),
+        Ending::Timeout => problems.push(format!(
+            "timed out after {} s (QEMU killed)",
+            o.timeout.as_secs()
+        )),
+        Ending::Exited { code } if *code != Some(0) => {
+            problems.push(format!("QEMU exited with {code:?}"))
+        }
+        Ending::Exited { .. } => {}
+    }
+    if let Some(p) = &vm.panic {
+        problems.push(format!("kernel panic: {p}"));
+    }
+    if !report.done && problems.is_empty() {
+        problems.push("the guest powered off without finishing the suite".to_owned());
+    }
+    problems.extend(
+        report
+            .module_failures
+            .iter()
+            .map(|m| format!("insmod failed: {m}")),
+    );
+
+    print_summary(
+        series, &tree, cfg.accel, &vm, &report, suites, artifacts, &log,
+    );
+    let suites_ok = suites_ok(&report, suites, artifacts);
+    if !problems.is_empty() {
+        eprintln!("vm-tests: kernel {}: last console lines:", series.name);
+        eprintln!("{}", qemu::log_tail(&log, 40));
+        for p in &problems {
+            eprintln!("vm-tests: kernel {}: FAILED: {p}", series.name);
+        }
+    }
+    Ok(KernelOutcome {
+        series: series.name,
+        ok: problems.is_empty() && suites_ok,
+        infra_failure: !problems.is_empty(),
+    })
+}
+
+fn boot_timeout(accel: Accel) -> Duration {
+    match accel {
+        Accel::Kvm => Duration::from_secs(60),
+        Accel::Tcg => Duration::from_secs(240),
+    }
+}
+
+fn suites_ok(report: &Report, suites: &[Suite], artifacts: &Artifacts) -> bool {
+    artifacts.broken.is_empty()
+        && suites.iter().all(|s| {
+            report
+                .suites
+                .iter()
+                .any(|r| r.name == s.name && r.status.is_ok())
+        })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn print_summary(
+    series: &Series,
+    tree: &KernelTree,
+    accel: Accel,
+    vm: &qemu::VmRun,
+    report: &Report,
+    suites: &[Suite],
+    artifacts: &Artifacts,
+    log: &Path,
+) {
+    let suite_seconds: u64 = report.suites.iter().map(|s| s.seconds).sum();
+    eprintln!();
+    eprintln!(
+        "vm-tests: ===== kernel {} ({}, {}) under {} =====",
+        series.name,
+        tree.package,
+        tree.release,
+        accel.name()
+    );
+    eprintln!(
+        "vm-tests: boot to /init {} (guest uptime {} s), suites {} s, VM total {:.1} s; log {}",
+        vm.boot_seconds
+            .map_or("never".to_owned(), |b| format!("{b:.1} s")),
+        report
+            .booted
+            .as_ref()
+            .and_then(|b| b.get("uptime"))
+            .map_or("?", String::as_str),
+        suite_seconds,
+        vm.total_seconds,
+        log.display()
+    );
+    for s in suites {
+        match report.suites.iter().find(|r| r.name == s.name) {
+            Some(r) => {
+                eprintln!("  {:<8} {:>5} s  {}", r.status.label(), r.seconds, r.name);
+                const MAX_NOTES: usize = 12;
+                for n in r.notes.iter().take(MAX_NOTES) {
+                    eprintln!("                    {n}");
+                }
+                if r.notes.len() > MAX_NOTES {
+                    eprintln!(
+                        "                    ... {} more in the log",
+                        r.notes.len() - MAX_NOTES
+                    );
+                }
+            }
+            None => eprintln!(
+                "  {:<8} {:>5}    {} (no result: the VM ended first)",
+                "MISSING", "-", s.name
+            ),
+        }
+    }
+    for (package, error) in &artifacts.broken {
+        eprintln!(
+            "  {:<8} {:>5}    {package}: {error}",
+            Status::Fail.label(),
+            "-"
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! What the guest runs: the workspace's test executables and the provider library, built by
+//! invoking cargo (release profile, like `cargo xtask test`, so its build is reused) and found
+//! through cargo's JSON messages.
+
+use std::collections::BTreeMap;
+use std::env;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// Packages whose tests exercise the kernel (XDP, AF_XDP, netns/veth) and so run in the VM, in
+/// the order they run. Engine-only packages (`ofi-xdp-reliability`) gain nothing from another
+/// kernel and are left to `cargo xtask test`.
+pub const SUITE_PACKAGES: &[&str] = &[
+    "ofi-xdp-testhosts",
+    "ofi-xdp-bpf",
+    "ofi-xdp-link",
+    "ofi-xdp-provider",
+    "ofi-xdp-tools",
+];
+
+/// The provider package and its library's installed name (libfabric loads `lib<name>-fi.so`
+/// from `FI_PROVIDER_PATH`).
+pub const PROVIDER_PACKAGE: &str = "ofi-xdp-provider";
+pub const PROVIDER_INSTALLED_NAME: &str = "libxdp-fi.so";
+
+/// The workspace as `cargo metadata` describes it.
+pub struct Workspace {
+    pub root: PathBuf,
+    pub target_dir: PathBuf,
+    /// Package name → directory holding its Cargo.toml.
+    pub packages: BTreeMap<String, PathBuf>,
+}
+
+pub fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+impl Workspace {
+    pub fn load() -> Result<Self, String> {
+        let out = cargo()
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo metadata failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let meta: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("cargo metadata output: {e}"))?;
+        let path_of = |key: &str| {
+            meta.get(key)
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
+                .ok_or_else(|| format!("cargo metadata has no {key}"))
+        };
+        let mut packages = BTreeMap::new();
+        for p in meta
+            .get("packages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = p.get("name").and_then(Value::as_str);
+            let manifest = p
+                .get("manifest_path")
+                .and_then(Value::as_str)
+                .map(Path::new);
+            if let (Some(name), Some(dir)) = (name, manifest.and_then(Path::parent)) {
+                packages.insert(name.to_owned(), dir.to_owned());
+            }
+        }
+        Ok(Self {
+            root: path_of("workspace_root")?,
+            target_dir: path_of("target_directory")?,
+            packages,
+        })
+    }
+}
+
+/// A test executable for the guest.
+#[derive(Debug, Clone)]
+pub struct TestExe {
+    pub package: String,
+    /// `lib` for unit tests, else the integration test's name.
+    pub target: String,
+    pub path: PathBuf,
+    /// The package directory: cargo runs tests from there, so the guest does too.
+    pub package_dir: PathBuf,
+}
+
+impl TestExe {
+    /// `bpf/steering`: how results name this suite.
+    pub fn suite_name(&self) -> String {
+        let short = self.package.trim_start_matches("ofi-xdp-");
+        format!("{short}/{}", self.target)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Artifacts {
+    pub tests: Vec<TestExe>,
+    /// Non-test executables of the suite packages (tests may run them via `CARGO_BIN_EXE_*`).
+    pub bins: Vec<PathBuf>,
+    pub provider_lib: Option<PathBuf>,
+    /// Packages whose build failed: reported as failed suites, the rest still runs.
+    pub broken: Vec<(String, String)>,
+}
+
+/// Builds the suite packages present in `ws` and collects their executables. One cargo run for
+/// all of them first (cheap after `cargo xtask test`); if it fails, one per package, so a package
+/// another helper is midway through breaks only its own suite.
+pub fn build(ws: &Workspace) -> Result<Artifacts, String> {
+    let present: Vec<&str> = SUITE_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| ws.packages.contains_key(*p))
+        .collect();
+    let mut artifacts = Artifacts::default();
+    if present.contains(&PROVIDER_PACKAGE) {
+        match cargo_json(ws, &["build", "--release", "--lib", "-p", PROVIDER_PACKAGE]) {
+            Ok(messages) => collect(ws, &messages, &mut artifacts),
+            Err(e) => artifacts.broken.push((PROVIDER_PACKAGE.to_owned(), e)),
+        }
+    }
+    let mut all = vec!["test", "--release", "--no-run"];
+    for p in &present {
+        all.extend(["-p", p]);
+    }
+    match cargo_json(ws, &all) {
+        Ok(messages) => collect(ws, &messages, &mut artifacts),
+        Err(_) => {
+            eprintln!("vm-tests: building all suites at once failed; building them one by one");
+            for p in &present {
+                match cargo_json(ws, &["test", "--release", "--no-run", "-p", p]) {
+                    Ok(messages) => collect(ws, &messages, &mut artifacts),
+                    Err(e) => artifacts.broken.push(((*p).to_owned(), e)),
+                }
+            }
+        }
+    }
+    // Stable order: by package as listed in SUITE_PACKAGES, unit tests first.
+    artifacts.tests.sort_by_key(|t| {
+        let rank = SUITE_PACKAGES.iter().position(|p| *p == t.package);
+        (rank, t.target != "lib", t.target.clone())
+    });
+    artifacts.tests.dedup_by(|a, b| a.path == b.path);
+    artifacts.bins.sort();
+    artifacts.bins.dedup();
+    Ok(artifacts)
+}
+
+/// Runs cargo with `--message-format=json-render-diagnostics` (compiler errors still reach the
+/// terminal readably) and returns the JSON messages.
+fn cargo_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Value>, String> {
+    eprintln!("vm-tests: cargo {}", args.join(" "));
+    let mut child = cargo()
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(&ws.root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let mut messages = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|e| format!("reading cargo output: {e}"))?;
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                messages.push(v);
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for cargo: {e}"))?;
+    if status.success() {
+        Ok(messages)
+    } else {
+        Err(format!("cargo {} failed: {status}", args.join(" ")))
+    }
+}
+
+fn collect(ws: &Workspace, messages: &[Value], artifacts: &mut Artifacts) {
+    let package_of_dir: BTreeMap<&Path, &str> = ws
+        .packages
+        .iter()
+        .map(|(name, dir)| (dir.as_path(), name.as_str()))
+        .collect();
+    for m in messages {
+        if m.get("reason").and_then(Value::as_str) != Some("compiler-artifact") {
+            continue;
+        }
+        let Some(dir) = m
+            .get("manifest_path")
+            .and_then(Value::as_str)
+            .and_then(|p| Path::new(p).parent())
+        else {
+            continue;
+        };
+        let Some(package) = package_of_dir.get(dir).copied() else {
+            continue; // a dependency from crates.io
+        };
+        if !SUITE_PACKAGES.contains(&package) {
+            continue;
+        }
+        let target = m.get("target");
+        let target_name = target
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kinds: Vec<&str> = target
+            .and_then(|t| t.get("kind"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let is_test = m
+            .get("profile")
+            .and_then(|p| p.get("test"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let executable = m
+            .get("executable")
+            .and_then(Value::as_str)
+            .map(PathBuf::from);
+        if let Some(exe) = executable {
+            if is_test {
+                let kind_is_lib = kinds.iter().any(|k| k.ends_with("lib"));
+                artifacts.tests.push(TestExe {
+                    package: package.to_owned(),
+                    target: if kind_is_lib {
+                        "lib".to_owned()
+                    } else {
+                        target_name.to_owned()
+                    },
+                    path: exe,
+                    package_dir: dir.to_owned(),
+                });
+            } else {
+                artifacts.bins.push(exe);
+            }
+        } else if package == PROVIDER_PACKAGE && kinds.contains(&"cdylib") && !is_test {
+            let so = m
+                .get("filenames")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .find(|f| f.ends_with(".so"));
+            if let Some(so) = so {
+                artifacts.provider_lib = Some(PathBuf::from(so));
+            }
+        }
+    }
+}
