@@ -34,6 +34,8 @@ pub enum FrameError {
     /// The frame is not in a state that allows this operation (e.g. releasing
     /// a frame twice, sending a frame that was not allocated for TX).
     WrongState,
+    /// A TX frame address that is not the start of a frame.
+    Misaligned,
 }
 
 /// The ownership table and the two free lists.
@@ -128,9 +130,17 @@ impl FramePool {
         Some(self.addr(i))
     }
 
+    /// Index of a TX frame, which callers name by its start address.
+    fn tx_index(&self, addr: u64) -> Result<usize, FrameError> {
+        if self.base(addr) != addr {
+            return Err(FrameError::Misaligned);
+        }
+        self.index(addr)
+    }
+
     /// Checks that the caller may submit `addr` (allocated, not released).
     pub fn check_submit(&self, addr: u64) -> Result<(), FrameError> {
-        let i = self.index(addr)?;
+        let i = self.tx_index(addr)?;
         match self.state[i] {
             State::Tx {
                 in_flight,
@@ -143,7 +153,7 @@ impl FramePool {
     /// Records one submission of `addr` to the TX ring.
     pub fn submitted(&mut self, addr: u64) -> Result<(), FrameError> {
         self.check_submit(addr)?;
-        let i = self.index(addr)?;
+        let i = self.tx_index(addr)?;
         if let State::Tx { in_flight, held } = self.state[i] {
             self.state[i] = State::Tx {
                 in_flight: in_flight + 1,
@@ -170,7 +180,7 @@ impl FramePool {
     /// The caller is done with a TX frame; it returns to the pool once no
     /// submission is outstanding.
     pub fn release_tx(&mut self, addr: u64) -> Result<(), FrameError> {
-        let i = self.index(addr)?;
+        let i = self.tx_index(addr)?;
         match self.state[i] {
             State::Tx {
                 in_flight,
@@ -293,10 +303,17 @@ mod tests {
         assert_eq!(p.submitted(0), Err(FrameError::WrongState));
         assert_eq!(p.release_tx(3 * 2048), Err(FrameError::WrongState));
         assert_eq!(p.submitted(4 * 2048), Err(FrameError::OutOfRange));
-        assert_eq!(p.submitted(u64::MAX), Err(FrameError::OutOfRange));
+        assert_eq!(p.submitted(u64::MAX), Err(FrameError::Misaligned));
+        assert_eq!(p.submitted(u64::MAX << 11), Err(FrameError::OutOfRange));
         let a = p.alloc_tx().unwrap();
         p.release_tx(a).unwrap();
         assert_eq!(p.release_tx(a), Err(FrameError::WrongState));
         assert_eq!(p.base(a + 77), a);
+        // A TX frame is named by its start: an inner address is refused, so
+        // headers + payload can never spill into the next frame.
+        let b = p.alloc_tx().unwrap();
+        assert_eq!(p.submitted(b + 7), Err(FrameError::Misaligned));
+        assert_eq!(p.release_tx(b + 7), Err(FrameError::Misaligned));
+        p.submitted(b).unwrap();
     }
 }
