@@ -1,1 +1,89 @@
-//! See the crate README / docs/ARCHITECTURE.md.
+//! The libfabric `xdp` provider: kernel-bypass messaging over AF_XDP.
+//!
+//! Loaded by the stock libfabric core as `libxdp-fi.so` (`FI_PROVIDER_PATH`):
+//! the core calls [`fi_prov_ini`], then our `getinfo`/`fabric` entry points.
+//! Layout, after libfabric's own providers (one file per object):
+//!
+//! - [`sys`]: `#[repr(C)]` mirrors of the libfabric ABI (checked by tests);
+//! - [`abi`]: errno type, panic guards, fid ↔ object conversion;
+//! - [`getinfo`], [`ifaces`], [`addr`], [`params`], [`log`];
+//! - objects: [`fabric`], [`domain`], [`ep`], [`av`], [`mr`], [`cq`],
+//!   [`cntr`], [`eq`];
+//! - [`datapath`]: the seam where the link + reliability engine plug in.
+
+// Every `unsafe extern "C"` entry point's safety contract is the libfabric
+// API it implements (the man page named in its doc comment): pointers are
+// NULL or valid as that page describes. Repeating it on each is noise.
+#![allow(clippy::missing_safety_doc)]
+
+pub mod abi;
+pub mod addr;
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod datapath;
+pub mod domain;
+pub mod ep;
+pub mod eq;
+pub mod fabric;
+pub mod getinfo;
+pub mod ifaces;
+pub mod log;
+pub mod mr;
+pub mod msg;
+pub mod params;
+pub mod sys;
+
+use std::cell::UnsafeCell;
+use std::ptr::null_mut;
+
+use sys::{fi_context, fi_provider};
+
+/// Provider name as seen by `fi_info -p xdp` and `FI_PROVIDER=xdp`.
+pub const PROVIDER_NAME: &str = "xdp";
+/// Provider version reported in `fabric_attr->prov_version`.
+pub const PROVIDER_VERSION: u32 = sys::fi_version(0, 1);
+/// The libfabric API version we are built against. The 1.17 core refuses
+/// providers whose fi_version is newer than itself (ofi_register_provider).
+pub const API_VERSION: u32 = sys::fi_version(1, 17);
+
+/// The `fi_provider` handed to the core. It must be writable: the core
+/// stores its bookkeeping in `context` (fi_prov.h), so a `static` in
+/// read-only memory would crash the loader.
+pub struct ProviderCell(UnsafeCell<fi_provider>);
+
+// SAFETY: after fi_prov_ini returns, only the core writes (to `context`),
+// under its own initialisation lock; we only read the constant fields.
+unsafe impl Sync for ProviderCell {}
+
+pub static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
+    version: PROVIDER_VERSION,
+    fi_version: API_VERSION,
+    context: fi_context {
+        internal: [null_mut(); 4],
+    },
+    name: c"xdp".as_ptr(),
+    getinfo: Some(getinfo::xdp_getinfo),
+    fabric: Some(fabric::xdp_fabric),
+    cleanup: Some(xdp_cleanup),
+}));
+
+/// Pointer to our provider struct, for fi_log / fi_param_* calls.
+pub fn provider_ptr() -> *mut fi_provider {
+    PROVIDER.0.get()
+}
+
+/// Entry point the libfabric core looks up with dlsym (FI_EXT_INI in
+/// fi_prov.h). Defines the `FI_XDP_*` parameters and returns the provider.
+#[unsafe(no_mangle)]
+pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
+    abi::guard_value("fi_prov_ini", null_mut(), || {
+        log::mark_registered();
+        params::define_all();
+        provider_ptr()
+    })
+}
+
+/// Called by the core at fi_fini: nothing global to release (objects are
+/// owned by the application and closed by it).
+unsafe extern "C" fn xdp_cleanup() {}

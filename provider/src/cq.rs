@@ -1,0 +1,547 @@
+//! Completion queue (fi_cq(3), 1.17 semantics; seed 001 of the shared docs).
+//!
+//! Completions are kept in one ordered queue, successes and errors alike:
+//! - `fi_cq_read` returns successful entries from the head, stopping before
+//!   the first error; with an error at the head it returns -FI_EAVAIL, with
+//!   nothing queued -FI_EAGAIN ("RETURN VALUES").
+//! - `fi_cq_readerr` removes the oldest error entry (1 on success,
+//!   -FI_EAGAIN if none); `err_data` is copied into the caller's buffer when
+//!   it supplies one and the fabric API is ≥ 1.5, else it points at a
+//!   provider-owned buffer valid until the next readerr ("err_data").
+//! - Every read first runs one progress pass over the endpoints bound to
+//!   this CQ (manual progress, DESIGN.md "Progress").
+//! - The queue grows instead of overrunning: FI_EOVERRUN never happens.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use libc::{c_char, c_int, c_void, size_t, ssize_t};
+
+use crate::abi::{
+    self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
+};
+use crate::domain::Domain;
+use crate::ep::Endpoint;
+use crate::sys::*;
+
+/// Error details of a failed operation (fi_cq_err_entry).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompletionError {
+    /// Positive fabric errno.
+    pub err: c_int,
+    pub prov_errno: c_int,
+    /// Bytes that did not fit the receive buffer (FI_ETRUNC).
+    pub olen: usize,
+    pub err_data: Vec<u8>,
+}
+
+/// One completion as the data path reports it. Pointers are stored as
+/// integers: they are the application's opaque values, never dereferenced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub op_context: usize,
+    pub flags: u64,
+    pub len: usize,
+    pub buf: usize,
+    pub data: u64,
+    pub tag: u64,
+    /// Source fi_addr for fi_cq_readfrom (FI_ADDR_NOTAVAIL if unknown).
+    pub src: fi_addr_t,
+    pub error: Option<CompletionError>,
+}
+
+pub struct Cq {
+    /// Endpoints bound to this CQ (one per direction) and counters/waits.
+    pub refs: Refs,
+    pub domain: Arc<Domain>,
+    pub format: c_int,
+    pub wait_obj: c_int,
+    wait_cond: c_int,
+    state: Mutex<CqState>,
+    cond: Condvar,
+    signaled: AtomicBool,
+    /// Endpoints whose progress a read of this CQ drives.
+    progress: Mutex<Vec<Weak<Endpoint>>>,
+}
+
+#[derive(Default)]
+struct CqState {
+    entries: VecDeque<Completion>,
+    last_err_data: Vec<u8>,
+}
+
+impl Cq {
+    /// Queue a completion (called by endpoints during progress).
+    pub fn push(&self, c: Completion) {
+        lock(&self.state).entries.push_back(c);
+        if self.wait_obj != FI_WAIT_NONE {
+            self.cond.notify_all();
+        }
+    }
+
+    /// Register an endpoint whose progress reads of this CQ drive.
+    pub fn attach(&self, ep: Weak<Endpoint>) {
+        lock(&self.progress).push(ep);
+    }
+
+    /// Forget an endpoint (on endpoint close).
+    pub fn detach(&self, ep: &Weak<Endpoint>) {
+        lock(&self.progress).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+    }
+
+    /// One manual-progress pass over the bound endpoints. Runs without the
+    /// CQ lock held: endpoints push completions into us while progressing.
+    pub fn run_progress(&self) {
+        let eps: Vec<Arc<Endpoint>> = lock(&self.progress)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for ep in eps {
+            ep.progress();
+        }
+    }
+
+    /// Bytes of one entry in this CQ's format.
+    pub fn entry_size(&self) -> usize {
+        entry_size(self.format)
+    }
+
+    /// Non-blocking read of up to `count` successful completions, in order.
+    pub fn read_into(
+        &self,
+        count: usize,
+        mut out: impl FnMut(usize, &Completion),
+    ) -> Result<usize> {
+        let mut st = lock(&self.state);
+        let mut n = 0;
+        while n < count {
+            match st.entries.front() {
+                Some(c) if c.error.is_none() => {
+                    out(n, c);
+                    st.entries.pop_front();
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        if n > 0 {
+            return Ok(n);
+        }
+        match st.entries.front() {
+            Some(_) => Err(Errno::AVAIL),
+            None => Err(Errno::AGAIN),
+        }
+    }
+
+    /// Remove the oldest error completion.
+    fn take_error(&self) -> Option<(Completion, CompletionError)> {
+        let mut st = lock(&self.state);
+        let i = st.entries.iter().position(|c| c.error.is_some())?;
+        let mut c = st.entries.remove(i)?;
+        let e = c.error.take()?;
+        Some((c, e))
+    }
+
+    fn queued(&self) -> usize {
+        lock(&self.state).entries.len()
+    }
+
+    fn head_is_error(&self) -> bool {
+        lock(&self.state)
+            .entries
+            .front()
+            .is_some_and(|c| c.error.is_some())
+    }
+}
+
+pub fn entry_size(format: c_int) -> usize {
+    match format {
+        FI_CQ_FORMAT_MSG => size_of::<fi_cq_msg_entry>(),
+        FI_CQ_FORMAT_DATA => size_of::<fi_cq_data_entry>(),
+        FI_CQ_FORMAT_TAGGED => size_of::<fi_cq_tagged_entry>(),
+        _ => size_of::<fi_cq_entry>(),
+    }
+}
+
+/// Write completion `c` as entry `i` of a `format` array at `buf`.
+///
+/// # Safety
+/// `buf` must hold at least `i + 1` entries of `format`.
+unsafe fn write_entry(format: c_int, buf: *mut c_void, i: usize, c: &Completion) {
+    let ctx = c.op_context as *mut c_void;
+    // SAFETY: per caller; each arm writes exactly one entry of its format.
+    unsafe {
+        match format {
+            FI_CQ_FORMAT_MSG => buf.cast::<fi_cq_msg_entry>().add(i).write(fi_cq_msg_entry {
+                op_context: ctx,
+                flags: c.flags,
+                len: c.len,
+            }),
+            FI_CQ_FORMAT_DATA => buf
+                .cast::<fi_cq_data_entry>()
+                .add(i)
+                .write(fi_cq_data_entry {
+                    op_context: ctx,
+                    flags: c.flags,
+                    len: c.len,
+                    buf: c.buf as *mut c_void,
+                    data: c.data,
+                }),
+            FI_CQ_FORMAT_TAGGED => {
+                buf.cast::<fi_cq_tagged_entry>()
+                    .add(i)
+                    .write(fi_cq_tagged_entry {
+                        op_context: ctx,
+                        flags: c.flags,
+                        len: c.len,
+                        buf: c.buf as *mut c_void,
+                        data: c.data,
+                        tag: c.tag,
+                    })
+            }
+            _ => buf
+                .cast::<fi_cq_entry>()
+                .add(i)
+                .write(fi_cq_entry { op_context: ctx }),
+        }
+    }
+}
+
+#[repr(C)]
+pub struct CqObj {
+    pub fid: fid_cq,
+    pub inner: Arc<Cq>,
+}
+
+static CQ_FI_OPS: fi_ops = abi::fi_ops_with(cq_close, None, Some(cq_control));
+static CQ_OPS: fi_ops_cq = fi_ops_cq {
+    size: size_of::<fi_ops_cq>(),
+    read: Some(cq_read),
+    readfrom: Some(cq_readfrom),
+    readerr: Some(cq_readerr),
+    sread: Some(cq_sread),
+    sreadfrom: Some(cq_sreadfrom),
+    signal: Some(cq_signal),
+    strerror: Some(cq_strerror),
+};
+
+// SAFETY: repr(C), fid_cq first, CQ_FI_OPS in every instance.
+unsafe impl FidObject for CqObj {
+    const CLASS: usize = FI_CLASS_CQ;
+    fn fi_ops() -> *const fi_ops {
+        &CQ_FI_OPS
+    }
+}
+
+/// `fi_ops_domain::cq_open`.
+pub unsafe extern "C" fn xdp_cq_open(
+    domain: *mut fid_domain,
+    attr: *mut fi_cq_attr,
+    cq: *mut *mut fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    guard_int("fi_cq_open", || {
+        // SAFETY: validated by domain_of.
+        let domain = unsafe { crate::domain::domain_of(domain) }?;
+        // SAFETY: attr is NULL or valid.
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::INVAL)?;
+        if cq.is_null() {
+            return Err(Errno::INVAL);
+        }
+        if a.flags & !FI_AFFINITY != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        let format = match a.format {
+            FI_CQ_FORMAT_UNSPEC => FI_CQ_FORMAT_CONTEXT,
+            f @ (FI_CQ_FORMAT_CONTEXT | FI_CQ_FORMAT_MSG | FI_CQ_FORMAT_DATA
+            | FI_CQ_FORMAT_TAGGED) => f,
+            _ => return Err(Errno::INVAL),
+        };
+        let wait_obj = match a.wait_obj {
+            w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD) => w,
+            // FD, mutex/cond, pollfd and wait sets: not implemented yet.
+            FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
+                return Err(Errno::NOSYS);
+            }
+            _ => return Err(Errno::INVAL),
+        };
+        if a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD {
+            return Err(Errno::INVAL);
+        }
+        let inner = Arc::new(Cq {
+            refs: Refs::default(),
+            domain: domain.clone(),
+            format,
+            wait_obj,
+            wait_cond: a.wait_cond,
+            state: Mutex::default(),
+            cond: Condvar::new(),
+            signaled: AtomicBool::new(false),
+            progress: Mutex::default(),
+        });
+        domain.refs.get();
+        let p = abi::into_raw(CqObj {
+            fid: fid_cq {
+                fid: fid {
+                    fclass: FI_CLASS_CQ,
+                    context,
+                    ops: abi::ops_ptr(&CQ_FI_OPS),
+                },
+                ops: abi::ops_ptr(&CQ_OPS),
+            },
+            inner,
+        });
+        // SAFETY: checked non-NULL.
+        unsafe { *cq = p.cast() };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
+    guard_int("cq close", || {
+        // SAFETY: validated by obj().
+        let o = unsafe { obj::<CqObj>(f) }?;
+        if o.inner.refs.busy() {
+            return Err(Errno::BUSY);
+        }
+        o.inner.domain.refs.put();
+        // SAFETY: ours, not busy.
+        unsafe { abi::free::<CqObj>(f) };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard_int("cq control", || {
+        // SAFETY: validated by obj().
+        let o = unsafe { obj::<CqObj>(f) }?;
+        match command {
+            FI_GETWAITOBJ => {
+                // SAFETY: arg is an enum fi_wait_obj *.
+                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait_obj) }?;
+                Ok(0)
+            }
+            // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
+            FI_GETWAIT => Err(Errno::NOSYS),
+            _ => Err(Errno::NOSYS),
+        }
+    })
+}
+
+/// Shared body of read/readfrom.
+///
+/// # Safety
+/// `buf` must hold `count` entries; `src` NULL or `count` fi_addr_t.
+unsafe fn read_common(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: size_t,
+    src: *mut fi_addr_t,
+    want_src: bool,
+) -> Result<ssize_t> {
+    // SAFETY: validated by obj().
+    let o = unsafe { obj::<CqObj>(cq.cast()) }?;
+    if count > 0 && (buf.is_null() || (want_src && src.is_null())) {
+        return Err(Errno::INVAL);
+    }
+    o.inner.run_progress();
+    let format = o.inner.format;
+    let n = o.inner.read_into(count, |i, c| {
+        // SAFETY: i < count; buffers sized by the caller.
+        unsafe {
+            write_entry(format, buf, i, c);
+            if want_src {
+                src.add(i).write(c.src);
+            }
+        }
+    });
+    match n {
+        Ok(n) => Ok(n as ssize_t),
+        // A zero count only drives progress (fi_cq(3) fi_cq_read).
+        Err(Errno::AGAIN) if count == 0 => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: size_t) -> ssize_t {
+    // SAFETY: forwarded contract.
+    guard_ssize("fi_cq_read", || unsafe {
+        read_common(cq, buf, count, std::ptr::null_mut(), false)
+    })
+}
+
+unsafe extern "C" fn cq_readfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: size_t,
+    src_addr: *mut fi_addr_t,
+) -> ssize_t {
+    // SAFETY: forwarded contract.
+    guard_ssize("fi_cq_readfrom", || unsafe {
+        read_common(cq, buf, count, src_addr, true)
+    })
+}
+
+unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> ssize_t {
+    guard_ssize("fi_cq_readerr", || {
+        // SAFETY: validated by obj().
+        let o = unsafe { obj::<CqObj>(cq.cast()) }?;
+        if buf.is_null() {
+            return Err(Errno::INVAL);
+        }
+        if flags != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        let (c, e) = o.inner.take_error().ok_or(Errno::AGAIN)?;
+        // SAFETY: buf checked non-NULL and points to a caller fi_cq_err_entry.
+        let user = unsafe { &mut *buf };
+        let api = o.inner.domain.fabric.api_version;
+        let (err_data, err_data_size) = if api >= fi_version(1, 5)
+            && user.err_data_size > 0
+            && !user.err_data.is_null()
+        {
+            let n = user.err_data_size.min(e.err_data.len());
+            // SAFETY: the caller's buffer holds err_data_size bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user.err_data.cast::<u8>(), n)
+            };
+            (user.err_data, n)
+        } else {
+            let mut st = lock(&o.inner.state);
+            st.last_err_data = e.err_data;
+            let p = if st.last_err_data.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                st.last_err_data.as_mut_ptr().cast()
+            };
+            (p, st.last_err_data.len())
+        };
+        *user = fi_cq_err_entry {
+            op_context: c.op_context as *mut c_void,
+            flags: c.flags,
+            len: c.len,
+            buf: c.buf as *mut c_void,
+            data: c.data,
+            tag: c.tag,
+            olen: e.olen,
+            err: e.err,
+            prov_errno: e.prov_errno,
+            err_data,
+            err_data_size,
+        };
+        Ok(1)
+    })
+}
+
+/// Blocking read: keeps driving progress while it waits (manual progress
+/// means nobody else will), until a completion, an error at the head, the
+/// threshold, fi_cq_signal or the timeout (ms, negative = infinite).
+///
+/// # Safety
+/// As for [`read_common`]; `cond` NULL or a `size_t` threshold.
+unsafe fn sread_common(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: size_t,
+    src: *mut fi_addr_t,
+    want_src: bool,
+    cond: *const c_void,
+    timeout: c_int,
+) -> Result<ssize_t> {
+    // SAFETY: validated by obj().
+    let o = unsafe { obj::<CqObj>(cq.cast()) }?;
+    let q = &o.inner;
+    if q.wait_obj == FI_WAIT_NONE {
+        // fi_cq(3): sread is invalid on a CQ without a wait object.
+        return Err(Errno::INVAL);
+    }
+    let threshold = if q.wait_cond == FI_CQ_COND_THRESHOLD && !cond.is_null() {
+        // SAFETY: with FI_CQ_COND_THRESHOLD, cond points to a size_t.
+        unsafe { *cond.cast::<size_t>() }.clamp(1, count.max(1))
+    } else {
+        1
+    };
+    let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        q.run_progress();
+        if q.queued() >= threshold || q.head_is_error() {
+            // SAFETY: forwarded contract.
+            return unsafe { read_common(cq, buf, count, src, want_src) };
+        }
+        if q.signaled.swap(false, Ordering::AcqRel) {
+            return Err(Errno::AGAIN);
+        }
+        if let Some(d) = deadline
+            && Instant::now() >= d
+        {
+            // Return what is there even below the threshold (the
+            // condition is only an optimisation, fi_cq(3)).
+            // SAFETY: forwarded contract.
+            return unsafe { read_common(cq, buf, count, src, want_src) };
+        }
+        // Progress is ours to drive, so wait only briefly between passes.
+        if q.wait_obj == FI_WAIT_YIELD {
+            std::thread::yield_now();
+        } else {
+            let st = lock(&q.state);
+            let _ = q.cond.wait_timeout(st, Duration::from_micros(200));
+        }
+    }
+}
+
+unsafe extern "C" fn cq_sread(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: size_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded contract.
+    guard_ssize("fi_cq_sread", || unsafe {
+        sread_common(cq, buf, count, std::ptr::null_mut(), false, cond, timeout)
+    })
+}
+
+unsafe extern "C" fn cq_sreadfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: size_t,
+    src_addr: *mut fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> ssize_t {
+    // SAFETY: forwarded contract.
+    guard_ssize("fi_cq_sreadfrom", || unsafe {
+        sread_common(cq, buf, count, src_addr, true, cond, timeout)
+    })
+}
+
+/// fi_cq_signal: wake a thread blocked in sread (it returns -FI_EAGAIN).
+unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
+    guard_int("fi_cq_signal", || {
+        // SAFETY: validated by obj().
+        let o = unsafe { obj::<CqObj>(cq.cast()) }?;
+        if o.inner.wait_obj == FI_WAIT_NONE {
+            return Err(Errno::INVAL);
+        }
+        o.inner.signaled.store(true, Ordering::Release);
+        o.inner.cond.notify_all();
+        Ok(0)
+    })
+}
+
+/// fi_cq_strerror: our prov_errno values are fabric errnos.
+unsafe extern "C" fn cq_strerror(
+    _cq: *mut fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: size_t,
+) -> *const c_char {
+    guard_value("fi_cq_strerror", c"unknown error".as_ptr(), || {
+        // SAFETY: fi_strerror returns a static string; buf per fi_cq(3).
+        unsafe { crate::eq::strerror_into(ffi::fi_strerror(prov_errno.abs()), buf, len) }
+    })
+}

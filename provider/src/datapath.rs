@@ -1,0 +1,141 @@
+//! The seam between the libfabric objects and the data path (phase 2).
+//!
+//! An enabled endpoint owns one `Box<dyn DataPath>`, created by [`open`]
+//! from `fi_enable`. The endpoint validates every libfabric call (flags,
+//! iov limits, addresses resolved through the AV, FI_INJECT copying,
+//! completion selection) and hands the data path ready-to-run operations;
+//! the data path reports completions back from [`DataPath::progress`],
+//! which CQ/counter reads call (manual progress, DESIGN.md "Progress").
+//!
+//! Threading: the endpoint keeps the data path behind its state `Mutex`, so
+//! implementations are single-threaded (`Send`, not `Sync`).
+//!
+//! Planned implementation: `FI_EP_DGRAM` directly over the AF_XDP link
+//! (`ofi-xdp-link`), `FI_EP_RDM` through the reliability engine
+//! (`ofi-xdp-reliability`), both steered by the XDP program (`ofi-xdp-bpf`);
+//! sends to the endpoint's own address are looped back in the provider
+//! (AF_XDP cannot loop back).
+
+use crate::abi::{Errno, Result};
+use crate::addr::XdpAddr;
+use crate::cq::Completion;
+use crate::ifaces::Iface;
+use crate::params::Config;
+use crate::sys::fi_addr_t;
+
+/// Where the bytes of an operation live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// The application's buffers as (address, length); valid until the
+    /// operation's completion is reported.
+    Iov(Vec<(usize, usize)>),
+    /// Already copied (FI_INJECT, fi_inject*): the buffer was reusable on return.
+    Owned(Vec<u8>),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Iov(v) => v.iter().map(|(_, l)| *l).sum(),
+            Payload::Owned(b) => b.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A validated transmit operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxOp {
+    pub dest: XdpAddr,
+    pub dest_fi_addr: fi_addr_t,
+    pub payload: Payload,
+    /// `Some` for tagged sends.
+    pub tag: Option<u64>,
+    /// Remote CQ data (FI_REMOTE_CQ_DATA), `Some` for senddata/injectdata.
+    pub data: Option<u64>,
+    pub context: usize,
+    /// Effective operation flags (FI_INJECT, FI_*_COMPLETE, FI_MORE, …).
+    pub flags: u64,
+    /// Report a successful completion (false with FI_SELECTIVE_COMPLETION
+    /// and no FI_COMPLETION, or for fi_inject). Errors are always reported.
+    pub report: bool,
+}
+
+/// A validated receive operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxOp {
+    /// `Some` for directed receives (FI_DIRECTED_RECV).
+    pub src: Option<(XdpAddr, fi_addr_t)>,
+    pub iov: Vec<(usize, usize)>,
+    /// `Some((tag, ignore))` for tagged receives.
+    pub tag: Option<(u64, u64)>,
+    pub context: usize,
+    pub flags: u64,
+    /// FI_MULTI_RECV buffer: keep receiving into it until fewer than
+    /// `min_multi_recv` bytes remain, then report FI_MULTI_RECV.
+    pub multi_recv: bool,
+    pub report: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Tx,
+    Rx,
+}
+
+/// A completion produced by the data path. `completion.src` is filled in
+/// by the endpoint from `src` (AV reverse lookup for FI_SOURCE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpCompletion {
+    pub dir: Direction,
+    pub completion: Completion,
+    pub src: Option<XdpAddr>,
+    /// Whether the operation asked for a success completion (copied from
+    /// `TxOp::report` / `RxOp::report`); errors are delivered regardless.
+    pub report: bool,
+}
+
+/// What [`open`] gets from the endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenArgs {
+    pub iface: Iface,
+    pub ep_type: libc::c_int,
+    /// Our address (IP, reserved UDP port, MAC, incarnation).
+    pub local: XdpAddr,
+    pub cfg: Config,
+    pub caps: u64,
+    pub min_multi_recv: usize,
+}
+
+/// A running data path: one AF_XDP socket plus protocol state.
+pub trait DataPath: Send {
+    /// Queue a send; -FI_EAGAIN when out of resources (fi_msg(3) ERRORS).
+    fn post_send(&mut self, op: TxOp) -> Result<()>;
+    /// Queue a receive; -FI_EAGAIN when out of resources.
+    fn post_recv(&mut self, op: RxOp) -> Result<()>;
+    /// One progress pass (drain RX, run timers, flush TX, reap TX
+    /// completions, refill the fill ring); report completions through `out`.
+    fn progress(&mut self, out: &mut dyn FnMut(DpCompletion));
+    /// fi_cancel: if a queued receive with this context exists, remove it
+    /// and report it at the next progress as an error completion with
+    /// FI_ECANCELED; return whether one was found.
+    fn cancel(&mut self, context: usize) -> bool;
+    /// FI_OPT_MIN_MULTI_RECV changed.
+    fn set_min_multi_recv(&mut self, bytes: usize);
+}
+
+/// Start the data path for an endpoint being enabled.
+///
+/// Phase 1: not built yet, so enabling an endpoint fails with -FI_ENOSYS
+/// (logged) rather than pretending to send.
+pub fn open(args: &OpenArgs) -> Result<Box<dyn DataPath>> {
+    crate::xdp_warn!(
+        crate::sys::FI_LOG_EP_CTRL,
+        "fi_enable on {} ({}): the AF_XDP data path is not implemented in this build",
+        args.iface.name,
+        args.local
+    );
+    Err(Errno::NOSYS)
+}

@@ -1,0 +1,123 @@
+//! Fabric object (fi_fabric(3)): parent of domains, EQs and wait sets.
+
+use std::sync::Arc;
+
+use libc::{c_int, c_void};
+
+use crate::abi::{self, Errno, FidObject, Refs, Result, guard_int, obj};
+use crate::sys::*;
+
+pub struct Fabric {
+    /// Open domains and EQs.
+    pub refs: Refs,
+    pub api_version: u32,
+}
+
+#[repr(C)]
+pub struct FabricObj {
+    pub fid: fid_fabric,
+    pub inner: Arc<Fabric>,
+}
+
+static FABRIC_FI_OPS: fi_ops = abi::fi_ops_with(fabric_close, None, None);
+static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
+    size: size_of::<fi_ops_fabric>(),
+    domain: Some(crate::domain::xdp_domain),
+    passive_ep: Some(fabric_passive_ep),
+    eq_open: Some(crate::eq::xdp_eq_open),
+    wait_open: Some(fabric_wait_open),
+    trywait: Some(fabric_trywait),
+    domain2: Some(crate::domain::xdp_domain2),
+};
+
+// SAFETY: repr(C), fid_fabric first, FABRIC_FI_OPS installed in every instance.
+unsafe impl FidObject for FabricObj {
+    const CLASS: usize = FI_CLASS_FABRIC;
+    fn fi_ops() -> *const fi_ops {
+        &FABRIC_FI_OPS
+    }
+}
+
+/// `fi_provider::fabric` (fi_fabric(3)).
+pub unsafe extern "C" fn xdp_fabric(
+    attr: *mut fi_fabric_attr,
+    fabric: *mut *mut fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    guard_int("fi_fabric", || {
+        // SAFETY: attr is NULL or valid.
+        let a = unsafe { attr.as_ref() }.ok_or(Errno::INVAL)?;
+        if fabric.is_null() {
+            return Err(Errno::INVAL);
+        }
+        // SAFETY: fabric_attr->name is NULL or a C string.
+        if !unsafe { crate::getinfo::fabric_name_ok(a.name) } {
+            return Err(Errno::NODATA);
+        }
+        let inner = Arc::new(Fabric {
+            refs: Refs::default(),
+            api_version: a.api_version,
+        });
+        let p = abi::into_raw(FabricObj {
+            fid: fid_fabric {
+                fid: fid {
+                    fclass: FI_CLASS_FABRIC,
+                    context,
+                    ops: abi::ops_ptr(&FABRIC_FI_OPS),
+                },
+                ops: abi::ops_ptr(&FABRIC_OPS),
+                api_version: a.api_version,
+            },
+            inner,
+        });
+        // SAFETY: checked non-NULL above.
+        unsafe { *fabric = p.cast() };
+        Ok(0)
+    })
+}
+
+/// The fabric behind a `fid_fabric` pointer.
+///
+/// # Safety
+/// `f` must be NULL or point to a readable fid.
+pub unsafe fn fabric_of(f: *mut fid_fabric) -> Result<Arc<Fabric>> {
+    // SAFETY: per caller.
+    Ok(unsafe { obj::<FabricObj>(f.cast()) }?.inner.clone())
+}
+
+unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
+    guard_int("fabric close", || {
+        // SAFETY: f comes from the application; obj() validates it.
+        let o = unsafe { obj::<FabricObj>(f) }?;
+        if o.inner.refs.busy() {
+            return Err(Errno::BUSY);
+        }
+        // SAFETY: validated as ours and not busy.
+        unsafe { abi::free::<FabricObj>(f) };
+        Ok(0)
+    })
+}
+
+/// FI_EP_MSG is not offered, so there are no passive endpoints.
+unsafe extern "C" fn fabric_passive_ep(
+    _: *mut fid_fabric,
+    _: *mut fi_info,
+    _: *mut *mut fid_pep,
+    _: *mut c_void,
+) -> c_int {
+    -FI_ENOSYS
+}
+
+/// Wait sets are not implemented yet (CQs support FI_WAIT_NONE/UNSPEC/YIELD).
+unsafe extern "C" fn fabric_wait_open(
+    _: *mut fid_fabric,
+    _: *mut fi_wait_attr,
+    _: *mut *mut fid_wait,
+) -> c_int {
+    -FI_ENOSYS
+}
+
+/// fi_trywait needs FD wait objects, which are not implemented yet.
+unsafe extern "C" fn fabric_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) -> c_int {
+    -FI_ENOSYS
+}

@@ -1,0 +1,72 @@
+//! Logging through libfabric's `fi_log`, so `FI_LOG_LEVEL`, `FI_LOG_PROV`
+//! and `FI_LOG_SUBSYS` behave for `xdp` exactly as for built-in providers
+//! (fi_log.h). Before the core has registered us (`fi_prov_ini`), e.g. in
+//! Rust unit tests, messages are dropped: the core's log state is not ready.
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use libc::c_int;
+
+use crate::sys::ffi;
+
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Called once from `fi_prov_ini`: the core is initialised from here on.
+pub fn mark_registered() {
+    REGISTERED.store(true, Ordering::Release);
+}
+
+/// True once libfabric's core has loaded us (fi_log/fi_param are usable).
+pub fn registered() -> bool {
+    REGISTERED.load(Ordering::Acquire)
+}
+
+/// Whether `level`/`subsys` would be printed; lets callers skip formatting.
+pub fn enabled(level: c_int, subsys: c_int) -> bool {
+    // SAFETY: PROVIDER is a valid, registered fi_provider.
+    registered() && unsafe { ffi::fi_log_enabled(crate::provider_ptr(), level, subsys) } != 0
+}
+
+/// Emit one message (use the `xdp_warn!`/`xdp_info!`/… macros).
+pub fn emit(level: c_int, subsys: c_int, func: &str, line: u32, msg: &str) {
+    if !enabled(level, subsys) {
+        return;
+    }
+    let func = CString::new(func.replace('\0', "?")).unwrap_or_default();
+    let msg = CString::new(msg.replace('\0', "?")).unwrap_or_default();
+    let saved = std::io::Error::last_os_error().raw_os_error();
+    // SAFETY: all pointers are valid NUL-terminated strings; "%s" consumes
+    // exactly one char* argument.
+    unsafe {
+        ffi::fi_log(
+            crate::provider_ptr(),
+            level,
+            subsys,
+            func.as_ptr(),
+            line as c_int,
+            c"%s\n".as_ptr(),
+            msg.as_ptr(),
+        );
+    }
+    // FI_LOG preserves errno around fi_log; so do we.
+    if let Some(e) = saved {
+        // SAFETY: __errno_location returns this thread's errno slot.
+        unsafe { *libc::__errno_location() = e };
+    }
+}
+
+#[macro_export]
+macro_rules! xdp_log {
+    ($level:expr, $subsys:expr, $($arg:tt)*) => {
+        if $crate::log::enabled($level, $subsys) {
+            $crate::log::emit($level, $subsys, module_path!(), line!(), &format!($($arg)*));
+        }
+    };
+}
+#[macro_export]
+macro_rules! xdp_warn { ($subsys:expr, $($arg:tt)*) => { $crate::xdp_log!($crate::sys::FI_LOG_WARN, $subsys, $($arg)*) }; }
+#[macro_export]
+macro_rules! xdp_info { ($subsys:expr, $($arg:tt)*) => { $crate::xdp_log!($crate::sys::FI_LOG_INFO, $subsys, $($arg)*) }; }
+#[macro_export]
+macro_rules! xdp_debug { ($subsys:expr, $($arg:tt)*) => { $crate::xdp_log!($crate::sys::FI_LOG_DEBUG, $subsys, $($arg)*) }; }

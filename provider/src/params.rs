@@ -1,0 +1,253 @@
+//! Provider parameters (fi_param_define / fi_param_get, fi_prov.h). The core
+//! derives the environment variable from the provider name: parameter
+//! `iface` of provider `xdp` is `FI_XDP_IFACE`; `fi_info -e` lists them all.
+
+use std::ffi::{CStr, CString};
+
+use libc::{c_char, c_int, c_void, size_t};
+
+use crate::sys::{FI_PARAM_BOOL, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING, ffi};
+
+/// How the steering program is attached (bpf loader, XDP_FLAGS_*_MODE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    /// SKB ("generic") mode: works on every driver; measured faster than
+    /// native on veth here (DESIGN.md), hence the default.
+    Generic,
+    /// Driver ("native") mode.
+    Native,
+}
+
+/// Whether to ask for AF_XDP zero-copy (XDP_ZEROCOPY) when binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroCopy {
+    /// Try zero-copy, fall back to copy mode (veth never supports it).
+    Auto,
+    /// Fail if zero-copy is unavailable.
+    Required,
+    /// Always copy mode.
+    Off,
+}
+
+/// The provider's configuration, read from `FI_XDP_*` each time an object
+/// that needs it is created (so tests can vary it per process).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Restrict the provider to this interface (`None`: every usable one).
+    pub iface: Option<String>,
+    /// NIC queue the AF_XDP socket binds to.
+    pub queue: u32,
+    /// UDP port of the first endpoint (0: pick a free one per endpoint).
+    pub port: u16,
+    /// Frames in each endpoint's UMEM.
+    pub umem_frames: usize,
+    /// UMEM frame (chunk) size, 2048 or 4096.
+    pub frame_size: usize,
+    /// Descriptors per AF_XDP ring.
+    pub ring_size: usize,
+    pub attach_mode: AttachMode,
+    pub zerocopy: ZeroCopy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            iface: None,
+            queue: 0,
+            port: 0,
+            umem_frames: 4096,
+            frame_size: 4096,
+            ring_size: 2048,
+            attach_mode: AttachMode::Generic,
+            zerocopy: ZeroCopy::Auto,
+        }
+    }
+}
+
+struct ParamDef {
+    name: &'static CStr,
+    ty: c_int,
+    help: &'static CStr,
+}
+
+const PARAMS: &[ParamDef] = &[
+    ParamDef {
+        name: c"iface",
+        ty: FI_PARAM_STRING,
+        help: c"Only use this network interface (default: every interface that is up, not loopback, and has an IP address)",
+    },
+    ParamDef { name: c"queue", ty: FI_PARAM_INT, help: c"NIC receive/transmit queue the AF_XDP socket binds to (default: 0)" },
+    ParamDef {
+        name: c"port",
+        ty: FI_PARAM_INT,
+        help: c"UDP port for endpoints that are not given one by node/service/src_addr (default: 0 = pick a free port)",
+    },
+    ParamDef { name: c"umem_frames", ty: FI_PARAM_SIZE_T, help: c"Frames in each endpoint's UMEM (default: 4096)" },
+    ParamDef { name: c"frame_size", ty: FI_PARAM_SIZE_T, help: c"UMEM frame size in bytes, 2048 or 4096 (default: 4096)" },
+    ParamDef { name: c"ring_size", ty: FI_PARAM_SIZE_T, help: c"Descriptors per AF_XDP ring, a power of two (default: 2048)" },
+    ParamDef {
+        name: c"attach_mode",
+        ty: FI_PARAM_STRING,
+        help: c"XDP attach mode: generic (SKB) or native (driver) (default: generic, measured faster on veth)",
+    },
+    ParamDef {
+        name: c"zerocopy",
+        ty: FI_PARAM_STRING,
+        help: c"AF_XDP zero-copy: auto (try, fall back to copy), on (required), off (default: auto)",
+    },
+];
+
+/// Register every parameter with the core (called from `fi_prov_ini`).
+pub fn define_all() {
+    for p in PARAMS {
+        // SAFETY: valid provider and NUL-terminated strings; "%s" consumes
+        // the one char* argument (help strings are not format strings).
+        let rc = unsafe {
+            ffi::fi_param_define(
+                crate::provider_ptr(),
+                p.name.as_ptr(),
+                p.ty,
+                c"%s".as_ptr(),
+                p.help.as_ptr(),
+            )
+        };
+        if rc != 0 {
+            crate::xdp_warn!(
+                crate::sys::FI_LOG_CORE,
+                "fi_param_define({:?}) failed: {rc}",
+                p.name
+            );
+        }
+    }
+}
+
+fn env_name(name: &CStr) -> String {
+    format!("FI_XDP_{}", name.to_string_lossy().to_uppercase())
+}
+
+fn get_str(name: &CStr) -> Option<String> {
+    if crate::log::registered() {
+        let mut v: *mut c_char = std::ptr::null_mut();
+        // SAFETY: `v` receives a pointer into the environment (or stays NULL).
+        let rc = unsafe {
+            ffi::fi_param_get(
+                crate::provider_ptr(),
+                name.as_ptr(),
+                (&mut v as *mut *mut c_char).cast::<c_void>(),
+            )
+        };
+        if rc != 0 || v.is_null() {
+            return None;
+        }
+        // SAFETY: fi_param_get returned a NUL-terminated string.
+        Some(unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned())
+    } else {
+        std::env::var(env_name(name)).ok()
+    }
+}
+
+fn get_int(name: &CStr) -> Option<i64> {
+    if crate::log::registered() {
+        let mut v: c_int = 0;
+        // SAFETY: INT parameters are written as a C int.
+        let rc = unsafe {
+            ffi::fi_param_get(
+                crate::provider_ptr(),
+                name.as_ptr(),
+                (&mut v as *mut c_int).cast::<c_void>(),
+            )
+        };
+        (rc == 0).then_some(i64::from(v))
+    } else {
+        std::env::var(env_name(name)).ok()?.trim().parse().ok()
+    }
+}
+
+fn get_size(name: &CStr) -> Option<usize> {
+    if crate::log::registered() {
+        let mut v: size_t = 0;
+        // SAFETY: SIZE_T parameters are written as a size_t.
+        let rc = unsafe {
+            ffi::fi_param_get(
+                crate::provider_ptr(),
+                name.as_ptr(),
+                (&mut v as *mut size_t).cast::<c_void>(),
+            )
+        };
+        (rc == 0).then_some(v)
+    } else {
+        std::env::var(env_name(name)).ok()?.trim().parse().ok()
+    }
+}
+
+impl Config {
+    /// Read the current `FI_XDP_*` settings; bad values are logged and the
+    /// default kept (a typo must not make the provider vanish silently).
+    pub fn load() -> Config {
+        let mut c = Config::default();
+        let warn = |what: &str, v: &dyn std::fmt::Display| {
+            crate::xdp_warn!(
+                crate::sys::FI_LOG_CORE,
+                "ignoring invalid FI_XDP_{what}={v}"
+            );
+        };
+        c.iface = get_str(c"iface").filter(|s| !s.is_empty());
+        if let Some(q) = get_int(c"queue") {
+            match u32::try_from(q) {
+                Ok(q) => c.queue = q,
+                Err(_) => warn("QUEUE", &q),
+            }
+        }
+        if let Some(p) = get_int(c"port") {
+            match u16::try_from(p) {
+                Ok(p) => c.port = p,
+                Err(_) => warn("PORT", &p),
+            }
+        }
+        if let Some(n) = get_size(c"umem_frames") {
+            if n >= 64 {
+                c.umem_frames = n
+            } else {
+                warn("UMEM_FRAMES", &n)
+            }
+        }
+        if let Some(n) = get_size(c"frame_size") {
+            if n == 2048 || n == 4096 {
+                c.frame_size = n
+            } else {
+                warn("FRAME_SIZE", &n)
+            }
+        }
+        if let Some(n) = get_size(c"ring_size") {
+            if n.is_power_of_two() && n >= 64 {
+                c.ring_size = n
+            } else {
+                warn("RING_SIZE", &n)
+            }
+        }
+        if let Some(s) = get_str(c"attach_mode") {
+            match s.to_ascii_lowercase().as_str() {
+                "generic" | "skb" => c.attach_mode = AttachMode::Generic,
+                "native" | "drv" | "driver" => c.attach_mode = AttachMode::Native,
+                _ => warn("ATTACH_MODE", &s),
+            }
+        }
+        if let Some(s) = get_str(c"zerocopy") {
+            match s.to_ascii_lowercase().as_str() {
+                "auto" => c.zerocopy = ZeroCopy::Auto,
+                "on" | "1" | "yes" | "required" => c.zerocopy = ZeroCopy::Required,
+                "off" | "0" | "no" => c.zerocopy = ZeroCopy::Off,
+                _ => warn("ZEROCOPY", &s),
+            }
+        }
+        c
+    }
+}
+
+// FI_PARAM_BOOL is mirrored for completeness of the ABI check.
+const _: c_int = FI_PARAM_BOOL;
+
+/// Owned C string helper for the tests of this module and others.
+pub fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
