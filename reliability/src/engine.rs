@@ -64,6 +64,15 @@ impl Rtt {
         self.rto = (self.srtt + (4 * self.rttvar).max(1_000)).clamp(cfg.rto_min.0, cfg.rto_max.0);
     }
 
+    /// Forget the back-off (the peer answered).
+    fn reset_backoff(&mut self, cfg: &Config) {
+        self.rto = if self.sampled {
+            (self.srtt + (4 * self.rttvar).max(1_000)).clamp(cfg.rto_min.0, cfg.rto_max.0)
+        } else {
+            cfg.rto_initial.0
+        };
+    }
+
     /// RFC 6298 §5.5: back off the timer.
     fn backoff(&mut self, cfg: &Config) {
         self.rto = (self.rto.saturating_mul(2))
@@ -418,6 +427,15 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Unexpected messages queued (not yet matched).
     pub fn unexpected_count(&self) -> usize {
         self.unexp.len()
+    }
+
+    /// Internal state of the session with `peer`, for diagnostics (format unstable).
+    pub fn debug_peer(&self, peer: P) -> Option<String>
+    where
+        P: core::fmt::Debug,
+    {
+        let pi = *self.peer_map.get(&peer)?;
+        Some(format!("{:?}", self.peers[pi as usize]))
     }
 
     /// Largest payload of one DATA packet with the configured MTU.
@@ -898,6 +916,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             let una = p.una;
             let q = p.q();
             q.rtx.clear();
+            for s in q.inflight.iter_mut() {
+                s.rtx_queued = false;
+            }
             if let Some(s) = q.inflight.front_mut() {
                 s.rtx_queued = true;
                 q.rtx.push_back(una);
@@ -956,9 +977,12 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                     self.fail_peer(pi, OpError::PeerUnreachable);
                     return;
                 }
-                // Resend what has been outstanding for a whole RTO (at least the oldest).
+                // Resend what has been outstanding for a whole RTO (at least the
+                // oldest). Selective acks are forgotten: the receiver may have
+                // reneged (RFC 2018 §8; RFC 6675 §5.1 does the same).
                 for (i, s) in q.inflight.iter_mut().enumerate() {
-                    if s.sacked || s.rtx_queued {
+                    s.sacked = false;
+                    if s.rtx_queued {
                         continue;
                     }
                     if i == 0 || s.sent_at + rto <= now {
@@ -1203,15 +1227,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             progressed = true;
         }
         // Selective acks (hints; the receiver may renege on RNR, PROTOCOL.md §5.3).
-        if hdr.sack != 0 && wire::seq_diff(hdr.ack, p.una) == 0 {
+        // The latest bitmap replaces what earlier ones said, so a receiver that
+        // dropped what it had selectively acked (RNR) is believed at once.
+        if wire::seq_diff(hdr.ack, p.una) == 0 {
             let mut highest = None;
-            let mut bits = hdr.sack;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let pos = i + 1; // ack + 1 + i relative to una == ack
-                if let Some(s) = q.inflight.get_mut(pos) {
-                    s.sacked = true;
+            for (pos, s) in q.inflight.iter_mut().take(65).enumerate() {
+                // Position 0 is `ack` itself: never received, whatever was said before.
+                s.sacked = pos > 0 && hdr.sack & (1 << (pos - 1)) != 0;
+                if s.sacked {
                     highest = Some(pos);
                 }
             }
@@ -1236,7 +1259,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             // Receiver-not-ready: it refused packet `ack` and dropped what it held
             // after it. Wait, then go back to `una`.
             stats.rnr_received += 1;
+            // The refusal proves the peer alive: it does not count towards the
+            // retry limit, and the back-off restarts.
+            p.rtt.reset_backoff(cfg);
             for s in q.inflight.iter_mut() {
+                s.retries = 0;
                 s.sacked = false;
                 s.fast_done = false;
                 s.rtx_queued = false;
