@@ -19,11 +19,19 @@ fn c_program() -> String {
     for (st, field, _) in rust_layout() {
         match field {
             None => writeln!(c, "printf(\"{st} sizeof %zu\\n\", sizeof(struct {st}));").unwrap(),
-            Some(f) => writeln!(c, "printf(\"{st} {f} %zu\\n\", offsetof(struct {st}, {f}));").unwrap(),
+            Some(f) => writeln!(
+                c,
+                "printf(\"{st} {f} %zu\\n\", offsetof(struct {st}, {f}));"
+            )
+            .unwrap(),
         }
     }
     for (name, _) in rust_constants() {
-        writeln!(c, "printf(\"{name} %llu\\n\", (unsigned long long)({name}));").unwrap();
+        writeln!(
+            c,
+            "printf(\"{name} %llu\\n\", (unsigned long long)({name}));"
+        )
+        .unwrap();
     }
     c.push_str("return 0;\n}\n");
     c
@@ -50,11 +58,22 @@ fn mirrors_match_the_c_headers() {
     let src = format!("{dir}/layout.c");
     let bin = format!("{dir}/layout");
     std::fs::write(&src, c_program()).unwrap();
-    let cc = Command::new("cc").args(["-Wall", "-o", &bin, &src]).output().expect("run cc");
-    assert!(cc.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&cc.stderr));
+    let cc = Command::new("cc")
+        .args(["-Wall", "-o", &bin, &src])
+        .output()
+        .expect("run cc");
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
     let out = Command::new(&bin).output().expect("run layout program");
     assert!(out.status.success());
-    let c_lines: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect();
+    let c_lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
     let r_lines = rust_side();
     assert_eq!(c_lines.len(), r_lines.len());
     let diffs: Vec<String> = c_lines

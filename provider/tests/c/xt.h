@@ -1,0 +1,134 @@
+/* Shared helpers for the xdp provider's C tests. Each test program is run
+ * by tests/c_suite.rs inside a test-host network namespace holding one veth
+ * end, with FI_PROVIDER_PATH pointing at a directory with libxdp-fi.so.
+ * argv: <iface> <local IPv4> <peer IPv4>. Exit status 0 = all checks passed. */
+#ifndef XT_H
+#define XT_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_tagged.h>
+
+#define XT_VERSION FI_VERSION(1, 17)
+/* Our provider-specific address format (src/addr.rs). */
+#define FI_ADDR_XDP (FI_PROV_SPECIFIC | 0x5844)
+#define XDP_ADDR_LEN 32
+
+static int xt_failures;
+static int xt_checks;
+static const char *xt_iface, *xt_local_ip, *xt_peer_ip;
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		xt_checks++;                                                   \
+		if (!(cond)) {                                                 \
+			xt_failures++;                                         \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+		}                                                              \
+	} while (0)
+
+/* Check an int-returning call's exact result, printing both on mismatch. */
+#define CHECK_RET(call, want)                                                  \
+	do {                                                                   \
+		long long _got = (long long)(call);                            \
+		long long _want = (long long)(want);                           \
+		xt_checks++;                                                   \
+		if (_got != _want) {                                           \
+			xt_failures++;                                         \
+			fprintf(stderr,                                        \
+				"%s:%d: %s returned %lld (%s), want %lld "     \
+				"(%s)\n",                                      \
+				__FILE__, __LINE__, #call, _got,               \
+				fi_strerror((int)-_got), _want,                \
+				fi_strerror((int)-_want));                     \
+		}                                                              \
+	} while (0)
+
+/* Abort the program: later checks depend on this one. */
+#define REQUIRE(cond)                                                          \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: REQUIRE failed: %s\n",         \
+				__FILE__, __LINE__, #cond);                    \
+			exit(2);                                               \
+		}                                                              \
+	} while (0)
+
+static void xt_init(int argc, char **argv)
+{
+	REQUIRE(argc >= 4);
+	xt_iface = argv[1];
+	xt_local_ip = argv[2];
+	xt_peer_ip = argv[3];
+}
+
+static int xt_done(const char *name)
+{
+	printf("%s: %d checks, %d failures\n", name, xt_checks, xt_failures);
+	return xt_failures ? 1 : 0;
+}
+
+/* Hints that select the xdp provider (and nothing else). */
+static struct fi_info *xt_hints(int ep_type)
+{
+	struct fi_info *h = fi_allocinfo();
+	REQUIRE(h);
+	h->fabric_attr->prov_name = strdup("xdp");
+	h->ep_attr->type = ep_type;
+	return h;
+}
+
+/* getinfo for our interface and ep type; REQUIREs success. */
+static struct fi_info *xt_getinfo(int ep_type, uint64_t caps)
+{
+	struct fi_info *h = xt_hints(ep_type), *info = NULL;
+	h->caps = caps;
+	h->domain_attr->name = strdup(xt_iface);
+	int ret = fi_getinfo(XT_VERSION, NULL, NULL, 0, h, &info);
+	if (ret)
+		fprintf(stderr, "fi_getinfo: %d %s\n", ret, fi_strerror(-ret));
+	REQUIRE(ret == 0 && info);
+	fi_freeinfo(h);
+	return info;
+}
+
+/* The standard object set: fabric, domain (and optionally more). */
+struct xt_res {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+};
+
+static void xt_open(struct xt_res *r, int ep_type, uint64_t caps)
+{
+	memset(r, 0, sizeof(*r));
+	r->info = xt_getinfo(ep_type, caps);
+	REQUIRE(fi_fabric(r->info->fabric_attr, &r->fabric, NULL) == 0);
+	REQUIRE(fi_domain(r->fabric, r->info, &r->domain, NULL) == 0);
+}
+
+static void xt_close(struct xt_res *r)
+{
+	CHECK_RET(fi_close(&r->domain->fid), 0);
+	CHECK_RET(fi_close(&r->fabric->fid), 0);
+	fi_freeinfo(r->info);
+}
+
+#endif

@@ -1,0 +1,142 @@
+//! The C test suite (tests/c/*.c), run through the real libfabric loader.
+//!
+//! Each C program is compiled with `cc` against /usr/include/rdma and
+//! linked with -lfabric; the provider is the cdylib cargo built next to this
+//! test binary, copied as `libxdp-fi.so` into a private directory named by
+//! FI_PROVIDER_PATH. Programs run inside a fresh test-host namespace (one
+//! veth end, addressed), so the provider sees exactly one usable interface
+//! and nothing can reach a network outside the pair.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use ofi_xdp_testhosts::{Host, HostPair};
+
+/// target/<profile>/ (this binary lives in target/<profile>/deps/).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// A private directory with libxdp-fi.so and the compiled C programs.
+fn work_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("xdp-fi-ctests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = profile_dir().join("libxdp_fi.so");
+        assert!(lib.exists(), "cdylib not found at {}", lib.display());
+        std::fs::copy(&lib, dir.join("libxdp-fi.so")).unwrap();
+        dir
+    })
+}
+
+fn compile(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let bin = work_dir().join(name);
+    let out = Command::new("cc")
+        .args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(["-lfabric"])
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = host.command(bin);
+    cmd.arg(host.ifname())
+        .arg(host.ipv4().to_string())
+        .arg(peer.ipv4().to_string())
+        .args(extra);
+    cmd.env("FI_PROVIDER_PATH", work_dir())
+        .env_remove("FI_PROVIDER")
+        .env_remove("FI_XDP_IFACE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run C test")
+}
+
+fn assert_passed(name: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{name} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+/// Compile and run one C program in a new namespace pair, on host `a`.
+fn run_c_test(name: &str) {
+    let bin = compile(name);
+    let pair = HostPair::new().expect("test hosts");
+    let out = run_in(&pair.a, &pair.b, &bin, &[], &[]);
+    assert_passed(name, &out);
+}
+
+#[test]
+fn c_getinfo() {
+    run_c_test("getinfo");
+}
+
+#[test]
+fn c_getinfo_without_usable_interface_logs_why() {
+    let bin = compile("getinfo");
+    let pair = HostPair::new().expect("test hosts");
+    pair.a
+        .ip(&["link", "set", pair.a.ifname(), "down"])
+        .unwrap();
+    let out = run_in(
+        &pair.a,
+        &pair.b,
+        &bin,
+        &["expect-none"],
+        &[("FI_LOG_LEVEL", "warn")],
+    );
+    assert_passed("getinfo(no interface)", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("xdp provider unavailable"),
+        "no log line saying why:\n{stderr}"
+    );
+}
+
+#[test]
+fn c_getinfo_without_capabilities_logs_why() {
+    let bin = compile("getinfo");
+    let pair = HostPair::new().expect("test hosts");
+    // Enter the namespace as root, then drop every capability for the test.
+    let mut cmd = pair.a.command("setpriv");
+    cmd.args([
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ])
+    .arg(&bin)
+    .arg(pair.a.ifname())
+    .arg(pair.a.ipv4().to_string())
+    .arg(pair.b.ipv4().to_string())
+    .arg("expect-none")
+    .env("FI_PROVIDER_PATH", work_dir())
+    .env("FI_LOG_LEVEL", "warn");
+    let out = cmd.output().unwrap();
+    assert_passed("getinfo(no capabilities)", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("missing capabilities"),
+        "no log line saying why:\n{stderr}"
+    );
+}
