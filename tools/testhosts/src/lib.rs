@@ -425,6 +425,8 @@ pub fn ip(args: &[&str]) -> io::Result<String> {
     };
     let hint = if kind == io::ErrorKind::PermissionDenied {
         " (creating namespaces and veths needs root / CAP_NET_ADMIN and CAP_SYS_ADMIN)"
+    } else if stderr.contains("BusyBox") {
+        " (this is BusyBox's `ip`, which has no netns or veth support: install iproute2)"
     } else {
         ""
     };
