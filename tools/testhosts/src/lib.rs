@@ -17,8 +17,9 @@ use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
@@ -125,7 +126,7 @@ impl Host {
     /// A `Command` that runs `program` inside this host's namespace (through
     /// `ip netns exec`). Add arguments as usual.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = Command::new("ip");
+        let mut cmd = Command::new(ip_program());
         cmd.args(["netns", "exec"]).arg(&self.netns).arg(program);
         cmd
     }
@@ -443,7 +444,28 @@ pub fn ip(args: &[&str]) -> io::Result<String> {
 
 fn run_ip(args: &[&str]) -> io::Result<Output> {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    Command::new("ip").args(&args).output()
+    Command::new(ip_program()).args(&args).output()
+}
+
+/// The `ip` binary: from PATH, else the usual sbin locations (a PATH without
+/// /usr/sbin is common for non-login root shells and CI runners).
+fn ip_program() -> &'static Path {
+    static IP: OnceLock<PathBuf> = OnceLock::new();
+    IP.get_or_init(|| {
+        let from_path = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("ip"))
+                .find(|candidate| candidate.is_file())
+        });
+        from_path
+            .or_else(|| {
+                ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+                    .into_iter()
+                    .map(PathBuf::from)
+                    .find(|candidate| candidate.is_file())
+            })
+            .unwrap_or_else(|| PathBuf::from("ip"))
+    })
 }
 
 /// Names of network namespaces whose name starts with our prefix.
