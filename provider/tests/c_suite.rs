@@ -7,6 +7,8 @@
 //! veth end, addressed), so the provider sees exactly one usable interface
 //! and nothing can reach a network outside the pair.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -139,4 +141,9 @@ fn c_getinfo_without_capabilities_logs_why() {
         stderr.contains("missing capabilities"),
         "no log line saying why:\n{stderr}"
     );
+}
+
+#[test]
+fn c_objects() {
+    run_c_test("objects");
 }
