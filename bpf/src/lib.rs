@@ -623,6 +623,17 @@ impl Steering {
     /// packet is sent anywhere) and returns its verdict. Counters change as
     /// for a real frame. For tests of the parser.
     pub fn test_run(&self, frame: &[u8]) -> Result<XdpAction, BpfError> {
+        self.test_run_repeat(frame, 1).map(|(action, _)| action)
+    }
+
+    /// Runs the program `repeat` times on `frame` in the kernel and returns
+    /// the verdict and the kernel's mean time per run — the program's own
+    /// cost per frame, without any driver or socket work.
+    pub fn test_run_repeat(
+        &self,
+        frame: &[u8],
+        repeat: u32,
+    ) -> Result<(XdpAction, std::time::Duration), BpfError> {
         if !(14..=3500).contains(&frame.len()) {
             return Err(BpfError::BadTestFrame(frame.len()));
         }
@@ -640,14 +651,14 @@ impl Steering {
         let mut out = vec![0u8; frame.len() + 256];
         // union bpf_attr, `test` member (offsets from <linux/bpf.h>):
         // 0 prog_fd, 4 retval, 8 data_size_in, 12 data_size_out,
-        // 16 data_in, 24 data_out, 32 repeat, 36 duration.
+        // 16 data_in, 24 data_out, 32 repeat, 36 duration (ns per run).
         let mut attr = [0u8; 80];
         attr[0..4].copy_from_slice(&(prog_fd as u32).to_ne_bytes());
         attr[8..12].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
         attr[12..16].copy_from_slice(&(out.len() as u32).to_ne_bytes());
         attr[16..24].copy_from_slice(&(frame.as_ptr() as u64).to_ne_bytes());
         attr[24..32].copy_from_slice(&(out.as_mut_ptr() as u64).to_ne_bytes());
-        attr[32..36].copy_from_slice(&1u32.to_ne_bytes());
+        attr[32..36].copy_from_slice(&repeat.max(1).to_ne_bytes());
         // SAFETY: attr describes valid input/output buffers that outlive the call.
         let rc = unsafe {
             libc::syscall(
@@ -663,9 +674,15 @@ impl Steering {
                 source: io::Error::last_os_error(),
             });
         }
-        let mut retval = [0u8; 4];
-        retval.copy_from_slice(&attr[4..8]);
-        Ok(XdpAction::from(u32::from_ne_bytes(retval)))
+        let field = |at: usize| {
+            let mut v = [0u8; 4];
+            v.copy_from_slice(&attr[at..at + 4]);
+            u32::from_ne_bytes(v)
+        };
+        Ok((
+            XdpAction::from(field(4)),
+            std::time::Duration::from_nanos(u64::from(field(36))),
+        ))
     }
 }
 
