@@ -147,3 +147,8 @@ fn c_getinfo_without_capabilities_logs_why() {
 fn c_objects() {
     run_c_test("objects");
 }
+
+#[test]
+fn c_av() {
+    run_c_test("av");
+}

@@ -24,6 +24,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_collective.h>
 
 #define XT_VERSION FI_VERSION(1, 17)
 /* Our provider-specific address format (src/addr.rs). */
