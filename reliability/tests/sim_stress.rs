@@ -7,6 +7,8 @@
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
 //! `SIM_MESSAGES=1000000 cargo test --release -p ofi-xdp-reliability --test sim_stress -- --nocapture`
 
+#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+
 use std::collections::HashMap;
 
 use ofi_xdp_reliability::sim::{Faults, Sim};
@@ -60,7 +62,10 @@ impl SendBuffers for App {
 
 impl RecvBuffers for App {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
-        let b = self.recvs.get_mut(&token).expect("write to unknown receive");
+        let b = self
+            .recvs
+            .get_mut(&token)
+            .expect("write to unknown receive");
         b[offset..offset + src.len()].copy_from_slice(src);
     }
 }
@@ -82,6 +87,9 @@ struct PostedRecv {
     multi: bool,
 }
 
+/// (receive post sequence, offset in the buffer, message index).
+type Matched = (u64, usize, u64);
+
 #[derive(Default)]
 struct NodeState {
     next_token: u64,
@@ -93,7 +101,7 @@ struct NodeState {
     directed: [usize; N],
     recv_seq: u64,
     /// Per (src, class): (recv post seq, buffer offset, message idx).
-    got: HashMap<(usize, usize), Vec<(u64, usize, u64)>>,
+    got: HashMap<(usize, usize), Vec<Matched>>,
 }
 
 struct Outcome {
@@ -113,12 +121,17 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         latency: Nanos::from_micros(5),
         jitter: Nanos::from_micros(40),
     };
-    let mut sim: Sim<App> = Sim::new((0..N).map(|_| App::default()).collect(), faults, seed, |i| Config {
-        incarnation: 1000 + i as u32,
-        seed: seed ^ (i as u64 * 7919),
-        unexpected_budget: UNEXPECTED_BUDGET,
-        ..Config::default()
-    });
+    let mut sim: Sim<App> = Sim::new(
+        (0..N).map(|_| App::default()).collect(),
+        faults,
+        seed,
+        |i| Config {
+            incarnation: 1000 + i as u32,
+            seed: seed ^ (i as u64 * 7919),
+            unexpected_budget: UNEXPECTED_BUDGET,
+            ..Config::default()
+        },
+    );
     let mut rng = Rng(seed);
     let mut st: Vec<NodeState> = (0..N).map(|_| NodeState::default()).collect();
     // Per (src, dst, class): next message index to send.
@@ -132,14 +145,20 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
     let mut iter = 0u64;
 
     while recv_done < total || send_done < total {
-        assert!(sim.now < limit, "stuck: recv {recv_done} send {send_done} of {total}");
+        assert!(
+            sim.now < limit,
+            "stuck: recv {recv_done} send {send_done} of {total}"
+        );
         // Senders keep `window` sends outstanding.
         for (s, node) in st.iter_mut().enumerate() {
             while node.sends.len() < window && posted_total < total {
                 let dst = rng.below(N as u64) as usize; // includes sending to self
                 let r = rng.below(10_000);
                 let (class, len) = if r < 5 {
-                    (2, 64 * 1024 + rng.below(max_large as u64 - 64 * 1024) as usize)
+                    (
+                        2,
+                        64 * 1024 + rng.below(max_large as u64 - 64 * 1024) as usize,
+                    )
                 } else {
                     let len = match rng.below(100) {
                         0..70 => rng.below(65) as usize,
@@ -150,7 +169,10 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                     (class, len)
                 };
                 let idx = next_idx.entry((s, dst, class)).or_insert(0);
-                let id = ((class as u64) << CLASS_SHIFT) | ((s as u64) << SRC_SHIFT) | ((dst as u64) << 40) | *idx;
+                let id = ((class as u64) << CLASS_SHIFT)
+                    | ((s as u64) << SRC_SHIFT)
+                    | ((dst as u64) << 40)
+                    | *idx;
                 *idx += 1;
                 let token = node.next_token;
                 node.next_token += 1;
@@ -163,7 +185,15 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 let now = sim.now;
                 let r = sim.nodes[s].engine.post_send(
                     now,
-                    SendOp { token, dst, payload: Payload::Buffer { len }, tag, data: Some(id), level, report: true },
+                    SendOp {
+                        token,
+                        dst,
+                        payload: Payload::Buffer { len },
+                        tag,
+                        data: Some(id),
+                        level,
+                        report: true,
+                    },
                 );
                 assert_eq!(r, Ok(()));
                 node.sends.insert(token, (dst, class, id, len));
@@ -180,12 +210,12 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // while so that the unexpected budget fills and receiver-not-ready
         // pushes back.
         for (d, node) in st.iter_mut().enumerate() {
-            if (sim.now.0 / 5_000_000 + d as u64) % 5 == 0 {
+            if (sim.now.0 / 5_000_000 + d as u64).is_multiple_of(5) {
                 continue;
             }
             let want = [3usize, 3, 1, 0];
-            for class in 0..3 {
-                while node.posted[class] < want[class] {
+            for (class, &want) in want.iter().enumerate().take(3) {
+                while node.posted[class] < want {
                     let token = node.next_token;
                     node.next_token += 1;
                     let multi = class == 0 && rng.below(3) == 0;
@@ -199,8 +229,21 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                         ignore: (1u64 << CLASS_SHIFT) - 1,
                     });
                     sim.nodes[d].app.recvs.insert(token, vec![0; len]);
-                    let op = RecvOp { token, len, src: None, tag, multi_recv: multi.then_some(SMALL_CAP) };
-                    node.recvs.insert(token, PostedRecv { class, seq: node.recv_seq, multi });
+                    let op = RecvOp {
+                        token,
+                        len,
+                        src: None,
+                        tag,
+                        multi_recv: multi.then_some(SMALL_CAP),
+                    };
+                    node.recvs.insert(
+                        token,
+                        PostedRecv {
+                            class,
+                            seq: node.recv_seq,
+                            multi,
+                        },
+                    );
                     node.recv_seq += 1;
                     node.posted[class] += 1;
                     let n = &mut sim.nodes[d];
@@ -212,13 +255,29 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 if node.directed[src] == 0 {
                     let token = node.next_token;
                     node.next_token += 1;
-                    let tag = Some(TagMatch { tag: 3u64 << CLASS_SHIFT, ignore: (1u64 << CLASS_SHIFT) - 1 });
+                    let tag = Some(TagMatch {
+                        tag: 3u64 << CLASS_SHIFT,
+                        ignore: (1u64 << CLASS_SHIFT) - 1,
+                    });
                     sim.nodes[d].app.recvs.insert(token, vec![0; SMALL_CAP]);
-                    node.recvs.insert(token, PostedRecv { class: 3 + src * 10, seq: node.recv_seq, multi: false });
+                    node.recvs.insert(
+                        token,
+                        PostedRecv {
+                            class: 3 + src * 10,
+                            seq: node.recv_seq,
+                            multi: false,
+                        },
+                    );
                     node.recv_seq += 1;
                     node.directed[src] += 1;
                     let n = &mut sim.nodes[d];
-                    let op = RecvOp { token, len: SMALL_CAP, src: Some(src), tag, multi_recv: None };
+                    let op = RecvOp {
+                        token,
+                        len: SMALL_CAP,
+                        src: Some(src),
+                        tag,
+                        multi_recv: None,
+                    };
                     n.engine.post_recv(op, &mut n.app).unwrap();
                 }
             }
@@ -233,15 +292,32 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
             for ev in sim.events(i) {
                 let Event::Completion(c) = ev else {
                     if let Event::PeerLost { peer, .. } = ev {
-                        eprintln!("{i}: {}", sim.nodes[i].engine.debug_peer(peer).unwrap_or_default());
-                        eprintln!("{peer}: {}", sim.nodes[peer].engine.debug_peer(i).unwrap_or_default());
+                        eprintln!(
+                            "{i}: {}",
+                            sim.nodes[i].engine.debug_peer(peer).unwrap_or_default()
+                        );
+                        eprintln!(
+                            "{peer}: {}",
+                            sim.nodes[peer].engine.debug_peer(i).unwrap_or_default()
+                        );
                         let e = &sim.nodes[peer].engine;
-                        eprintln!("STATS {:?} unexp {} recvs {} posted {:?}", e.stats(), e.unexpected_count(), e.recvs_posted(), node.posted);
+                        eprintln!(
+                            "STATS {:?} unexp {} recvs {} posted {:?}",
+                            e.stats(),
+                            e.unexpected_count(),
+                            e.recvs_posted(),
+                            node.posted
+                        );
                     }
-                    panic!("unexpected event {ev:?} at node {i} t={:?} stats {:?}", sim.now, sim.nodes[i].engine.stats())
+                    panic!(
+                        "unexpected event {ev:?} at node {i} t={:?} stats {:?}",
+                        sim.now,
+                        sim.nodes[i].engine.stats()
+                    )
                 };
                 if c.flags.contains(Flags::SEND) {
-                    let (_, _, id, len) = node.sends.remove(&c.token).expect("send completed twice");
+                    let (_, _, id, len) =
+                        node.sends.remove(&c.token).expect("send completed twice");
                     assert_eq!(c.error, None, "send {id:x} failed");
                     assert_eq!(c.len, len);
                     send_done += 1;
@@ -256,24 +332,46 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 let dst = ((id >> 40) & 0xFF) as usize;
                 let idx = id & 0xFF_FFFF_FFFF;
                 assert_eq!(dst, i, "misdelivered");
-                assert_eq!(c.src, Some(Source { peer: src, known: true }));
+                assert_eq!(
+                    c.src,
+                    Some(Source {
+                        peer: src,
+                        known: true
+                    })
+                );
                 if class != 0 {
                     assert_eq!(c.tag, id);
                 }
-                let pr = node.recvs.get(&c.token).expect("completion for unknown receive");
+                let pr = node
+                    .recvs
+                    .get(&c.token)
+                    .expect("completion for unknown receive");
                 let pclass = if pr.class >= 3 { 3 } else { pr.class };
                 assert_eq!(pclass, class, "matched into wrong queue");
                 if pr.class >= 3 {
-                    assert_eq!((pr.class - 3) / 10, src, "directed receive matched another source");
+                    assert_eq!(
+                        (pr.class - 3) / 10,
+                        src,
+                        "directed receive matched another source"
+                    );
                 }
                 let buf = &sim.nodes[i].app.recvs[&c.token];
-                assert!(check(id, &buf[c.buf_offset..c.buf_offset + c.len]), "corrupt data in {id:x}");
-                node.got.entry((src, class)).or_default().push((pr.seq, c.buf_offset, idx));
+                assert!(
+                    check(id, &buf[c.buf_offset..c.buf_offset + c.len]),
+                    "corrupt data in {id:x}"
+                );
+                node.got
+                    .entry((src, class))
+                    .or_default()
+                    .push((pr.seq, c.buf_offset, idx));
                 digest = mix(digest ^ id ^ ((c.len as u64) << 20) ^ sim.now.0);
                 recv_done += 1;
                 let release = !pr.multi || c.flags.contains(Flags::MULTI_RECV);
                 if release {
-                    let pr = node.recvs.remove(&c.token).unwrap_or_else(|| unreachable!());
+                    let pr = node
+                        .recvs
+                        .remove(&c.token)
+                        .unwrap_or_else(|| unreachable!());
                     if pr.class >= 3 {
                         node.directed[(pr.class - 3) / 10] -= 1;
                     } else {
@@ -289,12 +387,22 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         for ((src, class), v) in node.got.iter_mut() {
             v.sort_unstable();
             for (k, &(_, _, idx)) in v.iter().enumerate() {
-                assert_eq!(idx, k as u64, "order/exactly-once broken for {src}->{d} class {class}");
+                assert_eq!(
+                    idx, k as u64,
+                    "order/exactly-once broken for {src}->{d} class {class}"
+                );
             }
             assert_eq!(v.len() as u64, next_idx[&(*src, d, *class)]);
         }
     }
-    let mut out = Outcome { digest, now: sim.now, retransmits: 0, corrupt: 0, duplicates: 0, rnr: 0 };
+    let mut out = Outcome {
+        digest,
+        now: sim.now,
+        retransmits: 0,
+        corrupt: 0,
+        duplicates: 0,
+        rnr: 0,
+    };
     for n in &sim.nodes {
         let s = n.engine.stats();
         assert!(s.unexpected_bytes_max <= UNEXPECTED_BUDGET as u64);
@@ -318,9 +426,15 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
 
 #[test]
 fn eight_endpoints_lossy_network() {
-    let total: u64 = std::env::var("SIM_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(6_000);
+    let total: u64 = std::env::var("SIM_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6_000);
     let max_large = if total >= 100_000 { 4 << 20 } else { 512 << 10 };
-    let seed = std::env::var("SIM_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5EED);
+    let seed = std::env::var("SIM_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5EED);
     let a = run(total, max_large, seed);
     assert!(a.retransmits > 0 && a.corrupt > 0 && a.duplicates > 0);
     if total <= 20_000 {
