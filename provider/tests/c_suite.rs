@@ -152,3 +152,13 @@ fn c_objects() {
 fn c_av() {
     run_c_test("av");
 }
+
+#[test]
+fn c_queues() {
+    run_c_test("queues");
+}
+
+#[test]
+fn c_mr() {
+    run_c_test("mr");
+}

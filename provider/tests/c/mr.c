@@ -1,0 +1,53 @@
+/* Memory registration (fi_mr(3)): reg/regv/regattr, application keys
+ * unique per domain, descriptors, bad arguments. */
+#include "xt.h"
+
+int main(int argc, char **argv)
+{
+	struct xt_res r;
+	struct fid_mr *mr, *mr2, *mr3;
+	static char buf[4096];
+	xt_init(argc, argv);
+	xt_open(&r, FI_EP_RDM, 0);
+
+	CHECK_RET(fi_mr_reg(r.domain, buf, sizeof(buf), FI_SEND | FI_RECV, 0, 42, 0, &mr, NULL), 0);
+	CHECK(fi_mr_key(mr) == 42);
+	CHECK(fi_mr_desc(mr) != NULL);
+	/* Keys are unique in a domain. */
+	CHECK_RET(fi_mr_reg(r.domain, buf, 16, FI_SEND, 0, 42, 0, &mr2, NULL), -FI_ENOKEY);
+	struct iovec iov[2] = {{buf, 100}, {buf + 200, 100}};
+	CHECK_RET(fi_mr_regv(r.domain, iov, 2, FI_RECV, 0, 43, 0, &mr2, NULL), 0);
+	CHECK(fi_mr_key(mr2) == 43);
+	struct fi_mr_attr attr = {.mr_iov = iov, .iov_count = 1, .access = FI_SEND, .requested_key = 44};
+	CHECK_RET(fi_mr_regattr(r.domain, &attr, 0, &mr3), 0);
+	CHECK(fi_mr_key(mr3) == 44);
+	/* The domain is busy while MRs exist. */
+	CHECK_RET(fi_close(&r.domain->fid), -FI_EBUSY);
+	CHECK_RET(fi_close(&mr->fid), 0);
+	/* Key 42 is free again. */
+	CHECK_RET(fi_mr_reg(r.domain, buf, sizeof(buf), FI_SEND, 0, 42, 0, &mr, NULL), 0);
+
+	/* Bad arguments. */
+	struct fid_mr *bad;
+	CHECK_RET(fi_mr_reg(r.domain, NULL, 16, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	CHECK_RET(fi_mr_reg(r.domain, buf, 16, FI_SEND, 0, 50, 0, NULL, NULL), -FI_EINVAL);
+	CHECK_RET(fi_mr_reg(r.domain, buf, 16, 1ULL << 40, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	CHECK_RET(fi_mr_reg(r.domain, buf, 16, FI_SEND, 0, 50, FI_RMA_EVENT, &bad, NULL), -FI_EBADFLAGS);
+	CHECK_RET(fi_mr_regv(r.domain, NULL, 1, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	CHECK_RET(fi_mr_regv(r.domain, iov, 0, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	struct iovec many[5] = {{buf, 1}, {buf, 1}, {buf, 1}, {buf, 1}, {buf, 1}};
+	CHECK_RET(fi_mr_regv(r.domain, many, 5, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	CHECK_RET(fi_mr_regattr(r.domain, NULL, 0, &bad), -FI_EINVAL);
+	attr.requested_key = 51;
+	attr.iface = FI_HMEM_CUDA;
+	CHECK_RET(fi_mr_regattr(r.domain, &attr, 0, &bad), -FI_ENOSYS);
+	/* MR ops beyond close are not supported. */
+	CHECK_RET(fi_mr_bind(mr, &r.domain->fid, 0), -FI_ENOSYS);
+	CHECK_RET(fi_mr_refresh(mr, iov, 1, 0), -FI_ENOSYS);
+
+	CHECK_RET(fi_close(&mr->fid), 0);
+	CHECK_RET(fi_close(&mr2->fid), 0);
+	CHECK_RET(fi_close(&mr3->fid), 0);
+	xt_close(&r);
+	return xt_done("mr");
+}

@@ -1,0 +1,171 @@
+/* Completion queues, event queues and counters without traffic: opening
+ * with each format and wait object, the empty-queue return codes of
+ * fi_cq(3)/fi_eq(3)/fi_cntr(3), blocking reads with timeouts and signals,
+ * strerror, and bad arguments. */
+#include "xt.h"
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void cq_tests(struct xt_res *r)
+{
+	struct fid_cq *cq;
+	struct fi_cq_attr attr = {0};
+	struct fi_cq_tagged_entry ent[4];
+	struct fi_cq_err_entry err = {0};
+	fi_addr_t src[4];
+	int formats[] = {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+			 FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED};
+	for (unsigned i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		attr.format = formats[i];
+		CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+		CHECK_RET(fi_cq_read(cq, ent, 4), -FI_EAGAIN);
+		CHECK_RET(fi_cq_readfrom(cq, ent, 4, src), -FI_EAGAIN);
+		CHECK_RET(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+		/* count 0 only drives progress. */
+		CHECK_RET(fi_cq_read(cq, NULL, 0), 0);
+		CHECK_RET(fi_cq_read(cq, NULL, 1), -FI_EINVAL);
+		CHECK_RET(fi_cq_readfrom(cq, ent, 1, NULL), -FI_EINVAL);
+		CHECK_RET(fi_cq_readerr(cq, NULL, 0), -FI_EINVAL);
+		CHECK_RET(fi_cq_readerr(cq, &err, FI_PEEK), -FI_EBADFLAGS);
+		/* FI_WAIT_NONE (default): no blocking reads, no signal. */
+		CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 0), -FI_EINVAL);
+		CHECK_RET(fi_cq_signal(cq), -FI_EINVAL);
+		int wo = -1;
+		CHECK_RET(fi_control(&cq->fid, FI_GETWAITOBJ, &wo), 0);
+		CHECK(wo == FI_WAIT_NONE);
+		CHECK_RET(fi_close(&cq->fid), 0);
+	}
+
+	/* Blocking reads time out with -FI_EAGAIN, a signal wakes them. */
+	attr.format = FI_CQ_FORMAT_CONTEXT;
+	attr.wait_obj = FI_WAIT_UNSPEC;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	double t0 = now_ms();
+	CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 50), -FI_EAGAIN);
+	double dt = now_ms() - t0;
+	CHECK(dt >= 45 && dt < 1000);
+	CHECK_RET(fi_cq_signal(cq), 0);
+	t0 = now_ms();
+	CHECK_RET(fi_cq_sreadfrom(cq, ent, 1, src, NULL, 5000), -FI_EAGAIN);
+	CHECK(now_ms() - t0 < 1000);
+	void *wait;
+	CHECK_RET(fi_control(&cq->fid, FI_GETWAIT, &wait), -FI_ENOSYS);
+	char buf[64];
+	CHECK(fi_cq_strerror(cq, FI_ETRUNC, NULL, buf, sizeof(buf)) == buf);
+	CHECK(!strcmp(buf, fi_strerror(FI_ETRUNC)));
+	CHECK(fi_cq_strerror(cq, FI_ETRUNC, NULL, NULL, 0) != NULL);
+	CHECK(fi_cq_strerror(cq, FI_ETRUNC, NULL, buf, 4) == buf && strlen(buf) == 3);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	attr.wait_obj = FI_WAIT_YIELD;
+	attr.wait_cond = FI_CQ_COND_THRESHOLD;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	size_t threshold = 2;
+	CHECK_RET(fi_cq_sread(cq, ent, 4, &threshold, 10), -FI_EAGAIN);
+	CHECK_RET(fi_close(&cq->fid), 0);
+
+	/* Open errors. */
+	memset(&attr, 0, sizeof(attr));
+	CHECK_RET(fi_cq_open(r->domain, NULL, &cq, NULL), -FI_EINVAL);
+	attr.format = 42;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
+	attr.format = FI_CQ_FORMAT_MSG;
+	attr.flags = FI_SEND;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EBADFLAGS);
+	attr.flags = FI_AFFINITY;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	attr.flags = 0;
+	attr.wait_obj = FI_WAIT_FD;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
+	attr.wait_obj = FI_WAIT_SET;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
+	attr.wait_obj = 99;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_NONE;
+	attr.wait_cond = 7;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
+}
+
+static void eq_tests(struct xt_res *r)
+{
+	struct fid_eq *eq;
+	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC};
+	struct fi_eq_entry in = {.context = (void *)0x1234, .data = 77}, out;
+	struct fi_eq_err_entry err = {0};
+	uint32_t event = 0;
+	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), 0);
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+	CHECK_RET(fi_eq_readerr(eq, &err, 0), -FI_EAGAIN);
+	double t0 = now_ms();
+	CHECK_RET(fi_eq_sread(eq, &event, &out, sizeof(out), 30, 0), -FI_EAGAIN);
+	CHECK(now_ms() - t0 >= 25);
+	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	/* Too small a buffer leaves the event queued. */
+	CHECK_RET(fi_eq_read(eq, &event, &out, 4, 0), -FI_ETOOSMALL);
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK), sizeof(out));
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(out));
+	CHECK(event == FI_NOTIFY && out.context == (void *)0x1234 && out.data == 77);
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), FI_SEND), -FI_EBADFLAGS);
+	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, NULL, 8, 0), -FI_EINVAL);
+	char buf[64];
+	CHECK(fi_eq_strerror(eq, FI_EAGAIN, NULL, buf, sizeof(buf)) == buf && buf[0]);
+	CHECK_RET(fi_close(&eq->fid), 0);
+	CHECK_RET(fi_eq_open(r->fabric, NULL, &eq, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_FD;
+	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), -FI_ENOSYS);
+	attr.wait_obj = FI_WAIT_NONE;
+	attr.flags = FI_SEND;
+	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), -FI_EBADFLAGS);
+}
+
+static void cntr_tests(struct xt_res *r)
+{
+	struct fid_cntr *c;
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), 0);
+	CHECK(fi_cntr_read(c) == 0 && fi_cntr_readerr(c) == 0);
+	CHECK_RET(fi_cntr_add(c, 5), 0);
+	CHECK_RET(fi_cntr_add(c, 2), 0);
+	CHECK(fi_cntr_read(c) == 7);
+	CHECK_RET(fi_cntr_set(c, 100), 0);
+	CHECK(fi_cntr_read(c) == 100);
+	CHECK_RET(fi_cntr_adderr(c, 3), 0);
+	CHECK(fi_cntr_readerr(c) == 3);
+	CHECK_RET(fi_cntr_seterr(c, 0), 0);
+	CHECK(fi_cntr_readerr(c) == 0);
+	CHECK_RET(fi_cntr_wait(c, 100, 10), 0);
+	double t0 = now_ms();
+	CHECK_RET(fi_cntr_wait(c, 101, 30), -FI_ETIMEDOUT);
+	CHECK(now_ms() - t0 >= 25);
+	CHECK_RET(fi_close(&c->fid), 0);
+	/* NULL attr means defaults (FI_WAIT_NONE: no fi_cntr_wait). */
+	CHECK_RET(fi_cntr_open(r->domain, NULL, &c, NULL), 0);
+	CHECK_RET(fi_cntr_wait(c, 1, 0), -FI_EINVAL);
+	CHECK_RET(fi_close(&c->fid), 0);
+	attr.events = 9;
+	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_EINVAL);
+	attr.events = FI_CNTR_EVENTS_COMP;
+	attr.flags = 1;
+	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_EBADFLAGS);
+	attr.flags = 0;
+	attr.wait_obj = FI_WAIT_FD;
+	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_ENOSYS);
+}
+
+int main(int argc, char **argv)
+{
+	struct xt_res r;
+	xt_init(argc, argv);
+	xt_open(&r, FI_EP_RDM, 0);
+	cq_tests(&r);
+	eq_tests(&r);
+	cntr_tests(&r);
+	xt_close(&r);
+	return xt_done("queues");
+}
