@@ -162,3 +162,8 @@ fn c_queues() {
 fn c_mr() {
     run_c_test("mr");
 }
+
+#[test]
+fn c_msg_args() {
+    run_c_test("msg_args");
+}
