@@ -764,6 +764,13 @@ mod tests {
     }
 
     #[test]
+    fn steering_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Steering>();
+        send_sync::<BpfError>();
+    }
+
+    #[test]
     fn object_is_embedded() {
         assert!(STEER_OBJECT.starts_with(b"\x7fELF"));
     }
