@@ -148,6 +148,7 @@ pub struct TagMatch {
 
 impl TagMatch {
     /// Whether `msg_tag` matches.
+    #[inline]
     pub fn matches(&self, msg_tag: u64) -> bool {
         (msg_tag | self.ignore) == (self.tag | self.ignore)
     }
@@ -210,6 +211,7 @@ impl Flags {
     pub const DISCARD: Flags = Flags(1 << 8);
 
     /// Whether all bits of `o` are set.
+    #[inline]
     pub fn contains(self, o: Flags) -> bool {
         self.0 & o.0 == o.0
     }

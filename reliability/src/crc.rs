@@ -73,6 +73,7 @@ fn update_sse42(crc: u32, data: &[u8]) -> u32 {
 }
 
 /// Continue a CRC-32C over `data` (`crc` is the raw register, not finalised).
+#[inline]
 fn update(crc: u32, data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
@@ -85,11 +86,13 @@ fn update(crc: u32, data: &[u8]) -> u32 {
 }
 
 /// CRC-32C of `data`.
+#[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
     !update(!0, data)
 }
 
 /// CRC-32C of the concatenation `a ‖ b`.
+#[inline]
 pub fn crc32c2(a: &[u8], b: &[u8]) -> u32 {
     !update(update(!0, a), b)
 }

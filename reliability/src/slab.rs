@@ -20,6 +20,7 @@ impl<T> Default for Slab<T> {
 
 impl<T> Slab<T> {
     /// Store `v`, returning its index.
+    #[inline]
     pub fn insert(&mut self, v: T) -> u32 {
         self.len += 1;
         if let Some(i) = self.free.pop() {
@@ -32,6 +33,7 @@ impl<T> Slab<T> {
     }
 
     /// Remove and return the value at `i`.
+    #[inline]
     pub fn remove(&mut self, i: u32) -> Option<T> {
         let v = self.items.get_mut(i as usize)?.take();
         if v.is_some() {
@@ -42,16 +44,19 @@ impl<T> Slab<T> {
     }
 
     /// Shared access.
+    #[inline]
     pub fn get(&self, i: u32) -> Option<&T> {
         self.items.get(i as usize)?.as_ref()
     }
 
     /// Exclusive access.
+    #[inline]
     pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
         self.items.get_mut(i as usize)?.as_mut()
     }
 
     /// Number of stored values.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -78,15 +83,19 @@ impl core::hash::Hasher for FxHasher {
             self.write_u64(u64::from(*b));
         }
     }
+    #[inline]
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(FX_K);
     }
+    #[inline]
     fn write_u32(&mut self, v: u32) {
         self.write_u64(u64::from(v));
     }
+    #[inline]
     fn write_usize(&mut self, v: usize) {
         self.write_u64(v as u64);
     }
+    #[inline]
     fn finish(&self) -> u64 {
         self.0
     }

@@ -31,6 +31,7 @@ impl Instant {
     pub const NEVER: Instant = Instant(u64::MAX);
 
     /// Time elapsed since `earlier`, zero if `earlier` is later.
+    #[inline]
     pub fn since(self, earlier: Instant) -> Nanos {
         Nanos(self.0.saturating_sub(earlier.0))
     }
@@ -38,6 +39,7 @@ impl Instant {
 
 impl Add<Nanos> for Instant {
     type Output = Instant;
+    #[inline]
     fn add(self, d: Nanos) -> Instant {
         Instant(self.0.saturating_add(d.0))
     }
@@ -45,6 +47,7 @@ impl Add<Nanos> for Instant {
 
 impl Sub<Instant> for Instant {
     type Output = Nanos;
+    #[inline]
     fn sub(self, o: Instant) -> Nanos {
         self.since(o)
     }

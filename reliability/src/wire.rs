@@ -45,6 +45,7 @@ pub enum PacketType {
 }
 
 impl PacketType {
+    #[inline]
     fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => Self::Hello,
@@ -59,6 +60,7 @@ impl PacketType {
     }
 
     /// Whether this type consumes a sequence number (is reliable).
+    #[inline]
     pub fn is_sequenced(self) -> bool {
         matches!(self, Self::Data | Self::Cts | Self::Done)
     }
@@ -163,12 +165,15 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
 }
 
+#[inline]
 fn rd16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
+#[inline]
 fn rd32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
+#[inline]
 fn rd64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);
@@ -176,6 +181,7 @@ fn rd64(b: &[u8], o: usize) -> u64 {
 }
 
 /// Decode and verify a datagram.
+#[inline]
 pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
     if buf.len() < COMMON_LEN + TRAILER_LEN {
         return Err(WireError::Truncated);
@@ -257,6 +263,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
 }
 
 /// Write the common header into `buf[..COMMON_LEN]`.
+#[inline]
 pub fn encode_header(buf: &mut [u8], h: &Header) {
     let b = &mut buf[..COMMON_LEN];
     b[0] = VERSION;
@@ -272,6 +279,7 @@ pub fn encode_header(buf: &mut [u8], h: &Header) {
 }
 
 /// Write the DATA extension into `buf[COMMON_LEN..DATA_HDR_LEN]`.
+#[inline]
 pub fn encode_data_ext(buf: &mut [u8], d: &DataExt) {
     let b = &mut buf[COMMON_LEN..DATA_HDR_LEN];
     b[0..4].copy_from_slice(&d.msg_id.to_le_bytes());
@@ -283,6 +291,7 @@ pub fn encode_data_ext(buf: &mut [u8], d: &DataExt) {
 }
 
 /// Write the control extension into `buf[COMMON_LEN..COMMON_LEN + CTRL_EXT_LEN]`.
+#[inline]
 pub fn encode_ctrl_ext(buf: &mut [u8], c: &CtrlExt) {
     let b = &mut buf[COMMON_LEN..COMMON_LEN + CTRL_EXT_LEN];
     b[0..4].copy_from_slice(&c.a.to_le_bytes());
@@ -290,6 +299,7 @@ pub fn encode_ctrl_ext(buf: &mut [u8], c: &CtrlExt) {
 }
 
 /// Append the CRC over `buf[..body_len]`; returns the datagram length.
+#[inline]
 pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
     let c = crc32c(&buf[..body_len]);
     buf[body_len..body_len + TRAILER_LEN].copy_from_slice(&c.to_le_bytes());
@@ -303,6 +313,7 @@ pub fn crc_parts(a: &[u8], b: &[u8]) -> u32 {
 }
 
 /// Serial-number comparison (RFC 1982 style, 32-bit): signed distance `a - b`.
+#[inline]
 pub fn seq_diff(a: u32, b: u32) -> i32 {
     a.wrapping_sub(b) as i32
 }

@@ -1,0 +1,168 @@
+//! Two engines back to back in memory: messages per second and nanoseconds per
+//! message, end to end (post send → datagram → match → copy → completion on
+//! both sides, acks flowing back), including the one real copy per direction
+//! and the CRC-32C of every datagram.
+//!
+//! `cargo bench -p ofi-xdp-reliability --bench engine` (`BENCH_MSGS` sets the
+//! count of the 8-byte run; the others scale from it).
+
+#![allow(clippy::unwrap_used)] // a benchmark, not library code
+
+use std::hint::black_box;
+use std::time::Instant as Wall;
+
+use ofi_xdp_reliability::*;
+
+struct SendBuf(Vec<u8>);
+impl SendBuffers for SendBuf {
+    fn read(&mut self, _token: u64, offset: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(&self.0[offset..offset + dst.len()]);
+    }
+}
+
+struct RecvBuf {
+    bufs: Vec<Vec<u8>>,
+}
+impl RecvBuffers for RecvBuf {
+    fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
+        let n = self.bufs.len();
+        let b = &mut self.bufs[token as usize % n];
+        b[offset..offset + src.len()].copy_from_slice(src);
+    }
+}
+
+/// CPU time of this thread in ns (Linux `/proc/thread-self/schedstat`, first
+/// field): on a shared machine wall time includes time other processes ran.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+fn run(len: usize, mtu: usize, total: u64, tagged: bool) -> (f64, f64, f64, Stats) {
+    let cfg = |i| Config {
+        incarnation: i,
+        seed: u64::from(i),
+        mtu,
+        window: 512,
+        ..Config::default()
+    };
+    let mut a: Engine<u32> = Engine::new(cfg(1));
+    let mut b: Engine<u32> = Engine::new(cfg(2));
+    let depth = 256u64;
+    let mut sb = SendBuf(vec![0xA5; len]);
+    let mut rb = RecvBuf {
+        bufs: (0..depth).map(|_| vec![0u8; len]).collect(),
+    };
+    let mut frame = vec![0u8; mtu];
+    let mut now = Instant(0);
+    let (mut sent, mut posted, mut recv_done, mut send_done) = (0u64, 0u64, 0u64, 0u64);
+    let tag = tagged.then_some(TagMatch { tag: 7, ignore: 0 });
+    let start = Wall::now();
+    let cpu0 = cpu_ns();
+    while recv_done < total || send_done < total {
+        while b.recvs_posted() < depth as usize && posted < total {
+            b.post_recv(
+                RecvOp {
+                    token: posted,
+                    len,
+                    src: None,
+                    tag,
+                    multi_recv: None,
+                },
+                &mut rb,
+            )
+            .unwrap();
+            posted += 1;
+        }
+        while a.sends_outstanding() < depth as usize && sent < total {
+            let op = SendOp {
+                token: sent,
+                dst: 2,
+                payload: Payload::Buffer { len },
+                tag: tagged.then_some(7),
+                data: None,
+                level: CompletionLevel::Transmit,
+                report: true,
+            };
+            a.post_send(now, op).unwrap();
+            sent += 1;
+        }
+        while let Some(t) = a.poll_transmit(now, &mut frame, &mut sb) {
+            b.handle_datagram(now, 1, true, &frame[..t.len], &mut rb);
+        }
+        while let Some(t) = b.poll_transmit(now, &mut frame, &mut sb) {
+            a.handle_datagram(now, 2, true, &frame[..t.len], &mut rb);
+        }
+        while let Some(e) = b.poll_event() {
+            black_box(e);
+            recv_done += 1;
+        }
+        while let Some(e) = a.poll_event() {
+            black_box(e);
+            send_done += 1;
+        }
+        now = now + Nanos::from_micros(1);
+        if a.poll_timeout().is_some_and(|t| t <= now) {
+            a.handle_timeout(now);
+        }
+        if b.poll_timeout().is_some_and(|t| t <= now) {
+            b.handle_timeout(now);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = match (cpu0, cpu_ns()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+        _ => secs,
+    };
+    assert_eq!(a.stats().retransmits, 0);
+    (
+        total as f64 / cpu,
+        cpu * 1e9 / total as f64,
+        secs * 1e9 / total as f64,
+        a.stats(),
+    )
+}
+
+fn main() {
+    let n: u64 = std::env::var("BENCH_MSGS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000_000);
+    println!(
+        "two engines back to back on one thread, end to end (both engines), copies and CRC included"
+    );
+    println!(
+        "rates are per CPU-second of the thread; wall time is shown too (it includes other load)"
+    );
+    for (name, len, mtu, count, tagged) in [
+        ("8 B, untagged, mtu 1472", 8, 1472, n, false),
+        ("8 B, tagged,   mtu 1472", 8, 1472, n, true),
+        (
+            "4 KiB,         mtu 1472 (3 datagrams)",
+            4096,
+            1472,
+            n / 10,
+            false,
+        ),
+        (
+            "4 KiB,         mtu 4164 (1 datagram)",
+            4096,
+            4096 + 68,
+            n / 10,
+            false,
+        ),
+        ("64 KiB,        mtu 1472", 65536, 1472, n / 100, false),
+    ] {
+        if std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f)) {
+            continue;
+        }
+        let _ = run(len, mtu, count / 10, tagged); // warm-up
+        let (rate, ns, wall_ns, st) = run(len, mtu, count, tagged);
+        let gbps = rate * len as f64 * 8.0 / 1e9;
+        println!(
+            "{name:40} {count:>9} msgs  {:>6.2} M msgs/s  {ns:>8.1} ns/msg (CPU)  {wall_ns:>8.1} ns/msg (wall)  {gbps:>6.2} Gbit/s  ({} datagrams A→B)",
+            rate / 1e6,
+            st.tx_datagrams
+        );
+    }
+}
