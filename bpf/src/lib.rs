@@ -26,12 +26,14 @@ static STEER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf
 /// Name of the XDP program (the C function) inside the object.
 const PROGRAM_NAME: &str = "ofi_xdp_steer";
 
-/// Number of per-CPU counters; indices must match `enum counter` in the C source.
+/// Per-CPU counter indices; must match `enum counter` in the C source.
 const COUNTER_STEERED: u32 = 0;
 const COUNTER_PASSED: u32 = 1;
 const COUNTER_MALFORMED: u32 = 2;
 const COUNTER_NO_SOCKET: u32 = 3;
 const COUNTER_FAULT_DROPPED: u32 = 4;
+/// Number of counters (`CNT_MAX` in the C source).
+const COUNTER_COUNT: u32 = 5;
 
 /// Index of the fault-injection divisor in the `config` array map.
 const CONFIG_DROP_ONE_IN: u32 = 0;
@@ -461,14 +463,26 @@ impl Steering {
             .as_fd()
             .as_raw_fd();
 
-        let link = xdp_link_create(prog_fd, ifindex, mode.flags())
-            .map_err(|e| attach_error(ifname, mode, e))?;
-
-        let xsks = take_map(&mut ebpf, "xsks")?;
+        let xsks: XskMap<MapData> = take_map(&mut ebpf, "xsks")?;
         let ports = take_map(&mut ebpf, "ports")?;
-        let counters = take_map(&mut ebpf, "counters")?;
+        let counters: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "counters")?;
         let config = take_map(&mut ebpf, "config")?;
         let rng = take_map(&mut ebpf, "rng")?;
+        // The C and Rust sides share sizes by convention: check them here so
+        // a mismatch is a clear load error, not out-of-range slots later.
+        if xsks.len() != Steering::MAX_SLOTS || counters.len() != COUNTER_COUNT {
+            return Err(BpfError::Load(format!(
+                "BPF object and loader disagree: xsks has {} slots (loader: {}), \
+                 counters has {} entries (loader: {COUNTER_COUNT})",
+                xsks.len(),
+                Steering::MAX_SLOTS,
+                counters.len()
+            )));
+        }
+        // Attach last: nothing after this can fail, so an error never leaves
+        // a half-configured program on the interface.
+        let link = xdp_link_create(prog_fd, ifindex, mode.flags())
+            .map_err(|e| attach_error(ifname, mode, e))?;
         Ok(Steering {
             link,
             xsks,

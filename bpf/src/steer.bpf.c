@@ -15,9 +15,10 @@
  *   malformed     a header we must read is cut short or inconsistent:
  *                 truncated Ethernet / VLAN / IPv4 / IPv6 / UDP header,
  *                 IPv4 IHL < 5, IPv4 options (IHL > 5: our wire never has
- *                 them), IPv4 total length < IHL*4 or beyond the frame,
- *                 IPv4 version != 4, IPv6 payload length beyond the frame,
- *                 UDP length < 8 or beyond the frame.
+ *                 them), IPv4 total length < 20 or beyond the frame,
+ *                 IPv4 version != 4, IPv6 version != 6, IPv6 payload
+ *                 length beyond the frame, UDP length < 8 or beyond the
+ *                 IP payload.
  *   passed        everything else: non-IP ethertypes (ARP, LLDP, ...),
  *                 non-UDP protocols (ICMP, TCP, ...), IPv4 fragments (the
  *                 kernel reassembles them), IPv6 with extension headers
@@ -26,8 +27,9 @@
  *   it always would) but are counted only as malformed, never as passed.
  *
  * Only long-standing helpers are used (bpf_map_lookup_elem and
- * bpf_redirect_map) so the program verifies on 5.10+ kernels,
- * Debian 6.1 and 6.12 included.
+ * bpf_redirect_map).  Verified on Debian's 6.1 and 6.12 and on 6.18; see
+ * load_be16_len for what the 6.1 verifier needs.  Attaching through a
+ * bpf_link (done by the loader) needs Linux 5.9+.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -42,7 +44,7 @@
 #define MAX_SLOTS 64
 #define MAX_PORTS 256
 
-/* Counter indices; must match `CounterIndex` in src/lib.rs. */
+/* Counter indices; must match the COUNTER_* constants in src/lib.rs. */
 enum counter {
 	CNT_STEERED = 0,
 	CNT_PASSED = 1,
@@ -52,7 +54,7 @@ enum counter {
 	CNT_MAX = 5,
 };
 
-/* Config indices in `config`; must match src/lib.rs. */
+/* Config indices in `config`; must match CONFIG_* in src/lib.rs. */
 enum config_key {
 	CFG_DROP_ONE_IN = 0, /* 0 = fault injection off */
 	CFG_MAX = 1,
