@@ -80,21 +80,18 @@ pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<R
             .stderr(Stdio::piped());
         cmd
     };
-    let mut server = Guard(
-        command(&pair.a)
-            .spawn()
-            .map_err(|e| format!("cannot start fi_pingpong (is libfabric-bin installed?): {e}"))?,
-    );
+    let mut server = Guard(Some(command(&pair.a).spawn().map_err(|e| {
+        format!("cannot start fi_pingpong (is libfabric-bin installed?): {e}")
+    })?));
     let mut attempt = 0;
     let client_out = loop {
         attempt += 1;
         let mut client_cmd = command(&pair.b);
         client_cmd.arg(pair.a.ipv4().to_string());
-        let client = Guard(
-            client_cmd
-                .spawn()
-                .map_err(|e| format!("cannot start fi_pingpong client: {e}"))?,
-        );
+        let client =
+            Guard(Some(client_cmd.spawn().map_err(|e| {
+                format!("cannot start fi_pingpong client: {e}")
+            })?));
         let out = wait_output(client, deadline)?;
         // A client that could not reach the control port yet fails at once; the server is
         // still waiting, so try again.

@@ -5,9 +5,14 @@
 //!   UDP socket (the project's physical floor); `--driver` does it all.
 //! - `link-demo` — send a few datagrams through the XDP program and the link
 //!   between two test hosts, print what arrived and the counters.
+//! - `demo` — Debian's `fi_pingpong` over the `xdp` provider beside `tcp`.
+//! - `provider-bench` — the provider's latency and bandwidth beside `tcp`, `udp;ofi_rxd` and
+//!   the raw link floor, with the ratios the targets compare.
 
 mod args;
+mod compare;
 mod demo;
+mod fi_pingpong;
 mod pingpong;
 mod wire;
 
@@ -19,8 +24,12 @@ commands:
                   kernel UDP (try: ofi-xdp link-pingpong --driver)
   link-demo       a few datagrams through XDP steering and the AF_XDP link
                   between two test namespaces [--mode generic|native] [--count 5]
+  demo            fi_pingpong -p xdp beside -p tcp between two test hosts
+                  [--sizes all] [--iters 100]; needs FI_PROVIDER_PATH
+  provider-bench  64 B latency and 1 MiB bandwidth of xdp beside tcp,
+                  udp;ofi_rxd and the raw link floor [--iters 10000]
 
-Both need root (network namespaces, XDP, AF_XDP).";
+All need root (network namespaces, XDP, AF_XDP).";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -31,6 +40,8 @@ fn main() {
     let result = match cmd.as_str() {
         "link-pingpong" => pingpong::main(rest),
         "link-demo" => demo::main(rest),
+        "demo" => compare::demo(rest),
+        "provider-bench" => compare::bench(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -211,7 +211,7 @@ impl Measured {
         )
     }
 
-    fn parse(line: &str) -> Option<Self> {
+    pub fn parse(line: &str) -> Option<Self> {
         let f: Vec<&str> = line.strip_prefix("RESULT|")?.split('|').collect();
         if f.len() != 8 {
             return None;
