@@ -112,30 +112,36 @@ pub fn test() -> Result<(), String> {
     vm_test(&["--kernel".into(), "6.1".into()])
 }
 
-/// Fails when a test left a network namespace of ours behind (their names start with the
-/// test-hosts prefix): cleanup on drop is part of what the suite asserts.
+/// Fails when a test left a network namespace of ours behind: cleanup on drop is part of
+/// what the suite asserts. Test-host namespaces are named `oxt-<pid>-<n>-<a|b>`; one whose
+/// creating process is gone is a leftover (a live PID is another run still in progress).
 fn leftover_check() -> Result<(), String> {
     let out = Command::new("ip")
         .args(["netns", "list"])
         .output()
         .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
     let listing = String::from_utf8_lossy(&out.stdout);
-    let ours: Vec<&str> = listing
+    let leftovers: Vec<&str> = listing
         .lines()
-        .filter(|line| line.starts_with(TESTHOST_PREFIX))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| {
+            name.strip_prefix(TESTHOST_PREFIX)
+                .and_then(|rest| rest.split('-').next())
+                .is_some_and(|pid| !Path::new("/proc").join(pid).exists())
+        })
         .collect();
-    if ours.is_empty() {
+    if leftovers.is_empty() {
         Ok(())
     } else {
         Err(format!(
             "tests left network namespaces behind: {}",
-            ours.join(", ")
+            leftovers.join(", ")
         ))
     }
 }
 
-/// Prefix of every namespace the test-hosts library creates.
-const TESTHOST_PREFIX: &str = "oxt";
+/// Prefix of every namespace the test-hosts library creates (`oxt-<pid>-<n>-<a|b>`).
+const TESTHOST_PREFIX: &str = "oxt-";
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     require_root("bench")?;
