@@ -336,6 +336,7 @@ pub struct Engine<P> {
     rng: SplitMix64,
     peers: Vec<Peer<P>>,
     peer_map: HashMap<P, Idx, FxBuild>,
+    last_peer: Option<(P, Idx)>,
     sends: Slab<SendState>,
     recvs: Slab<Recv<P>>,
     unexp: Slab<Unexp>,
@@ -378,6 +379,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             rng,
             peers: Vec::new(),
             peer_map: HashMap::default(),
+            last_peer: None,
             sends: Slab::default(),
             recvs: Slab::default(),
             unexp: Slab::default(),
@@ -862,7 +864,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // ------------------------------------------------------------------
 
     fn peer_for(&mut self, key: P) -> Result<Idx, PostError> {
-        if let Some(&pi) = self.peer_map.get(&key) {
+        if let Some(pi) = self.lookup(key) {
             return Ok(pi);
         }
         if self.peers.len() >= self.cfg.max_peers {
@@ -872,6 +874,20 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.peers.push(Peer::new(key, &self.cfg));
         self.peer_map.insert(key, pi);
         Ok(pi)
+    }
+
+    /// Peer index of `key`: a one-entry cache in front of the hash map (traffic
+    /// comes in runs from the same peer).
+    #[inline]
+    fn lookup(&mut self, key: P) -> Option<Idx> {
+        if let Some((k, pi)) = self.last_peer
+            && k == key
+        {
+            return Some(pi);
+        }
+        let pi = *self.peer_map.get(&key)?;
+        self.last_peer = Some((key, pi));
+        Some(pi)
     }
 
     fn mark_ready(&mut self, pi: Idx) {
@@ -1072,7 +1088,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     fn on_hello_ack(&mut self, _now: Instant, from: P, pkt: &Packet<'_>) {
-        let Some(&pi) = self.peer_map.get(&from) else {
+        let Some(pi) = self.lookup(from) else {
             self.stats.dropped += 1;
             return;
         };
@@ -1085,7 +1101,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     fn on_reset(&mut self, from: P, pkt: &Packet<'_>) {
-        let Some(&pi) = self.peer_map.get(&from) else {
+        let Some(pi) = self.lookup(from) else {
             self.stats.dropped += 1;
             return;
         };
@@ -1133,7 +1149,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         pkt: &Packet<'_>,
         bufs: &mut impl RecvBuffers,
     ) {
-        let Some(&pi) = self.peer_map.get(&from) else {
+        let Some(pi) = self.lookup(from) else {
             self.stats.dropped += 1;
             self.queue_reset(from, pkt);
             return;
