@@ -108,6 +108,8 @@ pub struct Artifacts {
     /// Non-test executables of the suite packages (tests may run them via `CARGO_BIN_EXE_*`).
     pub bins: Vec<PathBuf>,
     pub provider_lib: Option<PathBuf>,
+    /// Every copy of the provider library cargo made (deps/ and the profile directory).
+    pub provider_files: Vec<PathBuf>,
     /// Packages whose build failed: reported as failed suites, the rest still runs.
     pub broken: Vec<(String, String)>,
 }
@@ -152,6 +154,8 @@ pub fn build(ws: &Workspace) -> Result<Artifacts, String> {
     artifacts.tests.dedup_by(|a, b| a.path == b.path);
     artifacts.bins.sort();
     artifacts.bins.dedup();
+    artifacts.provider_files.sort();
+    artifacts.provider_files.dedup();
     Ok(artifacts)
 }
 
@@ -244,16 +248,108 @@ fn collect(ws: &Workspace, messages: &[Value], artifacts: &mut Artifacts) {
                 artifacts.bins.push(exe);
             }
         } else if package == PROVIDER_PACKAGE && kinds.contains(&"cdylib") && !is_test {
-            let so = m
+            let libs = m
                 .get("filenames")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_str)
-                .find(|f| f.ends_with(".so"));
-            if let Some(so) = so {
-                artifacts.provider_lib = Some(PathBuf::from(so));
+                .filter(|f| f.ends_with(".so"))
+                .map(PathBuf::from);
+            for lib in libs {
+                // Tests look for the copy cargo "uplifts" from deps/ into the profile directory.
+                let uplifted = lib
+                    .parent()
+                    .filter(|d| d.ends_with("deps"))
+                    .and_then(Path::parent)
+                    .zip(lib.file_name())
+                    .map(|(profile, name)| profile.join(name))
+                    .filter(|p| p.exists());
+                artifacts.provider_lib = Some(uplifted.clone().unwrap_or_else(|| lib.clone()));
+                artifacts.provider_files.push(lib);
+                artifacts.provider_files.extend(uplifted);
             }
         }
     }
+}
+
+/// Test executables that do not run in the VM, with the reason printed in the summary: they
+/// test nothing kernel-specific and need what the guest lacks.
+pub const NOT_IN_VM: &[(&str, &str, &str)] = &[(
+    "ofi-xdp-provider",
+    "layout",
+    "compiles a C program generated at run time (the guest has no compiler); \
+     kernel-independent, runs in `cargo xtask test`",
+)];
+
+/// Why `t` is kept out of the VM, if it is.
+pub fn not_in_vm(t: &TestExe) -> Option<&'static str> {
+    NOT_IN_VM
+        .iter()
+        .find(|(package, target, _)| *package == t.package && *target == t.target)
+        .map(|(_, _, why)| *why)
+}
+
+/// C test programs compiled on the host for the guest's `cc` stand-in (the guest has no
+/// compiler; see `guest::cc_standin_script`).
+#[derive(Debug, Default)]
+pub struct CPrograms {
+    /// (SHA-256 of the source, compiled program on the host).
+    pub programs: Vec<(String, PathBuf)>,
+    /// Every file of the `tests/c` directories, mirrored so the guest can hash the sources.
+    pub sources: Vec<PathBuf>,
+}
+
+/// Flags the provider's C suite (`provider/tests/c_suite.rs`) compiles with.
+pub const C_FLAGS: &[&str] = &["-Wall", "-Wno-unused-function", "-g", "-O1"];
+pub const C_LIBS: &[&str] = &["-lfabric"];
+
+/// Compiles every `tests/c/*.c` of the suite packages into `out`, named by the source's hash.
+pub fn compile_c_programs(ws: &Workspace, out: &Path) -> Result<CPrograms, String> {
+    let mut result = CPrograms::default();
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for package in SUITE_PACKAGES {
+        let Some(dir) = ws.packages.get(*package) else {
+            continue;
+        };
+        let c_dir = dir.join("tests/c");
+        let Ok(entries) = std::fs::read_dir(&c_dir) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        files.sort();
+        for src in files {
+            result.sources.push(src.clone());
+            if src.extension().and_then(|e| e.to_str()) != Some("c") {
+                continue;
+            }
+            let hash = sha256(&src)?;
+            let program = out.join(&hash);
+            let status = Command::new("cc")
+                .args(C_FLAGS)
+                .arg("-o")
+                .arg(&program)
+                .arg(&src)
+                .args(C_LIBS)
+                .status()
+                .map_err(|e| format!("cannot run cc: {e}"))?;
+            if status.success() {
+                result.programs.push((hash, program));
+            } else {
+                eprintln!(
+                    "vm-tests: cc {} failed; its test fails in the guest",
+                    src.display()
+                );
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn sha256(file: &Path) -> Result<String, String> {
+    let out = crate::util::command_output(Command::new("sha256sum").arg(file))?;
+    out.split_whitespace()
+        .next()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("sha256sum {}: no output", file.display()))
 }

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use std::{env, fs};
 
-use artifacts::{Artifacts, PROVIDER_INSTALLED_NAME, Workspace};
-use guest::{LIB_SH, PINGPONG, Plan, RUN_ALL, SMOKE, Suite};
+use artifacts::{Artifacts, CPrograms, PROVIDER_INSTALLED_NAME, Workspace};
+use guest::{CC_STANDIN, LIB_SH, PINGPONG, PREBUILT_DIR, Plan, RUN_ALL, SMOKE, Suite};
 use image::Image;
 use kernel::{KernelTree, SERIES, Series};
 use qemu::{Accel, Ending, VmConfig};
@@ -168,6 +168,11 @@ fn run(o: &Options) -> Result<ExitCode, String> {
     } else {
         Artifacts::default()
     };
+    let c_programs = if o.build {
+        artifacts::compile_c_programs(&ws, &out_dir.join("c-programs"))?
+    } else {
+        CPrograms::default()
+    };
     eprintln!(
         "vm-tests: {} test executables, provider library: {}, built in {:.0} s",
         artifacts.tests.len(),
@@ -186,7 +191,12 @@ fn run(o: &Options) -> Result<ExitCode, String> {
     };
     let mut outcomes = Vec::new();
     for series in &o.kernels {
-        let outcome = run_kernel(o, series, &cache, &out_dir, &artifacts, &suites, accel)?;
+        let inputs = Inputs {
+            artifacts: &artifacts,
+            c_programs: &c_programs,
+            suites: &suites,
+        };
+        let outcome = run_kernel(o, series, &cache, &out_dir, &inputs, accel)?;
         outcomes.push(outcome);
     }
     if o.shell {
@@ -244,6 +254,9 @@ fn plan_suites(o: &Options, artifacts: &Artifacts) -> Vec<Suite> {
         timeout_secs: 60,
     }];
     for t in &artifacts.tests {
+        if artifacts::not_in_vm(t).is_some() {
+            continue;
+        }
         suites.push(Suite {
             name: t.suite_name(),
             dir: t.package_dir.clone(),
@@ -302,17 +315,26 @@ const OPTIONAL_TOOLS: &[&str] = &[
     "ethtool",
     "ping",
     "bpftool",
+    "setpriv",
+    "prlimit",
     "fi_info",
     "fi_pingpong",
 ];
 
+/// What goes into every kernel's image.
+struct Inputs<'a> {
+    artifacts: &'a Artifacts,
+    c_programs: &'a CPrograms,
+    suites: &'a [Suite],
+}
+
 fn build_image(
     dir: &Path,
     tree: &KernelTree,
-    artifacts: &Artifacts,
-    suites: &[Suite],
+    inputs: &Inputs,
     shell: bool,
 ) -> Result<Image, String> {
+    let (artifacts, suites) = (inputs.artifacts, inputs.suites);
     let mut image = Image::create(dir)?;
     let busybox = util::which("busybox").ok_or("busybox not found")?;
     if !image::shared_libraries(&busybox)?.is_empty() {
@@ -359,11 +381,25 @@ fn build_image(
     for b in &artifacts.bins {
         image.add_with_libraries(b, true)?;
     }
-    if let Some(lib) = &artifacts.provider_lib {
+    for lib in &artifacts.provider_files {
         image.add_with_libraries(lib, true)?;
+    }
+    if let Some(lib) = &artifacts.provider_lib {
         let installed = Path::new(GUEST_PROVIDER_DIR).join(PROVIDER_INSTALLED_NAME);
         image.symlink(&installed, lib)?;
     }
+    for src in &inputs.c_programs.sources {
+        image.add_host_file(src, false)?;
+    }
+    for (hash, program) in &inputs.c_programs.programs {
+        image.add_with_libraries(program, false)?;
+        image.symlink(&Path::new(PREBUILT_DIR).join(hash), program)?;
+    }
+    image.write_file(
+        Path::new(CC_STANDIN),
+        guest::cc_standin_script().as_bytes(),
+        0o755,
+    )?;
     let modules = tree.resolve_modules(GUEST_MODULES)?;
     let mut module_paths = Vec::new();
     for m in &modules {
@@ -400,10 +436,10 @@ fn run_kernel(
     series: &'static Series,
     cache: &Path,
     out_dir: &Path,
-    artifacts: &Artifacts,
-    suites: &[Suite],
+    inputs: &Inputs,
     accel: Accel,
 ) -> Result<KernelOutcome, String> {
+    let (artifacts, suites) = (inputs.artifacts, inputs.suites);
     let infra = |message: String| {
         eprintln!("vm-tests: kernel {}: {message}", series.name);
         Ok(KernelOutcome {
@@ -427,7 +463,7 @@ fn run_kernel(
     );
     eprintln!("vm-tests: kernel {}: {config}", series.name);
     let stage = out_dir.join(format!("image-{}", series.name));
-    let image = match build_image(&stage, &tree, artifacts, suites, o.shell) {
+    let image = match build_image(&stage, &tree, inputs, o.shell) {
         Ok(i) => i,
         Err(e) => return infra(e),
     };
@@ -602,6 +638,11 @@ fn print_summary(
                 "  {:<8} {:>5}    {} (no result: the VM ended first)",
                 "MISSING", "-", s.name
             ),
+        }
+    }
+    for t in &artifacts.tests {
+        if let Some(why) = artifacts::not_in_vm(t) {
+            eprintln!("  {:<8} {:>5}    {}: {why}", "NOT-RUN", "-", t.suite_name());
         }
     }
     for (package, error) in &artifacts.broken {
