@@ -16,7 +16,7 @@
 //! sends to the endpoint's own address are looped back in the provider
 //! (AF_XDP cannot loop back).
 
-use crate::abi::{Errno, Result};
+use crate::abi::Result;
 use crate::addr::XdpAddr;
 use crate::cq::Completion;
 use crate::ifaces::Iface;
@@ -126,16 +126,9 @@ pub trait DataPath: Send {
     fn set_min_multi_recv(&mut self, bytes: usize);
 }
 
-/// Start the data path for an endpoint being enabled.
-///
-/// Phase 1: not built yet, so enabling an endpoint fails with -FI_ENOSYS
-/// (logged) rather than pretending to send.
+/// Start the data path for an endpoint being enabled: an AF_XDP socket
+/// on the endpoint's interface and queue, the steering program, and (RDM)
+/// the reliability engine. See [`crate::xdp`].
 pub fn open(args: &OpenArgs) -> Result<Box<dyn DataPath>> {
-    crate::xdp_warn!(
-        crate::sys::FI_LOG_EP_CTRL,
-        "fi_enable on {} ({}): the AF_XDP data path is not implemented in this build",
-        args.iface.name,
-        args.local
-    );
-    Err(Errno::NOSYS)
+    crate::xdp::open(args)
 }

@@ -33,6 +33,7 @@ pub mod mr;
 pub mod msg;
 pub mod params;
 pub mod sys;
+pub mod xdp;
 
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;

@@ -1,0 +1,510 @@
+//! FI_EP_RDM: reliable, ordered (FI_ORDER_SAS) messages through the sans-IO
+//! reliability engine, whose datagrams travel over the AF_XDP link.
+//!
+//! The engine names buffers by token: [`SendSide`]/[`RecvSide`] map a token
+//! to the application's iov, so payload is copied once per direction
+//! (application buffer ↔ UMEM frame). Peers are engine keys `u32`: indices
+//! into a table of addresses, stable for the endpoint's lifetime. Sending
+//! to ourselves feeds our own datagrams straight back into the engine.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use ofi_xdp_link::RxAction;
+use ofi_xdp_reliability as rel;
+use rel::{Engine, Event, Instant as RelInstant};
+
+use super::port::{Port, link_err};
+use crate::abi::{Errno, Result};
+use crate::addr::XdpAddr;
+use crate::cq::{Completion, CompletionError};
+use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, Payload, RxOp, TxOp};
+use crate::sys::*;
+use crate::xdp_warn;
+
+const RX_BATCH: usize = 64;
+/// Datagrams sent per progress pass at most (then the next pass continues).
+const TX_BATCH: usize = 256;
+
+struct SendState {
+    context: usize,
+    iov: Vec<(usize, usize)>,
+    report: bool,
+}
+
+struct RecvState {
+    context: usize,
+    iov: Vec<(usize, usize)>,
+    report: bool,
+    multi: bool,
+}
+
+struct SendSide<'a>(&'a HashMap<u64, SendState>);
+struct RecvSide<'a>(&'a HashMap<u64, RecvState>);
+
+impl rel::SendBuffers for SendSide<'_> {
+    fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
+        match self.0.get(&token) {
+            // SAFETY: the send's buffers stay valid until its completion,
+            // which the engine reports only after its last read.
+            Some(s) => unsafe { super::gather(&s.iov, offset, dst) },
+            None => dst.fill(0),
+        }
+    }
+}
+
+impl rel::RecvBuffers for RecvSide<'_> {
+    fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
+        if let Some(r) = self.0.get(&token) {
+            // SAFETY: the receive's buffers stay valid until its completion.
+            unsafe { super::scatter(&r.iov, offset, src) };
+        }
+    }
+}
+
+#[derive(Default)]
+struct Peers {
+    addrs: Vec<XdpAddr>,
+    by_sock: HashMap<SocketAddr, u32>,
+}
+
+impl Peers {
+    fn key(&mut self, a: &XdpAddr) -> u32 {
+        let sa = a.socket_addr();
+        if let Some(&k) = self.by_sock.get(&sa) {
+            let e = &mut self.addrs[k as usize];
+            if e.mac.is_none() {
+                e.mac = a.mac;
+            }
+            return k;
+        }
+        let k = self.addrs.len() as u32;
+        self.addrs.push(*a);
+        self.by_sock.insert(sa, k);
+        k
+    }
+}
+
+pub struct Rdm {
+    port: Port,
+    engine: Engine<u32>,
+    peers: Peers,
+    self_key: u32,
+    sends: HashMap<u64, SendState>,
+    recvs: HashMap<u64, RecvState>,
+    next_token: u64,
+    epoch: std::time::Instant,
+    min_multi_recv: usize,
+}
+
+/// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
+/// type, session ids, sequence and ack numbers (PROTOCOL.md common header).
+fn trace(dir: &str, key: u32, d: &[u8]) {
+    if d.len() >= 20 && crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA) {
+        let rd = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+        crate::xdp_debug!(
+            FI_LOG_EP_DATA,
+            "{dir} peer {key}: type {} src_sess {:#x} dst_sess {:#x} seq {} ack {} len {}",
+            d[1],
+            rd(4),
+            rd(8),
+            rd(12),
+            rd(16),
+            d.len()
+        );
+    }
+}
+
+fn fabric_flags(f: rel::Flags) -> u64 {
+    let mut o = 0;
+    for (e, fl) in [
+        (rel::Flags::SEND, FI_SEND),
+        (rel::Flags::RECV, FI_RECV),
+        (rel::Flags::MSG, FI_MSG),
+        (rel::Flags::TAGGED, FI_TAGGED),
+        (rel::Flags::REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA),
+        (rel::Flags::MULTI_RECV, FI_MULTI_RECV),
+    ] {
+        if f.contains(e) {
+            o |= fl;
+        }
+    }
+    o
+}
+
+fn op_errno(e: rel::OpError) -> libc::c_int {
+    match e {
+        rel::OpError::Truncated => FI_ETRUNC,
+        rel::OpError::Canceled => FI_ECANCELED,
+        rel::OpError::NoMessage => FI_ENOMSG,
+        rel::OpError::PeerUnreachable => FI_EHOSTUNREACH,
+        rel::OpError::PeerRestarted | rel::OpError::PeerReset => libc::ECONNRESET,
+    }
+}
+
+fn post_errno(e: rel::PostError) -> Errno {
+    match e {
+        rel::PostError::QueueFull | rel::PostError::TooManyPeers => Errno::AGAIN,
+        rel::PostError::TooLarge | rel::PostError::Invalid => Errno::INVAL,
+    }
+}
+
+impl Rdm {
+    pub fn new(port: Port, args: &OpenArgs) -> Rdm {
+        let inject =
+            crate::getinfo::max_datagram_payload(&args.iface, args.local.ip.is_ipv6(), &args.cfg);
+        let mut seed = [0u8; 8];
+        // SAFETY: getrandom writes at most 8 bytes into `seed`.
+        let _ = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), 8, 0) };
+        let cfg = rel::Config {
+            mtu: port.link.max_payload(),
+            incarnation: args.local.incarnation,
+            seed: u64::from_ne_bytes(seed),
+            inject_size: inject.max(rel::Config::default().inject_size),
+            ..rel::Config::default()
+        };
+        let mut peers = Peers::default();
+        let self_key = peers.key(&args.local);
+        Rdm {
+            port,
+            engine: Engine::new(cfg),
+            peers,
+            self_key,
+            sends: HashMap::new(),
+            recvs: HashMap::new(),
+            next_token: 1,
+            epoch: std::time::Instant::now(),
+            min_multi_recv: args.min_multi_recv,
+        }
+    }
+
+    fn now(&self) -> RelInstant {
+        RelInstant(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn token(&mut self) -> u64 {
+        let t = self.next_token;
+        self.next_token += 1;
+        t
+    }
+
+    /// Hand every datagram the engine has ready to the link (our own are
+    /// fed straight back), then kick the TX ring once and reap completions.
+    /// Called from progress and right after posting, so a send leaves even
+    /// if the application does not call progress again soon (fi_pingpong
+    /// waits on its out-of-band socket right after fi_inject).
+    fn transmit(&mut self, now: RelInstant) {
+        let mut loop_back: Vec<Vec<u8>> = Vec::new();
+        {
+            let Rdm {
+                port,
+                engine,
+                peers,
+                sends,
+                self_key,
+                ..
+            } = self;
+            for _ in 0..TX_BATCH {
+                let link = &mut port.link;
+                let Some(frame) = link.alloc_tx() else { break };
+                let t = match link.tx_payload_mut(frame) {
+                    Ok(buf) => engine.poll_transmit(now, buf, &mut SendSide(sends)),
+                    Err(_) => None,
+                };
+                let Some(t) = t else {
+                    let _ = link.release_tx(frame);
+                    break;
+                };
+                if t.dst == *self_key {
+                    if let Ok(buf) = link.tx_payload_mut(frame) {
+                        loop_back.push(buf[..t.len].to_vec());
+                    }
+                    let _ = link.release_tx(frame);
+                    continue;
+                }
+                let Some(a) = peers.addrs.get(t.dst as usize).copied() else {
+                    let _ = link.release_tx(frame);
+                    continue;
+                };
+                let Some(mac) = a.mac else {
+                    // Not resolvable here; the engine retransmits later.
+                    let _ = link.release_tx(frame);
+                    continue;
+                };
+                let to = ofi_xdp_link::LinkAddr {
+                    mac,
+                    ip: a.ip,
+                    port: a.port,
+                };
+                if let Ok(buf) = link.tx_payload_mut(frame) {
+                    trace("tx", t.dst, &buf[..t.len]);
+                }
+                let mut r = link.send(frame, &to, t.len);
+                if matches!(r, Err(ofi_xdp_link::LinkError::TxRingFull)) {
+                    let _ = link.flush();
+                    link.reap_completions();
+                    r = link.send(frame, &to, t.len);
+                }
+                let _ = link.release_tx(frame);
+                if let Err(e) = r {
+                    // Lost like a dropped packet: the engine retransmits.
+                    let _ = link_err("rdm send", e);
+                }
+            }
+            if let Err(e) = port.link.flush() {
+                xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
+            }
+            port.link.reap_completions();
+        }
+        for d in loop_back {
+            let Rdm {
+                engine,
+                recvs,
+                self_key,
+                ..
+            } = self;
+            engine.handle_datagram(now, *self_key, true, &d, &mut RecvSide(recvs));
+        }
+    }
+
+    fn completion(&mut self, c: rel::Completion<u32>) -> Option<DpCompletion> {
+        let flags = fabric_flags(c.flags);
+        let recv = c.flags.contains(rel::Flags::RECV);
+        let (context, report, base) = if recv {
+            let r = self.recvs.get(&c.token)?;
+            let found = (r.context, r.report, r.iov.first().map(|x| x.0).unwrap_or(0));
+            // A multi-recv buffer lives on until the completion that carries
+            // FI_MULTI_RECV (fi_msg(3)); cancellation also ends it.
+            let release =
+                !r.multi || flags & FI_MULTI_RECV != 0 || c.error == Some(rel::OpError::Canceled);
+            if release {
+                self.recvs.remove(&c.token);
+            }
+            found
+        } else {
+            match self.sends.remove(&c.token) {
+                Some(s) => (s.context, s.report, 0),
+                // Injected sends keep no state; their success is never reported.
+                None => (0, false, 0),
+            }
+        };
+        let error = c.error.map(|e| CompletionError {
+            err: op_errno(e),
+            prov_errno: op_errno(e),
+            olen: c.olen,
+            err_data: Vec::new(),
+        });
+        if !recv && error.is_none() && !report {
+            return None;
+        }
+        Some(DpCompletion {
+            dir: if recv { Direction::Rx } else { Direction::Tx },
+            completion: Completion {
+                op_context: context,
+                flags,
+                len: c.len,
+                buf: if recv { base + c.buf_offset } else { 0 },
+                data: c.data,
+                tag: c.tag,
+                src: FI_ADDR_NOTAVAIL,
+                error,
+            },
+            src: c
+                .src
+                .and_then(|s| self.peers.addrs.get(s.peer as usize).copied()),
+            report,
+        })
+    }
+}
+
+impl DataPath for Rdm {
+    fn post_send(&mut self, op: TxOp) -> Result<()> {
+        let now = self.now();
+        let dst = self.peers.key(&op.dest);
+        if dst != self.self_key {
+            // Resolve the MAC now, outside the progress loop.
+            let a = self.peers.addrs[dst as usize];
+            let la = self.port.link_addr(&a)?;
+            self.peers.addrs[dst as usize].mac = Some(la.mac);
+        }
+        let level = if op.flags & FI_DELIVERY_COMPLETE != 0 {
+            rel::CompletionLevel::Delivery
+        } else if op.flags & FI_INJECT_COMPLETE != 0 {
+            rel::CompletionLevel::Inject
+        } else {
+            rel::CompletionLevel::Transmit
+        };
+        let token = self.token();
+        let payload = match &op.payload {
+            Payload::Owned(b) => rel::Payload::Inject(b),
+            Payload::Iov(_) => rel::Payload::Buffer {
+                len: op.payload.len(),
+            },
+        };
+        let r = self.engine.post_send(
+            now,
+            rel::SendOp {
+                token,
+                dst,
+                payload,
+                tag: op.tag,
+                data: op.data,
+                level,
+                report: true,
+            },
+        );
+        r.map_err(post_errno)?;
+        if let Payload::Iov(iov) = op.payload {
+            self.sends.insert(
+                token,
+                SendState {
+                    context: op.context,
+                    iov,
+                    report: op.report,
+                },
+            );
+        } else if op.report {
+            self.sends.insert(
+                token,
+                SendState {
+                    context: op.context,
+                    iov: Vec::new(),
+                    report: true,
+                },
+            );
+        }
+        if op.flags & FI_MORE == 0 {
+            self.transmit(now);
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self, op: RxOp) -> Result<()> {
+        let token = self.token();
+        let src = op.src.map(|(a, _)| self.peers.key(&a));
+        let len = op.iov.iter().map(|(_, l)| *l).sum();
+        self.recvs.insert(
+            token,
+            RecvState {
+                context: op.context,
+                iov: op.iov,
+                report: op.report,
+                multi: op.multi_recv,
+            },
+        );
+        let r = self.engine.post_recv(
+            rel::RecvOp {
+                token,
+                len,
+                src,
+                tag: op.tag.map(|(tag, ignore)| rel::TagMatch { tag, ignore }),
+                multi_recv: op.multi_recv.then_some(self.min_multi_recv),
+            },
+            &mut RecvSide(&self.recvs),
+        );
+        if let Err(e) = r {
+            self.recvs.remove(&token);
+            return Err(post_errno(e));
+        }
+        // A matched unexpected rendezvous message answers with a CTS now.
+        let now = self.now();
+        self.transmit(now);
+        Ok(())
+    }
+
+    fn progress(&mut self, out: &mut dyn FnMut(DpCompletion)) {
+        let now = self.now();
+        {
+            let Rdm {
+                port,
+                engine,
+                peers,
+                recvs,
+                ..
+            } = self;
+            let mut learnt = Vec::new();
+            port.link.recv(RX_BATCH, |d| {
+                let src = XdpAddr {
+                    ip: d.src.ip,
+                    port: d.src.port,
+                    mac: Some(d.src.mac),
+                    incarnation: 0,
+                };
+                let key = peers.key(&src);
+                learnt.push(d.src);
+                trace("rx", key, d.payload);
+                engine.handle_datagram(now, key, true, d.payload, &mut RecvSide(recvs));
+                RxAction::Consume
+            });
+            for a in &learnt {
+                port.learn(a);
+            }
+        }
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+        }
+        self.transmit(now);
+        while let Some(ev) = self.engine.poll_event() {
+            match ev {
+                Event::Completion(c) => {
+                    if let Some(d) = self.completion(c) {
+                        out(d);
+                    }
+                }
+                Event::PeerLost { peer, reason } => {
+                    let a = self
+                        .peers
+                        .addrs
+                        .get(peer as usize)
+                        .map(|a| a.to_string())
+                        .unwrap_or_default();
+                    let link = self
+                        .port
+                        .link
+                        .stats()
+                        .map(|s| format!("{s:?}"))
+                        .unwrap_or_default();
+                    xdp_warn!(
+                        FI_LOG_EP_DATA,
+                        "peer {a} lost: {reason:?} (engine {:?}; link {link}; session {})",
+                        self.engine.stats(),
+                        self.engine.debug_peer(peer).unwrap_or_default()
+                    );
+                }
+            }
+        }
+    }
+
+    fn cancel(&mut self, context: usize) -> bool {
+        let Some(token) = self
+            .recvs
+            .iter()
+            .find(|(_, r)| r.context == context)
+            .map(|(t, _)| *t)
+        else {
+            return false;
+        };
+        self.engine.cancel_recv(token)
+    }
+
+    fn set_min_multi_recv(&mut self, bytes: usize) {
+        self.min_multi_recv = bytes;
+    }
+}
+
+impl Drop for Rdm {
+    fn drop(&mut self) {
+        // One line per endpoint for diagnosis (FI_LOG_LEVEL=info).
+        let link = self
+            .port
+            .link
+            .stats()
+            .map(|s| format!("{s:?}"))
+            .unwrap_or_default();
+        crate::xdp_info!(
+            FI_LOG_EP_DATA,
+            "rdm endpoint closed: engine {:?}; link {link}",
+            self.engine.stats()
+        );
+    }
+}

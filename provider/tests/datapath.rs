@@ -1,0 +1,133 @@
+//! The data path without libfabric: two endpoints' data paths in two test-host
+//! namespaces exchange messages directly through `DataPath`.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::time::{Duration, Instant};
+
+use ofi_xdp_testhosts::{Host, HostPair};
+use xdp_fi::addr::XdpAddr;
+use xdp_fi::datapath::{DataPath, DpCompletion, OpenArgs, Payload, RxOp, TxOp};
+use xdp_fi::params::Config;
+use xdp_fi::sys::{FI_EP_DGRAM, FI_EP_RDM};
+
+struct Side {
+    dp: Box<dyn DataPath>,
+    addr: XdpAddr,
+    _sock: std::net::UdpSocket,
+}
+
+fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
+    host.run(|| {
+        let iface = xdp_fi::ifaces::list()
+            .unwrap()
+            .into_iter()
+            .find(|i| i.name == host.ifname())
+            .unwrap();
+        let sock = std::net::UdpSocket::bind((host.ipv4(), 0)).unwrap();
+        let port = sock.local_addr().unwrap().port();
+        let addr = XdpAddr {
+            ip: host.ipv4().into(),
+            port,
+            mac: Some(host.mac()),
+            incarnation,
+        };
+        let args = OpenArgs {
+            iface,
+            ep_type,
+            local: addr,
+            cfg: Config::default(),
+            caps: 0,
+            min_multi_recv: 1500,
+        };
+        let dp = xdp_fi::datapath::open(&args).unwrap();
+        Side {
+            dp,
+            addr,
+            _sock: sock,
+        }
+    })
+}
+
+fn wait_for(sides: &mut [&mut Side], want: usize, got: &mut Vec<DpCompletion>) {
+    let t0 = Instant::now();
+    while got.len() < want {
+        for s in sides.iter_mut() {
+            s.dp.progress(&mut |c| got.push(c));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "timed out with {got:?}"
+        );
+    }
+}
+
+fn exchange(ep_type: i32, len: usize) {
+    exchange_with(ep_type, len, false)
+}
+
+fn exchange_with(ep_type: i32, len: usize, inject: bool) {
+    let pair = HostPair::new().unwrap();
+    let mut a = open(&pair.a, ep_type, 11);
+    let mut b = open(&pair.b, ep_type, 22);
+    let mut rbuf = vec![0u8; len + 16];
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    b.dp.post_recv(RxOp {
+        src: None,
+        iov: vec![(rbuf.as_mut_ptr() as usize, rbuf.len())],
+        tag: None,
+        context: 2,
+        flags: 0,
+        multi_recv: false,
+        report: true,
+    })
+    .unwrap();
+    a.dp.post_send(TxOp {
+        dest: b.addr,
+        dest_fi_addr: 0,
+        payload: if inject {
+            Payload::Owned(data.clone())
+        } else {
+            Payload::Iov(vec![(data.as_ptr() as usize, len)])
+        },
+        tag: None,
+        data: None,
+        context: 1,
+        flags: 0,
+        report: !inject,
+    })
+    .unwrap();
+    let mut got = Vec::new();
+    wait_for(&mut [&mut a, &mut b], if inject { 1 } else { 2 }, &mut got);
+    for c in &got {
+        assert!(c.completion.error.is_none(), "{c:?}");
+    }
+    let rx = got.iter().find(|c| c.completion.op_context == 2).unwrap();
+    assert_eq!(rx.completion.len, len);
+    assert_eq!(&rbuf[..len], &data[..]);
+    assert_eq!(rx.src.map(|s| s.socket_addr()), Some(a.addr.socket_addr()));
+}
+
+#[test]
+fn dgram_one_message() {
+    exchange(FI_EP_DGRAM, 1000);
+}
+
+#[test]
+fn rdm_one_message() {
+    exchange(FI_EP_RDM, 1000);
+}
+
+#[test]
+fn rdm_large_message() {
+    exchange(FI_EP_RDM, 1 << 20);
+}
+
+#[test]
+fn rdm_inject() {
+    exchange_with(FI_EP_RDM, 64, true);
+}
+
+#[test]
+fn dgram_inject() {
+    exchange_with(FI_EP_DGRAM, 64, true);
+}
