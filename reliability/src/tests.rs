@@ -602,3 +602,10 @@ fn idle_peer_memory_is_small() {
     run(&mut s);
     assert_eq!(completions(&mut s, 1).len(), 2);
 }
+
+#[test]
+fn engine_is_send() {
+    // The provider keeps the engine in a Mutex shared across threads.
+    fn send<T: Send>() {}
+    send::<Engine<u64>>();
+}
