@@ -161,6 +161,17 @@ impl Rdm {
             incarnation: args.local.incarnation,
             seed: u64::from_ne_bytes(seed),
             inject_size: inject.max(rel::Config::default().inject_size),
+            // Acknowledge at the end of the progress pass that received the
+            // data, not on a later timer: with manual progress the
+            // application may not call us again for a long time (fi_pingpong
+            // blocks on its socket after its last receive) and the peer
+            // would retransmit until it gives up. Acks still coalesce: one
+            // per RX batch.
+            ack_delay: rel::Nanos(0),
+            // Peers are processes polling on shared CPUs: a descheduled
+            // receiver (a scheduler tick is 1-4 ms) must not look like loss.
+            // Real loss is repaired by fast retransmit long before this.
+            rto_min: rel::Nanos::from_millis(10),
             ..rel::Config::default()
         };
         let mut peers = Peers::default();
