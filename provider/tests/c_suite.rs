@@ -54,6 +54,28 @@ fn compile(name: &str) -> PathBuf {
     bin
 }
 
+/// A veth end reports carrier (IFF_RUNNING) a moment after both ends are
+/// up; the provider only offers running interfaces, so wait for it.
+fn wait_running(pair: &HostPair) {
+    for h in [&pair.a, &pair.b] {
+        let t0 = std::time::Instant::now();
+        loop {
+            let out = h
+                .ip(&["-o", "link", "show", "dev", h.ifname()])
+                .unwrap_or_default();
+            if out.contains("LOWER_UP") && out.contains("state UP") {
+                break;
+            }
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "{} never came up: {out}",
+                h.ifname()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
     cmd.arg(host.ifname())
@@ -84,6 +106,7 @@ fn assert_passed(name: &str, out: &Output) {
 fn run_c_test(name: &str) {
     let bin = compile(name);
     let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
     let out = run_in(&pair.a, &pair.b, &bin, &[], &[]);
     assert_passed(name, &out);
 }
@@ -119,6 +142,7 @@ fn c_getinfo_without_usable_interface_logs_why() {
 fn c_getinfo_without_capabilities_logs_why() {
     let bin = compile("getinfo");
     let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
     // Enter the namespace as root, then drop every capability for the test.
     let mut cmd = pair.a.command("setpriv");
     cmd.args([
@@ -166,4 +190,58 @@ fn c_mr() {
 #[test]
 fn c_msg_args() {
     run_c_test("msg_args");
+}
+
+/// Run `data.c` as server in `a` and client in `b` (or alone as `self`).
+fn run_data(ep: &str) {
+    let bin = compile("data");
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let rv = work_dir().join(format!("rv-{ep}-{}", pair.a.netns()));
+    std::fs::create_dir_all(&rv).unwrap();
+    let rv_s = rv.to_string_lossy().into_owned();
+    let server = {
+        let mut cmd = pair.a.command(&bin);
+        cmd.arg(pair.a.ifname())
+            .arg(pair.a.ipv4().to_string())
+            .arg(pair.b.ipv4().to_string());
+        cmd.args(["server", &rv_s, ep])
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env("FI_LOG_LEVEL", "warn");
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let client = run_in(
+        &pair.b,
+        &pair.a,
+        &bin,
+        &["client", &rv_s, ep],
+        &[("FI_LOG_LEVEL", "warn")],
+    );
+    let server = server.wait_with_output().unwrap();
+    assert_passed("data client", &client);
+    assert_passed("data server", &server);
+    let _ = std::fs::remove_dir_all(&rv);
+}
+
+#[test]
+fn c_data_rdm() {
+    run_data("rdm");
+}
+
+#[test]
+fn c_data_dgram() {
+    run_data("dgram");
+}
+
+#[test]
+fn c_data_self() {
+    let bin = compile("data");
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    for ep in ["rdm", "dgram"] {
+        let out = run_in(&pair.a, &pair.b, &bin, &["self", "/nonexistent", ep], &[]);
+        assert_passed("data self", &out);
+    }
 }

@@ -1,0 +1,368 @@
+/* Data transfer through the real loader, with data verification:
+ * send/recv and tagged send/recv for sizes 0 B .. 16 MiB, inject, senddata
+ * (remote CQ data), FI_SOURCE (fi_cq_readfrom), multi-recv, truncation
+ * (-FI_EAVAIL then fi_cq_readerr with FI_ETRUNC), cancel, directed and
+ * tag-ignore receives, and sends to our own address (looped back).
+ *
+ * argv: <iface> <local IP> <peer IP> <server|client|self> <rendezvous dir> <rdm|dgram>
+ * server and client run in two namespaces and exchange fi_getname
+ * addresses through files in the rendezvous dir. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "xt.h"
+
+static struct xt_res r;
+static struct fid_ep *ep;
+static struct fid_av *av;
+static struct fid_cq *txcq, *rxcq;
+static fi_addr_t peer, self_addr;
+static int rdm;
+static const char *dir, *role;
+static size_t inject_size, max_msg;
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 8));
+}
+
+static int check(const uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != (uint8_t)(seed * 131 + i * 7 + (i >> 8))) {
+			fprintf(stderr, "data mismatch at %zu of %zu (seed %u)\n", i, n, seed);
+			return 0;
+		}
+	return 1;
+}
+
+/* Wait for one completion on cq; returns 1 with *e filled, or 0 on error
+ * entry (then *err is filled) ; REQUIREs no timeout. */
+static int wait_cq(struct fid_cq *cq, struct fi_cq_tagged_entry *e, fi_addr_t *src,
+		   struct fi_cq_err_entry *err)
+{
+	time_t t0 = time(NULL);
+	for (;;) {
+		ssize_t n = src ? fi_cq_readfrom(cq, e, 1, src) : fi_cq_read(cq, e, 1);
+		if (n == 1)
+			return 1;
+		if (n == -FI_EAVAIL) {
+			memset(err, 0, sizeof(*err));
+			REQUIRE(fi_cq_readerr(cq, err, 0) == 1);
+			return 0;
+		}
+		if (n != -FI_EAGAIN) {
+			fprintf(stderr, "fi_cq_read: %zd %s\n", n, fi_strerror((int)-n));
+			exit(2);
+		}
+		if (time(NULL) - t0 > 20) {
+			fprintf(stderr, "timeout waiting for a completion\n");
+			exit(2);
+		}
+	}
+}
+
+static void wait_ok(struct fid_cq *cq, struct fi_cq_tagged_entry *e, fi_addr_t *src)
+{
+	struct fi_cq_err_entry err;
+	if (!wait_cq(cq, e, src, &err)) {
+		fprintf(stderr, "error completion: %s (olen %zu)\n", fi_strerror(err.err), err.olen);
+		xt_failures++;
+	}
+}
+
+/* Retry a post while it says -FI_EAGAIN, driving progress meanwhile. */
+#define POST(call)                                                             \
+	do {                                                                   \
+		ssize_t _r;                                                    \
+		while ((_r = (call)) == -FI_EAGAIN) {                          \
+			fi_cq_read(txcq, NULL, 0);                             \
+			fi_cq_read(rxcq, NULL, 0);                             \
+		}                                                              \
+		CHECK_RET(_r, 0);                                              \
+	} while (0)
+
+static void setup(int ep_type)
+{
+	struct fi_av_attr av_attr = {0};
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	uint64_t caps = ep_type == FI_EP_RDM
+		? FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV
+		: FI_MSG | FI_SOURCE;
+	xt_open(&r, ep_type, caps);
+	inject_size = r.info->tx_attr->inject_size;
+	max_msg = r.info->ep_attr->max_msg_size;
+	REQUIRE(fi_av_open(r.domain, &av_attr, &av, NULL) == 0);
+	REQUIRE(fi_cq_open(r.domain, &cq_attr, &txcq, NULL) == 0);
+	REQUIRE(fi_cq_open(r.domain, &cq_attr, &rxcq, NULL) == 0);
+	REQUIRE(fi_endpoint(r.domain, r.info, &ep, NULL) == 0);
+	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
+	REQUIRE(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT) == 0);
+	REQUIRE(fi_ep_bind(ep, &rxcq->fid, FI_RECV) == 0);
+	int ret = fi_enable(ep);
+	if (ret)
+		fprintf(stderr, "fi_enable: %s\n", fi_strerror(-ret));
+	REQUIRE(ret == 0);
+	uint8_t me[64];
+	size_t len = sizeof(me);
+	REQUIRE(fi_getname(&ep->fid, me, &len) == 0);
+	REQUIRE(fi_av_insert(av, me, 1, &self_addr, 0, NULL) == 1);
+	if (!strcmp(role, "self")) {
+		peer = self_addr;
+		return;
+	}
+	/* Publish our name, read the peer's. */
+	char path[512], tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, role);
+	snprintf(path, sizeof(path), "%s/%s.addr", dir, role);
+	FILE *f = fopen(tmp, "wb");
+	REQUIRE(f && fwrite(me, 1, len, f) == len);
+	fclose(f);
+	REQUIRE(rename(tmp, path) == 0);
+	snprintf(path, sizeof(path), "%s/%s.addr", dir, strcmp(role, "server") ? "server" : "client");
+	uint8_t them[64];
+	size_t n = 0;
+	for (int i = 0; i < 2000 && n == 0; i++) {
+		f = fopen(path, "rb");
+		if (f) {
+			n = fread(them, 1, sizeof(them), f);
+			fclose(f);
+		} else {
+			usleep(10000);
+		}
+	}
+	REQUIRE(n == len);
+	REQUIRE(fi_av_insert(av, them, 1, &peer, 0, NULL) == 1);
+}
+
+static void teardown(void)
+{
+	CHECK_RET(fi_close(&ep->fid), 0);
+	CHECK_RET(fi_close(&txcq->fid), 0);
+	CHECK_RET(fi_close(&rxcq->fid), 0);
+	CHECK_RET(fi_close(&av->fid), 0);
+	xt_close(&r);
+}
+
+static const size_t sizes[] = {0, 1, 7, 64, 1000, 0 /* inject */, 0 /* inject+1 */, 4096,
+			       65535, 65536, 65537, 1 << 20, 16 << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static size_t size_at(int i)
+{
+	if (i == 5)
+		return inject_size;
+	if (i == 6)
+		return inject_size + 1;
+	return sizes[i];
+}
+
+/* One message one way: the receiver posts (tagged or not), the sender sends. */
+static void one_way(int sending, size_t n, int tagged, unsigned seed, uint8_t *buf)
+{
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src = 0;
+	if (sending) {
+		fill(buf, n, seed);
+		if (tagged)
+			POST(fi_tsend(ep, buf, n, NULL, peer, 1000 + seed, (void *)0x51));
+		else
+			POST(fi_send(ep, buf, n, NULL, peer, (void *)0x51));
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x51);
+		CHECK(e.flags & FI_SEND);
+	} else {
+		memset(buf, 0xee, n + 16);
+		if (tagged)
+			POST(fi_trecv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, 1000 + seed, 0, (void *)0x52));
+		else
+			POST(fi_recv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, (void *)0x52));
+		wait_ok(rxcq, &e, &src);
+		CHECK(e.op_context == (void *)0x52);
+		CHECK(e.len == n);
+		CHECK(e.flags & FI_RECV);
+		CHECK(!tagged || (e.tag == 1000 + seed && (e.flags & FI_TAGGED)));
+		CHECK(src == peer);
+		CHECK(check(buf, n, seed));
+		CHECK(buf[n] == 0xee);
+	}
+}
+
+static void rdm_pair(int server)
+{
+	uint8_t *buf = malloc((16 << 20) + 64);
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	REQUIRE(buf);
+	/* Sizes 0 B .. 16 MiB: client sends untagged, server echoes tagged. */
+	for (unsigned i = 0; i < NSIZES; i++) {
+		size_t n = size_at(i);
+		one_way(!server, n, 0, i, buf);
+		one_way(server, n, 1, i + 50, buf);
+	}
+	/* inject: no completion; the data arrives. */
+	if (!server) {
+		fill(buf, 32, 7);
+		POST(fi_inject(ep, buf, 32, peer));
+		POST(fi_tinject(ep, buf, 32, peer, 77));
+	} else {
+		uint8_t b[64];
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 32 && check(b, 32, 7));
+		POST(fi_trecv(ep, b, sizeof(b), NULL, peer, 77, 0, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 32 && e.tag == 77 && check(b, 32, 7));
+	}
+	/* senddata: remote CQ data with FI_REMOTE_CQ_DATA. */
+	if (!server) {
+		POST(fi_senddata(ep, buf, 16, NULL, 0xabcdef, peer, (void *)1));
+		wait_ok(txcq, &e, NULL);
+		POST(fi_tsenddata(ep, buf, 16, NULL, 0x1234, peer, 9, (void *)2));
+		wait_ok(txcq, &e, NULL);
+	} else {
+		uint8_t b[64];
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0xabcdef);
+		/* tag/ignore: any tag in 0..15 matches */
+		POST(fi_trecv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, 0, 0xf, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x1234 && e.tag == 9);
+	}
+	/* multi-recv: 30 messages of 3000 B into two 64 KiB buffers. */
+	if (!server) {
+		for (unsigned i = 0; i < 30; i++) {
+			fill(buf, 3000, 200 + i);
+			POST(fi_send(ep, buf, 3000, NULL, peer, NULL));
+			wait_ok(txcq, &e, NULL);
+		}
+	} else {
+		size_t min = 4096;
+		CHECK_RET(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+		static uint8_t mb[2][65536];
+		for (int k = 0; k < 2; k++) {
+			struct iovec iov = {mb[k], sizeof(mb[k])};
+			struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = mb[k]};
+			POST(fi_recvmsg(ep, &m, FI_MULTI_RECV));
+		}
+		int released = 0;
+		for (unsigned i = 0; i < 30; i++) {
+			wait_ok(rxcq, &e, NULL);
+			if (e.len) {
+				uint8_t *p = e.buf;
+				CHECK(e.len == 3000);
+				CHECK((p >= mb[0][0] + 0 && p + 3000 <= mb[0] + 65536) ||
+				      (p >= mb[1] && p + 3000 <= mb[1] + 65536));
+				CHECK(check(p, 3000, 200 + i));
+			}
+			if (e.flags & FI_MULTI_RECV)
+				released++;
+			if (!e.len)
+				i--; /* a bare buffer-release completion */
+		}
+		CHECK(released >= 1);
+		/* The second buffer is still posted: cancel it (FI_ECANCELED). */
+		CHECK_RET(fi_cancel(&ep->fid, mb[1]), 0);
+		CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
+		CHECK(err.err == FI_ECANCELED && err.op_context == mb[1]);
+	}
+	/* truncation: 100 B into 50 B → -FI_EAVAIL, FI_ETRUNC, olen 50. */
+	if (!server) {
+		fill(buf, 100, 3);
+		POST(fi_send(ep, buf, 100, NULL, peer, NULL));
+		wait_ok(txcq, &e, NULL);
+	} else {
+		uint8_t b[50];
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, (void *)0x77));
+		CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
+		CHECK(err.err == FI_ETRUNC && err.olen == 50 && err.op_context == (void *)0x77);
+		CHECK(check(b, 50, 3));
+	}
+	/* cancel a posted receive. */
+	uint8_t b[8];
+	POST(fi_trecv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, 999999, 0, (void *)0x99));
+	CHECK_RET(fi_cancel(&ep->fid, (void *)0x99), 0);
+	CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
+	CHECK(err.err == FI_ECANCELED && err.op_context == (void *)0x99);
+	/* finish: the server tells the client it is done. */
+	one_way(server, 4, 0, 99, buf);
+	free(buf);
+}
+
+static void self_test(void)
+{
+	uint8_t *buf = malloc((1 << 20) + 64), *out = malloc(1 << 20);
+	struct fi_cq_tagged_entry e;
+	size_t top = rdm ? (1 << 20) : max_msg;
+	size_t ns[] = {0, 1, 64, 1000, inject_size, top};
+	for (unsigned i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		size_t n = ns[i];
+		if (n > top)
+			continue;
+		POST(fi_recv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, (void *)0x61));
+		fill(out, n, i);
+		POST(fi_send(ep, out, n, NULL, self_addr, (void *)0x62));
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x62);
+		fi_addr_t src = 0;
+		wait_ok(rxcq, &e, &src);
+		CHECK(e.len == n && check(buf, n, i) && src == self_addr);
+	}
+	free(buf);
+	free(out);
+}
+
+static void dgram_pair(int server)
+{
+	uint8_t buf[9000];
+	struct fi_cq_tagged_entry e;
+	size_t ns[] = {0, 1, 64, 1000, max_msg};
+	unsigned cnt = sizeof(ns) / sizeof(ns[0]);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/server.ready", dir);
+	if (server) {
+		static uint8_t rb[5][9000];
+		for (unsigned i = 0; i < cnt; i++)
+			POST(fi_recv(ep, rb[i], sizeof(rb[i]), NULL, FI_ADDR_UNSPEC, rb[i]));
+		FILE *f = fopen(path, "w");
+		REQUIRE(f);
+		fclose(f);
+		for (unsigned i = 0; i < cnt; i++) {
+			fi_addr_t src = 0;
+			wait_ok(rxcq, &e, &src);
+			CHECK(e.op_context == rb[i] && e.len == ns[i] && check(rb[i], ns[i], i));
+			CHECK(src == peer);
+		}
+	} else {
+		struct stat st;
+		for (int i = 0; i < 2000 && stat(path, &st); i++)
+			usleep(10000);
+		for (unsigned i = 0; i < cnt; i++) {
+			fill(buf, ns[i], i);
+			POST(fi_send(ep, buf, ns[i], NULL, peer, NULL));
+			wait_ok(txcq, &e, NULL);
+		}
+		/* Larger than a datagram: refused. */
+		CHECK_RET(fi_send(ep, buf, max_msg + 1, NULL, peer, NULL), -FI_EINVAL);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	xt_init(argc, argv);
+	REQUIRE(argc >= 7);
+	role = argv[4];
+	dir = argv[5];
+	rdm = !strcmp(argv[6], "rdm");
+	setup(rdm ? FI_EP_RDM : FI_EP_DGRAM);
+	if (!strcmp(role, "self"))
+		self_test();
+	else if (rdm)
+		rdm_pair(!strcmp(role, "server"));
+	else
+		dgram_pair(!strcmp(role, "server"));
+	teardown();
+	return xt_done(role);
+}
