@@ -437,7 +437,22 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         P: core::fmt::Debug,
     {
         let pi = *self.peer_map.get(&peer)?;
-        Some(format!("{:?}", self.peers[pi as usize]))
+        let ops: Vec<&SendState> = self
+            .sends
+            .indices()
+            .filter_map(|i| self.sends.get(i))
+            .filter(|s| s.peer == pi)
+            .take(4)
+            .collect();
+        let msgs = self.peers[pi as usize]
+            .q
+            .as_ref()
+            .map(|q| q.rx_msgs.len())
+            .unwrap_or(0);
+        Some(format!(
+            "{:?}\n  first send ops: {ops:?}\n  messages being received: {msgs}",
+            self.peers[pi as usize]
+        ))
     }
 
     /// Largest payload of one DATA packet with the configured MTU.

@@ -164,11 +164,17 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
     /// Replace node `i`'s engine with a fresh one (a restarted process) and
     /// purge its datagrams from the network.
     pub fn restart(&mut self, i: usize, cfg: Config) {
+        self.restart_with(i, cfg, true);
+    }
+
+    /// Like [`Sim::restart`]; with `purge_inbound` false, datagrams already on
+    /// their way *to* node i (addressed to the dead incarnation) still arrive.
+    pub fn restart_with(&mut self, i: usize, cfg: Config, purge_inbound: bool) {
         self.nodes[i].engine = Engine::new(cfg);
         let q = std::mem::take(&mut self.queue);
         self.queue = q
             .into_iter()
-            .filter(|Reverse(d)| d.src != i && d.dst != i)
+            .filter(|Reverse(d)| d.src != i && (!purge_inbound || d.dst != i))
             .collect();
     }
 
