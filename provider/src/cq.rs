@@ -62,6 +62,8 @@ pub struct Cq {
     state: Mutex<CqState>,
     cond: Condvar,
     signaled: AtomicBool,
+    /// sched_yield() when a read finds nothing (FI_XDP_YIELD, default on).
+    yield_when_idle: bool,
     /// Endpoints whose progress a read of this CQ drives.
     progress: Mutex<Vec<Weak<Endpoint>>>,
 }
@@ -279,6 +281,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             state: Mutex::default(),
             cond: Condvar::new(),
             signaled: AtomicBool::new(false),
+            yield_when_idle: domain.cfg.yield_when_idle,
             progress: Mutex::default(),
         });
         domain.refs.get();
@@ -361,6 +364,16 @@ unsafe fn read_common(
         Ok(n) => Ok(n as ssize_t),
         // A zero count only drives progress (fi_cq(3) fi_cq_read).
         Err(Errno::AGAIN) if count == 0 => Ok(0),
+        Err(Errno::AGAIN) => {
+            // Nothing yet: the application will poll again at once. Give
+            // the CPU away first, so that on a host with more polling
+            // processes than cores the peer we wait for gets to run now
+            // instead of at the end of our time slice.
+            if o.inner.yield_when_idle {
+                std::thread::yield_now();
+            }
+            Err(Errno::AGAIN)
+        }
         Err(e) => Err(e),
     }
 }

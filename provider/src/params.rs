@@ -47,6 +47,8 @@ pub struct Config {
     pub ring_size: usize,
     pub attach_mode: AttachMode,
     pub zerocopy: ZeroCopy,
+    /// Yield the CPU when a CQ read finds nothing.
+    pub yield_when_idle: bool,
 }
 
 impl Default for Config {
@@ -60,6 +62,7 @@ impl Default for Config {
             ring_size: 2048,
             attach_mode: AttachMode::Generic,
             zerocopy: ZeroCopy::Auto,
+            yield_when_idle: true,
         }
     }
 }
@@ -94,6 +97,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"zerocopy",
         ty: FI_PARAM_STRING,
         help: c"AF_XDP zero-copy: auto (try, fall back to copy), on (required), off (default: auto)",
+    },
+    ParamDef {
+        name: c"yield",
+        ty: FI_PARAM_BOOL,
+        help: c"Call sched_yield() when fi_cq_read finds no completion, so a peer process sharing the CPU runs at once (default: 1; set 0 on dedicated cores)",
     },
 ];
 
@@ -240,12 +248,38 @@ impl Config {
                 _ => warn("ZEROCOPY", &s),
             }
         }
+        if let Some(v) = get_bool(c"yield") {
+            c.yield_when_idle = v;
+        }
         c
     }
 }
 
-// FI_PARAM_BOOL is mirrored for completeness of the ABI check.
-const _: c_int = FI_PARAM_BOOL;
+fn get_bool(name: &CStr) -> Option<bool> {
+    if crate::log::registered() {
+        let mut v: c_int = 0;
+        // SAFETY: BOOL parameters are written as a C int.
+        let rc = unsafe {
+            ffi::fi_param_get(
+                crate::provider_ptr(),
+                name.as_ptr(),
+                (&mut v as *mut c_int).cast::<c_void>(),
+            )
+        };
+        (rc == 0).then_some(v != 0)
+    } else {
+        match std::env::var(env_name(name))
+            .ok()?
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "1" | "on" | "yes" | "true" => Some(true),
+            "0" | "off" | "no" | "false" => Some(false),
+            _ => None,
+        }
+    }
+}
 
 /// Owned C string helper for the tests of this module and others.
 pub fn cstring(s: &str) -> CString {

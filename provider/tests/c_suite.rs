@@ -245,3 +245,70 @@ fn c_data_self() {
         assert_passed("data self", &out);
     }
 }
+
+/// Debian's fi_pingpong between the two namespaces over `xdp`, with data
+/// checking (-c) over all sizes (-S all): the server in `a`, the client in `b`.
+fn pingpong(args: &[&str]) {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let _ = work_dir();
+    let port = (20000 + std::process::id() % 20000).to_string();
+    let common = |cmd: &mut Command| {
+        cmd.args([
+            "timeout",
+            "120",
+            "fi_pingpong",
+            "-p",
+            "xdp",
+            "-c",
+            "-S",
+            "all",
+            "-I",
+            "5",
+            "-B",
+            &port,
+            "-P",
+            &port,
+        ])
+        .args(args)
+        .env("FI_PROVIDER_PATH", work_dir())
+        .env_remove("FI_PROVIDER")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    };
+    let mut s = pair.a.command("env");
+    common(&mut s);
+    let server = s.spawn().unwrap();
+    // Give the server time to listen on its control port.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut c = pair.b.command("env");
+    common(&mut c);
+    c.arg(pair.a.ipv4().to_string());
+    let client = c.output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    if !server.status.success() {
+        eprintln!(
+            "client stderr:\n{}",
+            String::from_utf8_lossy(&client.stderr)
+        );
+    }
+    assert_passed(&format!("fi_pingpong server {args:?}"), &server);
+    assert_passed(&format!("fi_pingpong client {args:?}"), &client);
+    let table = String::from_utf8_lossy(&client.stdout);
+    assert!(table.lines().count() > 3, "no results:\n{table}");
+}
+
+#[test]
+fn pingpong_rdm_msg() {
+    pingpong(&["-e", "rdm", "-m", "msg"]);
+}
+
+#[test]
+fn pingpong_rdm_tagged() {
+    pingpong(&["-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn pingpong_dgram() {
+    pingpong(&["-e", "dgram"]);
+}
