@@ -29,6 +29,8 @@ pub struct Faults {
     pub latency: Nanos,
     /// Extra uniformly random delay in [0, jitter): reorders datagrams.
     pub jitter: Nanos,
+    /// Link MTU: longer datagrams are dropped (as a switch drops oversized frames).
+    pub mtu: usize,
 }
 
 impl Default for Faults {
@@ -39,6 +41,7 @@ impl Default for Faults {
             corrupt: 0.0,
             latency: Nanos::from_micros(5),
             jitter: Nanos(0),
+            mtu: usize::MAX,
         }
     }
 }
@@ -180,7 +183,11 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
 
     fn send(&mut self, src: usize, dst: usize, bytes: &[u8]) {
         self.counts.sent += 1;
-        if dst >= self.nodes.len() || self.partitioned(src, dst) || self.chance(self.faults.loss) {
+        if dst >= self.nodes.len()
+            || bytes.len() > self.faults.mtu
+            || self.partitioned(src, dst)
+            || self.chance(self.faults.loss)
+        {
             self.counts.lost += 1;
             return;
         }

@@ -44,6 +44,7 @@ fn restarts_under_load() {
         corrupt: 0.01,
         latency: Nanos::from_micros(5),
         jitter: Nanos::from_micros(30),
+        mtu: 1472,
     };
     let seed = std::env::var("SIM_SEED")
         .ok()

@@ -120,6 +120,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         corrupt: 0.01,
         latency: Nanos::from_micros(5),
         jitter: Nanos::from_micros(40),
+        mtu: 1472,
     };
     let mut sim: Sim<App> = Sim::new(
         (0..N).map(|_| App::default()).collect(),
