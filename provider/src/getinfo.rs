@@ -240,9 +240,11 @@ fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.dom.mr_key_size = 8;
     o.dom.cq_data_size = if rdm { 8 } else { 0 };
     o.dom.cq_cnt = 1024;
-    o.dom.ep_cnt = e.iface.queues;
-    o.dom.tx_ctx_cnt = e.iface.queues;
-    o.dom.rx_ctx_cnt = e.iface.queues;
+    // One AF_XDP socket per interface queue without shared UMEM, and the
+    // endpoint binds FI_XDP_QUEUE: one endpoint per domain per process.
+    o.dom.ep_cnt = 1;
+    o.dom.tx_ctx_cnt = 1;
+    o.dom.rx_ctx_cnt = 1;
     o.dom.max_ep_tx_ctx = 1;
     o.dom.max_ep_rx_ctx = 1;
     o.dom.cntr_cnt = 1024;
