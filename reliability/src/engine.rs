@@ -836,8 +836,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // Output
     // ------------------------------------------------------------------
 
-    /// Produce the next datagram into `buf` (at least `mtu` bytes are used at
-    /// most; a buffer shorter than 128 bytes yields nothing). Payload is copied
+    /// Produce the next datagram into `buf`, which must be at least
+    /// [`Config::mtu`] bytes long (a shorter buffer yields nothing); at most
+    /// `mtu` bytes of it are used. Payload is copied
     /// from send buffers through `bufs` — once per transmission. Call until it
     /// returns `None` after every input.
     pub fn poll_transmit(
@@ -846,11 +847,12 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
     ) -> Option<Transmit<P>> {
-        let limit = buf.len().min(self.cfg.mtu);
-        if limit < 128 {
+        // Every frame must be able to hold the largest packet: a retransmission
+        // rebuilds a packet at the size it was first sent with.
+        if buf.len() < self.cfg.mtu {
             return None;
         }
-        let buf = &mut buf[..limit];
+        let buf = &mut buf[..self.cfg.mtu];
         if let Some((dst, hdr, ctrl)) = self.resets.pop_front() {
             let len = encode_ctrl(buf, &hdr, &ctrl);
             self.stats.tx_datagrams += 1;

@@ -669,3 +669,28 @@ fn oversized_datagrams_are_lost_not_misdelivered() {
     );
     assert!(completions(&mut s, 1).is_empty());
 }
+
+#[test]
+fn short_transmit_buffer_yields_nothing() {
+    let mut e: Engine<u32> = Engine::new(cfg(0));
+    let op = SendOp {
+        token: 1,
+        dst: 5,
+        payload: Payload::Inject(b"x"),
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        report: true,
+    };
+    e.post_send(Instant(0), op).unwrap();
+    let mut small = [0u8; 100];
+    assert!(
+        e.poll_transmit(Instant(0), &mut small, &mut NoBuffers)
+            .is_none()
+    );
+    let mut frame = [0u8; 1472];
+    assert!(
+        e.poll_transmit(Instant(0), &mut frame, &mut NoBuffers)
+            .is_some()
+    );
+}
