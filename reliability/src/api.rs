@@ -48,7 +48,8 @@ pub struct Config {
     pub rto_max: Nanos,
     /// Timeouts of the same packet tolerated; one more fails the peer's operations.
     pub max_retries: u32,
-    /// Longest an acknowledgement is delayed.
+    /// Longest an acknowledgement is delayed. Zero: acknowledge with the next
+    /// `poll_transmit` (once per batch of received datagrams).
     pub ack_delay: Nanos,
     /// Acknowledge at once after this many unacknowledged in-order packets.
     pub ack_every: u32,

@@ -1399,7 +1399,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             }
         }
         let p = &mut self.peers[pi as usize];
-        if drained || p.rx_unacked >= self.cfg.ack_every {
+        if drained || p.rx_unacked >= self.cfg.ack_every || self.cfg.ack_delay.0 == 0 {
+            // With no ack delay the ack goes out with the next poll_transmit,
+            // i.e. once per batch of received datagrams.
             p.ack_now = true;
             self.mark_ready(pi);
         } else if p.ack_at == Instant::NEVER {

@@ -694,3 +694,50 @@ fn short_transmit_buffer_yields_nothing() {
             .is_some()
     );
 }
+
+#[test]
+fn zero_ack_delay_acks_on_next_transmit_without_timers() {
+    let c = |i| Config {
+        ack_delay: Nanos(0),
+        ..cfg(i)
+    };
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    bufs.recv.insert(1, vec![0; 8]);
+    b.post_recv(
+        RecvOp {
+            token: 1,
+            len: 8,
+            src: None,
+            tag: None,
+            multi_recv: None,
+        },
+        &mut bufs,
+    )
+    .unwrap();
+    let op = SendOp {
+        token: 1,
+        dst: 1,
+        payload: Payload::Inject(b"12345678"),
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        report: true,
+    };
+    a.post_send(Instant(0), op).unwrap();
+    let mut f = [0u8; 1472];
+    let now = Instant(0);
+    // Never call handle_timeout: datagrams alone must complete the exchange.
+    for _ in 0..10 {
+        while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
+            b.handle_datagram(now, 0, true, &f[..t.len], &mut bufs);
+        }
+        while let Some(t) = b.poll_transmit(now, &mut f, &mut bufs) {
+            a.handle_datagram(now, 1, true, &f[..t.len], &mut bufs);
+        }
+    }
+    assert!(
+        matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1 && c.error.is_none())
+    );
+}
