@@ -5,7 +5,7 @@
 //! CRC before anything else looks at the bytes, so the engine only ever sees
 //! well-formed packets.
 
-use crate::crc::{crc32c, crc32c2};
+use crate::crc::crc32c;
 
 /// Protocol version carried in byte 0.
 pub const VERSION: u8 = 1;
@@ -304,12 +304,6 @@ pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
     let c = crc32c(&buf[..body_len]);
     buf[body_len..body_len + TRAILER_LEN].copy_from_slice(&c.to_le_bytes());
     body_len + TRAILER_LEN
-}
-
-/// Like [`seal`] but the CRC is computed as header ‖ payload in two parts
-/// (kept for callers that hold them apart).
-pub fn crc_parts(a: &[u8], b: &[u8]) -> u32 {
-    crc32c2(a, b)
 }
 
 /// Serial-number comparison (RFC 1982 style, 32-bit): signed distance `a - b`.
