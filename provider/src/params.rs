@@ -49,6 +49,9 @@ pub struct Config {
     pub zerocopy: ZeroCopy,
     /// Yield the CPU when a CQ read finds nothing.
     pub yield_when_idle: bool,
+    /// Testing aid: the XDP program drops one in this many steered frames
+    /// (0 = off).
+    pub fault_drop_one_in: u32,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             attach_mode: AttachMode::Generic,
             zerocopy: ZeroCopy::Auto,
             yield_when_idle: true,
+            fault_drop_one_in: 0,
         }
     }
 }
@@ -102,6 +106,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"yield",
         ty: FI_PARAM_BOOL,
         help: c"Call sched_yield() when fi_cq_read finds no completion, so a peer process sharing the CPU runs at once (default: 1; set 0 on dedicated cores)",
+    },
+    ParamDef {
+        name: c"fault_drop",
+        ty: FI_PARAM_INT,
+        help: c"Testing aid: drop one in N received frames of ours in the XDP program (default: 0 = off)",
     },
 ];
 
@@ -246,6 +255,12 @@ impl Config {
                 "on" | "1" | "yes" | "required" => c.zerocopy = ZeroCopy::Required,
                 "off" | "0" | "no" => c.zerocopy = ZeroCopy::Off,
                 _ => warn("ZEROCOPY", &s),
+            }
+        }
+        if let Some(n) = get_int(c"fault_drop") {
+            match u32::try_from(n) {
+                Ok(n) => c.fault_drop_one_in = n,
+                Err(_) => warn("FAULT_DROP", &n),
             }
         }
         if let Some(v) = get_bool(c"yield") {

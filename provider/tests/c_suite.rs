@@ -194,6 +194,10 @@ fn c_msg_args() {
 
 /// Run `data.c` as server in `a` and client in `b` (or alone as `self`).
 fn run_data(ep: &str) {
+    run_data_env(ep, &[]);
+}
+
+fn run_data_env(ep: &str, env: &[(&str, &str)]) {
     let bin = compile("data");
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
@@ -228,6 +232,13 @@ fn run_data(ep: &str) {
 #[test]
 fn c_data_rdm() {
     run_data("rdm");
+}
+
+/// The whole RDM data test with the XDP program dropping one in 50 of the
+/// frames each side receives: the engine's retransmission must hide it.
+#[test]
+fn c_data_rdm_with_loss() {
+    run_data_env("rdm", &[("FI_XDP_FAULT_DROP", "50")]);
 }
 
 #[test]

@@ -111,6 +111,22 @@ impl Port {
             args.local.port
         );
         let shared = steering_for(&args.iface.name, cfg.attach_mode)?;
+        if cfg.fault_drop_one_in > 0 {
+            let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
+            lock(&shared)
+                .steering
+                .set_fault_injection(cfg.fault_drop_one_in, seed)
+                .map_err(|e| {
+                    xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
+                    Errno::OTHER
+                })?;
+            xdp_warn!(
+                FI_LOG_EP_CTRL,
+                "{}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
+                args.iface.name,
+                cfg.fault_drop_one_in
+            );
+        }
         let slot = {
             let mut s = lock(&shared);
             let free = (!s.slots).trailing_zeros();
