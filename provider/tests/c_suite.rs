@@ -211,21 +211,25 @@ fn run_data_env(ep: &str, env: &[(&str, &str)]) {
             .arg(pair.b.ipv4().to_string());
         cmd.args(["server", &rv_s, ep])
             .env("FI_PROVIDER_PATH", work_dir())
-            .env("FI_LOG_LEVEL", "warn");
+            .env("FI_LOG_LEVEL", "warn")
+            .envs(env.iter().copied());
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         cmd.spawn().unwrap()
     };
-    let client = run_in(
-        &pair.b,
-        &pair.a,
-        &bin,
-        &["client", &rv_s, ep],
-        &[("FI_LOG_LEVEL", "warn")],
-    );
+    let mut client_env = vec![("FI_LOG_LEVEL", "warn")];
+    client_env.extend_from_slice(env);
+    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s, ep], &client_env);
     let server = server.wait_with_output().unwrap();
     assert_passed("data client", &client);
     assert_passed("data server", &server);
+    if env.iter().any(|(k, _)| *k == "FI_XDP_FAULT_DROP") {
+        let log = String::from_utf8_lossy(&client.stderr);
+        assert!(
+            log.contains("dropping one in"),
+            "fault injection not applied:\n{log}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&rv);
 }
 
