@@ -152,7 +152,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.args(["link-pingpong", "--driver"]);
         run(cmd)
     };
-    let engine = || run(cargo(&["bench", "-p", "ofi-xdp-reliability"]));
+    let engine = || {
+        run(cargo(&[
+            "bench",
+            "-p",
+            "ofi-xdp-reliability",
+            "--bench",
+            "engine",
+        ]))
+    };
     let provider = || -> Result<(), String> {
         build()?;
         let mut cmd = tool();
@@ -185,9 +193,8 @@ pub fn sim_full() -> Result<(), String> {
         "-p",
         "ofi-xdp-reliability",
         "--test",
-        "simulation",
+        "sim_stress",
         "--",
-        "--ignored",
         "--nocapture",
     ]);
     cmd.env("SIM_MESSAGES", "1000000");
@@ -205,10 +212,9 @@ pub fn fuzz(args: &[String]) -> Result<(), String> {
         "--test",
         "fuzz",
         "--",
-        "--ignored",
         "--nocapture",
     ]);
-    cmd.env("FUZZ_SECONDS", seconds);
+    cmd.env("FUZZ_SECS", seconds);
     run(cmd)
 }
 
