@@ -237,10 +237,16 @@ impl HostPair {
         for host in [&a, &b] {
             configure(host)?;
         }
+        for host in [&a, &b] {
+            wait_running(host)?;
+        }
         // Everything exists: ownership moves to the HostPair's Drop.
         guard.netns.clear();
         Ok(HostPair { a, b })
     }
+
+    /// Bound on waiting for a new veth's carrier (it takes a linkwatch round, well under 1 s).
+    pub const CARRIER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
     /// The other end of `host`'s veth (`a` for `b`, `b` for `a`).
     pub fn peer_of(&self, host: &Host) -> &Host {
@@ -567,5 +573,51 @@ mod tests {
             assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
             assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
         }
+    }
+}
+
+/// Waits until `host`'s veth reports carrier (`LOWER_UP`, operstate `UP`). The kernel sets
+/// `IFF_RUNNING` a linkwatch round after both ends are up; a pair handed out before that makes
+/// whoever looks at the interface flags at once (libfabric providers' getinfo does) see it down.
+fn wait_running(host: &Host) -> io::Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        let line = host.ip(&["-o", "link", "show", "dev", &host.ifname])?;
+        if is_running(&line) {
+            return Ok(());
+        }
+        if start.elapsed() > HostPair::CARRIER_TIMEOUT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{} in {} has no carrier after {:?}: {line}",
+                    host.ifname,
+                    host.netns,
+                    HostPair::CARRIER_TIMEOUT
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// True for an `ip -o link show` line of an interface with carrier: flags contain `LOWER_UP`
+/// and the operational state is `UP`.
+fn is_running(line: &str) -> bool {
+    let flags = line
+        .split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map(|(flags, _)| flags)
+        .unwrap_or("");
+    flags.split(',').any(|f| f == "LOWER_UP") && line.contains(" state UP ")
+
+    #[test]
+    fn reads_carrier_from_ip_link_lines() {
+        let up = "2: ox1.0a@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT";
+        let lowerdown = "2: ox1.0a@if2: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state LOWERLAYERDOWN mode DEFAULT";
+        let dormant = "2: ox1.0a@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state DOWN mode DEFAULT";
+        assert!(is_running(up));
+        assert!(!is_running(lowerdown));
+        assert!(!is_running(dormant));
     }
 }
