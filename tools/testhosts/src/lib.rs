@@ -548,34 +548,6 @@ fn root_links() -> Vec<String> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_fit_ifnamsiz() {
-        let names = Names::new(4_194_304, COUNTER_MODULUS - 1);
-        assert!(names.veth_a.len() <= 15, "{}", names.veth_a);
-        assert_eq!(veth_pid(&names.veth_b), Some(4_194_304));
-        assert_eq!(netns_pid(&names.netns_a), Some(4_194_304));
-        assert_eq!(veth_pid("oxeth0"), None);
-        assert_eq!(netns_pid("other"), None);
-    }
-
-    #[test]
-    fn addresses_are_in_reserved_ranges() {
-        for (pid, n) in [(1, 0), (4_194_304, 9_999), (77_777, 5)] {
-            let a = Addressing::new(pid, n);
-            let v4 = a.ipv4(1).octets();
-            assert_eq!(v4[0], 198);
-            assert!(v4[1] == 18 || v4[1] == 19);
-            assert_eq!(a.ipv4(0).octets()[3] % 4, 1);
-            assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
-            assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
-        }
-    }
-}
-
 /// Waits until `host`'s veth reports carrier (`LOWER_UP`, operstate `UP`). The kernel sets
 /// `IFF_RUNNING` a linkwatch round after both ends are up; a pair handed out before that makes
 /// whoever looks at the interface flags at once (libfabric providers' getinfo does) see it down.
@@ -610,6 +582,34 @@ fn is_running(line: &str) -> bool {
         .map(|(flags, _)| flags)
         .unwrap_or("");
     flags.split(',').any(|f| f == "LOWER_UP") && line.contains(" state UP ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_ifnamsiz() {
+        let names = Names::new(4_194_304, COUNTER_MODULUS - 1);
+        assert!(names.veth_a.len() <= 15, "{}", names.veth_a);
+        assert_eq!(veth_pid(&names.veth_b), Some(4_194_304));
+        assert_eq!(netns_pid(&names.netns_a), Some(4_194_304));
+        assert_eq!(veth_pid("oxeth0"), None);
+        assert_eq!(netns_pid("other"), None);
+    }
+
+    #[test]
+    fn addresses_are_in_reserved_ranges() {
+        for (pid, n) in [(1, 0), (4_194_304, 9_999), (77_777, 5)] {
+            let a = Addressing::new(pid, n);
+            let v4 = a.ipv4(1).octets();
+            assert_eq!(v4[0], 198);
+            assert!(v4[1] == 18 || v4[1] == 19);
+            assert_eq!(a.ipv4(0).octets()[3] % 4, 1);
+            assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
+            assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
+        }
+    }
 
     #[test]
     fn reads_carrier_from_ip_link_lines() {
