@@ -63,6 +63,26 @@ pub struct TxOp {
     pub report: bool,
 }
 
+/// FI_PEEK / FI_CLAIM / FI_DISCARD on a tagged receive (fi_tagged(3)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Peek {
+    /// An ordinary receive.
+    #[default]
+    None,
+    /// FI_PEEK: report whether a matching message has arrived (a completion
+    /// describing it, or an error completion with FI_ENOMSG).
+    Peek,
+    /// FI_PEEK | FI_CLAIM: as Peek, and reserve the message for a later
+    /// FI_CLAIM receive with the same context.
+    PeekClaim,
+    /// FI_PEEK | FI_DISCARD: as Peek, and drop the message.
+    PeekDiscard,
+    /// FI_CLAIM: receive the message claimed with this context.
+    Claim,
+    /// FI_CLAIM | FI_DISCARD: drop the message claimed with this context.
+    ClaimDiscard,
+}
+
 /// A validated receive operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxOp {
@@ -77,6 +97,7 @@ pub struct RxOp {
     /// `min_multi_recv` bytes remain, then report FI_MULTI_RECV.
     pub multi_recv: bool,
     pub report: bool,
+    pub peek: Peek,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

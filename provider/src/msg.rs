@@ -10,7 +10,7 @@
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
-use crate::datapath::{Payload, RxOp, TxOp};
+use crate::datapath::{Payload, Peek, RxOp, TxOp};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
@@ -37,6 +37,26 @@ struct Recv {
     context: usize,
     tag: Option<(u64, u64)>,
     flags: u64,
+    peek: Peek,
+}
+
+/// FI_PEEK / FI_CLAIM / FI_DISCARD of an fi_trecvmsg (fi_tagged(3)); they
+/// share bits with capabilities, so they are only read here.
+fn peek_of(flags: u64) -> Result<(Peek, u64)> {
+    let p = match (
+        flags & FI_PEEK != 0,
+        flags & FI_CLAIM != 0,
+        flags & FI_DISCARD != 0,
+    ) {
+        (false, false, false) => Peek::None,
+        (true, false, false) => Peek::Peek,
+        (true, true, false) => Peek::PeekClaim,
+        (true, false, true) => Peek::PeekDiscard,
+        (false, true, false) => Peek::Claim,
+        (false, true, true) => Peek::ClaimDiscard,
+        _ => return Err(Errno::BADFLAGS),
+    };
+    Ok((p, flags & !(FI_PEEK | FI_CLAIM | FI_DISCARD)))
 }
 
 /// # Safety
@@ -126,6 +146,9 @@ fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     if multi && (e.caps & FI_MULTI_RECV == 0 || r.iov.len() != 1) {
         return Err(Errno::INVAL);
     }
+    if r.peek != Peek::None && (r.tag.is_none() || multi) {
+        return Err(Errno::BADFLAGS);
+    }
     let mut st = lock(&e.state);
     let src = if r.src == FI_ADDR_UNSPEC || e.caps & FI_DIRECTED_RECV == 0 {
         None
@@ -146,7 +169,9 @@ fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
         context: r.context,
         flags: r.flags,
         multi_recv: multi,
-        report,
+        // Peek results and claims always complete (fi_tagged(3)).
+        report: report || r.peek != Peek::None,
+        peek: r.peek,
     })?;
     Ok(0)
 }
@@ -180,6 +205,7 @@ unsafe extern "C" fn msg_recv(
                 context: context as usize,
                 tag: None,
                 flags: rx_flags(e),
+                peek: Peek::None,
             },
         )
     })
@@ -205,6 +231,7 @@ unsafe extern "C" fn msg_recvv(
                 context: context as usize,
                 tag: None,
                 flags: rx_flags(e),
+                peek: Peek::None,
             },
         )
     })
@@ -224,6 +251,7 @@ unsafe extern "C" fn msg_recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64
                 context: m.context as usize,
                 tag: None,
                 flags,
+                peek: Peek::None,
             },
         )
     })
@@ -461,6 +489,7 @@ unsafe extern "C" fn tagged_recv(
                 context: context as usize,
                 tag: Some((tag, ignore)),
                 flags: rx_flags(e),
+                peek: Peek::None,
             },
         )
     })
@@ -488,6 +517,7 @@ unsafe extern "C" fn tagged_recvv(
                 context: context as usize,
                 tag: Some((tag, ignore)),
                 flags: rx_flags(e),
+                peek: Peek::None,
             },
         )
     })
@@ -503,6 +533,7 @@ unsafe extern "C" fn tagged_recvmsg(
         let e = unsafe { ep_of(ep) }?;
         let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
         let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        let (peek, flags) = peek_of(flags)?;
         post_recv(
             e,
             Recv {
@@ -511,6 +542,7 @@ unsafe extern "C" fn tagged_recvmsg(
                 context: m.context as usize,
                 tag: Some((m.tag, m.ignore)),
                 flags,
+                peek,
             },
         )
     })

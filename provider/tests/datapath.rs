@@ -79,6 +79,7 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
         flags: 0,
         multi_recv: false,
         report: true,
+        peek: Default::default(),
     })
     .unwrap();
     a.dp.post_send(TxOp {

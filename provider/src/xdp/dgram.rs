@@ -146,8 +146,8 @@ impl DataPath for Dgram {
     }
 
     fn post_recv(&mut self, op: RxOp) -> Result<()> {
-        if op.multi_recv {
-            return Err(Errno::INVAL);
+        if op.multi_recv || op.peek != crate::datapath::Peek::None {
+            return Err(Errno::BADFLAGS);
         }
         self.recvs.push_back(op);
         Ok(())

@@ -18,7 +18,7 @@ use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
-use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, Payload, RxOp, TxOp};
+use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp};
 use crate::sys::*;
 use crate::xdp_warn;
 
@@ -124,6 +124,9 @@ fn fabric_flags(f: rel::Flags) -> u64 {
         (rel::Flags::TAGGED, FI_TAGGED),
         (rel::Flags::REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA),
         (rel::Flags::MULTI_RECV, FI_MULTI_RECV),
+        (rel::Flags::PEEK, FI_PEEK),
+        (rel::Flags::CLAIM, FI_CLAIM),
+        (rel::Flags::DISCARD, FI_DISCARD),
     ] {
         if f.contains(e) {
             o |= fl;
@@ -394,6 +397,10 @@ impl DataPath for Rdm {
         let token = self.token();
         let src = op.src.map(|(a, _)| self.peers.key(&a));
         let len = op.iov.iter().map(|(_, l)| *l).sum();
+        let tag = op.tag.map(|(tag, ignore)| rel::TagMatch { tag, ignore });
+        // fi_tagged(3): a claim is named by the context of the FI_PEEK |
+        // FI_CLAIM that reserved the message.
+        let key = op.context as u64;
         self.recvs.insert(
             token,
             RecvState {
@@ -403,16 +410,27 @@ impl DataPath for Rdm {
                 multi: op.multi_recv,
             },
         );
-        let r = self.engine.post_recv(
-            rel::RecvOp {
-                token,
-                len,
-                src,
-                tag: op.tag.map(|(tag, ignore)| rel::TagMatch { tag, ignore }),
-                multi_recv: op.multi_recv.then_some(self.min_multi_recv),
-            },
-            &mut RecvSide(&self.recvs),
-        );
+        let rop = rel::RecvOp {
+            token,
+            len,
+            src,
+            tag,
+            multi_recv: op.multi_recv.then_some(self.min_multi_recv),
+        };
+        let r = match op.peek {
+            Peek::None => self.engine.post_recv(rop, &mut RecvSide(&self.recvs)),
+            Peek::Peek => Ok(self.engine.peek(token, src, tag, rel::PeekMode::Peek)),
+            Peek::PeekClaim => Ok(self
+                .engine
+                .peek(token, src, tag, rel::PeekMode::Claim { key })),
+            Peek::PeekDiscard => Ok(self.engine.peek(token, src, tag, rel::PeekMode::Discard)),
+            Peek::Claim => self
+                .engine
+                .claim(rop, key, false, &mut RecvSide(&self.recvs)),
+            Peek::ClaimDiscard => self
+                .engine
+                .claim(rop, key, true, &mut RecvSide(&self.recvs)),
+        };
         if let Err(e) = r {
             self.recvs.remove(&token);
             return Err(post_errno(e));

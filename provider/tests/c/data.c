@@ -231,6 +231,56 @@ static void rdm_pair(int server)
 		wait_ok(rxcq, &e, NULL);
 		CHECK((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x1234 && e.tag == 9);
 	}
+	/* FI_PEEK, FI_PEEK|FI_CLAIM then FI_CLAIM, FI_PEEK|FI_DISCARD on
+	 * tagged messages that arrive with no receive posted (fi_tagged(3)). */
+	if (!server) {
+		for (unsigned i = 0; i < 3; i++) {
+			fill(buf, 40, 11 + i);
+			POST(fi_tsend(ep, buf, 40, NULL, peer, i ? 4243 : 4242, NULL));
+			wait_ok(txcq, &e, NULL);
+		}
+	} else {
+		struct fi_context ctx;
+		uint8_t pb[64];
+		struct iovec iov = {pb, sizeof(pb)};
+		struct fi_msg_tagged tm = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+					   .tag = 4242, .context = &ctx};
+		int misses = 0;
+		for (;;) {
+			POST(fi_trecvmsg(ep, &tm, FI_PEEK));
+			if (wait_cq(rxcq, &e, NULL, &err))
+				break;
+			if (err.err != FI_ENOMSG || err.op_context != &ctx) {
+				CHECK(!"peek failed with something else than FI_ENOMSG");
+				break;
+			}
+			misses++;
+		}
+		CHECK(e.len == 40 && e.tag == 4242 && e.op_context == &ctx);
+		POST(fi_trecvmsg(ep, &tm, FI_PEEK | FI_CLAIM));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 40 && e.tag == 4242);
+		memset(pb, 0, sizeof(pb));
+		POST(fi_trecvmsg(ep, &tm, FI_CLAIM));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 40 && e.tag == 4242 && check(pb, 40, 11));
+		tm.tag = 4243;
+		for (;;) {
+			POST(fi_trecvmsg(ep, &tm, FI_PEEK | FI_DISCARD));
+			if (wait_cq(rxcq, &e, NULL, &err))
+				break;
+			if (err.err != FI_ENOMSG) {
+				CHECK(!"peek|discard failed with something else than FI_ENOMSG");
+				break;
+			}
+		}
+		CHECK(e.tag == 4243);
+		/* The first 4243 is gone; the second one is received. */
+		POST(fi_trecv(ep, pb, sizeof(pb), NULL, FI_ADDR_UNSPEC, 4243, 0, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 40 && check(pb, 40, 13));
+		(void)misses;
+	}
 	/* multi-recv: 30 messages of 3000 B into two 64 KiB buffers. */
 	if (!server) {
 		for (unsigned i = 0; i < 30; i++) {

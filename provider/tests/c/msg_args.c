@@ -56,12 +56,12 @@ static void run(int ep_type)
 	if (rdm)
 		CHECK_RET(fi_recvmsg(ep, &m2, FI_MULTI_RECV), -FI_EINVAL);
 	if (rdm) {
-		/* Tagged: same rules, FI_PEEK/FI_CLAIM/FI_DISCARD unsupported. */
+		/* Tagged: same rules; FI_PEEK|FI_CLAIM|FI_DISCARD together is invalid. */
 		CHECK_RET(fi_tsend(ep, NULL, 8, NULL, peer, 1, NULL), -FI_EINVAL);
 		CHECK_RET(fi_tsend(ep, buf, 8, NULL, peer + 1000, 1, NULL), -FI_EINVAL);
 		CHECK_RET(fi_tinject(ep, big, inject + 1, peer, 1), -FI_EINVAL);
 		struct fi_msg_tagged tm = {.msg_iov = &one, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 1};
-		CHECK_RET(fi_trecvmsg(ep, &tm, FI_PEEK), -FI_EBADFLAGS);
+		CHECK_RET(fi_trecvmsg(ep, &tm, FI_PEEK | FI_CLAIM | FI_DISCARD), -FI_EBADFLAGS);
 		CHECK_RET(fi_trecvmsg(ep, NULL, 0), -FI_EINVAL);
 		/* Directed receive from an unknown source. */
 		CHECK_RET(fi_trecv(ep, buf, 8, NULL, peer + 1000, 1, 0, NULL), -FI_EINVAL);
