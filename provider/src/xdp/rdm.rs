@@ -417,19 +417,25 @@ impl DataPath for Rdm {
             tag,
             multi_recv: op.multi_recv.then_some(self.min_multi_recv),
         };
-        let r = match op.peek {
-            Peek::None => self.engine.post_recv(rop, &mut RecvSide(&self.recvs)),
-            Peek::Peek => Ok(self.engine.peek(token, src, tag, rel::PeekMode::Peek)),
-            Peek::PeekClaim => Ok(self
-                .engine
-                .peek(token, src, tag, rel::PeekMode::Claim { key })),
-            Peek::PeekDiscard => Ok(self.engine.peek(token, src, tag, rel::PeekMode::Discard)),
-            Peek::Claim => self
+        let mode = match op.peek {
+            Peek::Peek => Some(rel::PeekMode::Peek),
+            Peek::PeekClaim => Some(rel::PeekMode::Claim { key }),
+            Peek::PeekDiscard => Some(rel::PeekMode::Discard),
+            Peek::None | Peek::Claim | Peek::ClaimDiscard => None,
+        };
+        let r = match (mode, op.peek) {
+            (Some(mode), _) => {
+                self.engine.peek(token, src, tag, mode);
+                Ok(())
+            }
+            (None, Peek::Claim) => self
                 .engine
                 .claim(rop, key, false, &mut RecvSide(&self.recvs)),
-            Peek::ClaimDiscard => self
-                .engine
-                .claim(rop, key, true, &mut RecvSide(&self.recvs)),
+            (None, Peek::ClaimDiscard) => {
+                self.engine
+                    .claim(rop, key, true, &mut RecvSide(&self.recvs))
+            }
+            (None, _) => self.engine.post_recv(rop, &mut RecvSide(&self.recvs)),
         };
         if let Err(e) = r {
             self.recvs.remove(&token);
