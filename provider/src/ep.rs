@@ -85,6 +85,15 @@ impl Endpoint {
             Direction::Rx => (&st.rx_cq, &st.recv_cntr),
         };
         let failed = c.completion.error.is_some();
+        crate::xdp_debug!(
+            FI_LOG_EP_DATA,
+            "completion {:?} ctx {:#x} len {} report {} error {:?}",
+            c.dir,
+            c.completion.op_context,
+            c.completion.len,
+            c.report,
+            c.completion.error
+        );
         if let Some(k) = cntr {
             if failed { k.add_err(1) } else { k.add(1) }
         }

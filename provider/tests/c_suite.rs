@@ -27,8 +27,21 @@ fn work_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("xdp-fi-ctests-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let lib = profile_dir().join("libxdp_fi.so");
-        assert!(lib.exists(), "cdylib not found at {}", lib.display());
+        // `cargo test` refreshes deps/libxdp_fi.so but does not always
+        // re-uplift it to target/<profile>/: take the newer of the two.
+        let newest = [
+            profile_dir().join("deps/libxdp_fi.so"),
+            profile_dir().join("libxdp_fi.so"),
+        ]
+        .into_iter()
+        .filter_map(|p| {
+            std::fs::metadata(&p)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| (t, p))
+        })
+        .max_by_key(|(t, _)| *t);
+        let (_, lib) = newest.expect("cdylib libxdp_fi.so not found next to the test binary");
         std::fs::copy(&lib, dir.join("libxdp-fi.so")).unwrap();
         dir
     })
@@ -258,6 +271,15 @@ fn c_data_self() {
     for ep in ["rdm", "dgram"] {
         let out = run_in(&pair.a, &pair.b, &bin, &["self", "/nonexistent", ep], &[]);
         assert_passed("data self", &out);
+        // The same with FI_SELECTIVE_COMPLETION on the transmit CQ.
+        let out = run_in(
+            &pair.a,
+            &pair.b,
+            &bin,
+            &["self", "/nonexistent", ep],
+            &[("XT_SELECTIVE", "1")],
+        );
+        assert_passed("data self selective", &out);
     }
 }
 

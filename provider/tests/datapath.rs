@@ -132,3 +132,46 @@ fn rdm_inject() {
 fn dgram_inject() {
     exchange_with(FI_EP_DGRAM, 64, true);
 }
+
+/// Sends to our own address complete (and are reported to counters) even
+/// when no CQ entry was requested.
+#[test]
+fn rdm_self_unreported_sends_complete() {
+    let pair = HostPair::new().unwrap();
+    let mut a = open(&pair.a, FI_EP_RDM, 5);
+    let data = vec![7u8; 64];
+    let mut rbufs = vec![vec![0u8; 128]; 4];
+    for (i, rb) in rbufs.iter_mut().enumerate() {
+        a.dp.post_recv(RxOp {
+            src: None,
+            iov: vec![(rb.as_mut_ptr() as usize, rb.len())],
+            tag: None,
+            context: 100 + i,
+            flags: 0,
+            multi_recv: false,
+            report: true,
+            peek: Default::default(),
+        })
+        .unwrap();
+    }
+    for i in 0..4 {
+        a.dp.post_send(TxOp {
+            dest: a.addr,
+            dest_fi_addr: 0,
+            payload: Payload::Iov(vec![(data.as_ptr() as usize, 64)]),
+            tag: None,
+            data: None,
+            context: i,
+            flags: 0,
+            report: i % 2 == 1,
+        })
+        .unwrap();
+    }
+    let mut got = Vec::new();
+    wait_for(&mut [&mut a], 8, &mut got);
+    let tx = got
+        .iter()
+        .filter(|c| c.dir == xdp_fi::datapath::Direction::Tx)
+        .count();
+    assert_eq!(tx, 4, "{got:?}");
+}

@@ -16,6 +16,8 @@ static struct xt_res r;
 static struct fid_ep *ep;
 static struct fid_av *av;
 static struct fid_cq *txcq, *rxcq;
+static struct fid_cntr *cntr;
+static int selective;
 static fi_addr_t peer, self_addr;
 static int rdm;
 static const char *dir, *role;
@@ -98,8 +100,12 @@ static void setup(int ep_type)
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &rxcq, NULL) == 0);
 	REQUIRE(fi_endpoint(r.domain, r.info, &ep, NULL) == 0);
 	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT) == 0);
+	selective = getenv("XT_SELECTIVE") != NULL;
+	REQUIRE(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0);
 	REQUIRE(fi_ep_bind(ep, &rxcq->fid, FI_RECV) == 0);
+	struct fi_cntr_attr cattr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	REQUIRE(fi_cntr_open(r.domain, &cattr, &cntr, NULL) == 0);
+	REQUIRE(fi_ep_bind(ep, &cntr->fid, FI_SEND | FI_RECV) == 0);
 	int ret = fi_enable(ep);
 	if (ret)
 		fprintf(stderr, "fi_enable: %s\n", fi_strerror(-ret));
@@ -139,6 +145,7 @@ static void setup(int ep_type)
 static void teardown(void)
 {
 	CHECK_RET(fi_close(&ep->fid), 0);
+	CHECK_RET(fi_close(&cntr->fid), 0);
 	CHECK_RET(fi_close(&txcq->fid), 0);
 	CHECK_RET(fi_close(&rxcq->fid), 0);
 	CHECK_RET(fi_close(&av->fid), 0);
@@ -347,19 +354,43 @@ static void self_test(void)
 	struct fi_cq_tagged_entry e;
 	size_t top = rdm ? (1 << 20) : max_msg;
 	size_t ns[] = {0, 1, 64, 1000, inject_size, top};
-	for (unsigned i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+	unsigned cnt = sizeof(ns) / sizeof(ns[0]);
+	for (unsigned i = 0; i < cnt; i++) {
 		size_t n = ns[i];
-		if (n > top)
-			continue;
 		POST(fi_recv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, (void *)0x61));
 		fill(out, n, i);
-		POST(fi_send(ep, out, n, NULL, self_addr, (void *)0x62));
-		wait_ok(txcq, &e, NULL);
-		CHECK(e.op_context == (void *)0x62);
+		if (selective) {
+			/* fi_send: no completion; fi_sendmsg with FI_COMPLETION: one. */
+			struct iovec iov = {out, n};
+			struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = self_addr,
+					   .context = (void *)0x63};
+			if (i % 2)
+				POST(fi_sendmsg(ep, &m, FI_COMPLETION));
+			else
+				POST(fi_send(ep, out, n, NULL, self_addr, (void *)0x62));
+		} else {
+			POST(fi_send(ep, out, n, NULL, self_addr, (void *)0x62));
+			wait_ok(txcq, &e, NULL);
+			CHECK(e.op_context == (void *)0x62);
+		}
 		fi_addr_t src = 0;
 		wait_ok(rxcq, &e, &src);
 		CHECK(e.len == n && check(buf, n, i) && src == self_addr);
+		if (selective && i % 2) {
+			wait_ok(txcq, &e, NULL);
+			CHECK(e.op_context == (void *)0x63);
+		}
 	}
+	if (selective) {
+		/* The sends without FI_COMPLETION left nothing behind. */
+		CHECK_RET(fi_cq_read(txcq, &e, 1), -FI_EAGAIN);
+	}
+	/* The counter counts every completed send and receive, reported or not. */
+	CHECK_RET(fi_cntr_wait(cntr, 2 * cnt, 5000), 0);
+	CHECK(fi_cntr_read(cntr) == 2 * cnt);
+	if (fi_cntr_read(cntr) != 2 * cnt)
+		fprintf(stderr, "counter %" PRIu64 " want %u (%s, selective %d)\n", fi_cntr_read(cntr), 2 * cnt, rdm ? "rdm" : "dgram", selective);
+	CHECK(fi_cntr_readerr(cntr) == 0);
 	free(buf);
 	free(out);
 }
