@@ -139,7 +139,7 @@ fn dgram_inject() {
 fn rdm_self_unreported_sends_complete() {
     let pair = HostPair::new().unwrap();
     let mut a = open(&pair.a, FI_EP_RDM, 5);
-    let data = vec![7u8; 64];
+    let data = [7u8; 64];
     let mut rbufs = vec![vec![0u8; 128]; 4];
     for (i, rb) in rbufs.iter_mut().enumerate() {
         a.dp.post_recv(RxOp {
