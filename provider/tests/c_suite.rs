@@ -258,6 +258,19 @@ fn c_data_rdm_with_loss() {
     run_data_env("rdm", &[("FI_XDP_FAULT_DROP", "50")]);
 }
 
+/// The RDM data test with IPv6 `struct sockaddr_in6` addresses: no MAC in
+/// the address, so the first send resolves it through neighbour discovery.
+#[test]
+fn c_data_rdm_sockaddr_in6() {
+    run_data_env("rdm", &[("XT_FORMAT", "in6")]);
+}
+
+/// DGRAM with `struct sockaddr_in` (MAC through ARP).
+#[test]
+fn c_data_dgram_sockaddr_in() {
+    run_data_env("dgram", &[("XT_FORMAT", "in")]);
+}
+
 #[test]
 fn c_data_dgram() {
     run_data("dgram");

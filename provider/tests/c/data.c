@@ -92,7 +92,23 @@ static void setup(int ep_type)
 	uint64_t caps = ep_type == FI_EP_RDM
 		? FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV
 		: FI_MSG | FI_SOURCE;
-	xt_open(&r, ep_type, caps);
+	/* XT_FORMAT=in|in6: use struct sockaddr_in/in6 addresses, so the peer's
+	 * MAC must come from the neighbour table (ARP / neighbour discovery). */
+	const char *fmt = getenv("XT_FORMAT");
+	if (fmt) {
+		struct fi_info *h = xt_hints(ep_type);
+		h->caps = caps;
+		h->domain_attr->name = strdup(xt_iface);
+		h->addr_format = !strcmp(fmt, "in6") ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+		memset(&r, 0, sizeof(r));
+		REQUIRE(fi_getinfo(XT_VERSION, NULL, NULL, 0, h, &r.info) == 0);
+		REQUIRE(r.info->addr_format == h->addr_format);
+		fi_freeinfo(h);
+		REQUIRE(fi_fabric(r.info->fabric_attr, &r.fabric, NULL) == 0);
+		REQUIRE(fi_domain(r.fabric, r.info, &r.domain, NULL) == 0);
+	} else {
+		xt_open(&r, ep_type, caps);
+	}
 	inject_size = r.info->tx_attr->inject_size;
 	max_msg = r.info->ep_attr->max_msg_size;
 	REQUIRE(fi_av_open(r.domain, &av_attr, &av, NULL) == 0);
