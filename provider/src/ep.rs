@@ -17,7 +17,7 @@ use crate::abi::{self, Errno, FidObject, Result, guard_int, guard_ssize, lock, o
 use crate::addr::{AddrFormat, XdpAddr};
 use crate::av::Av;
 use crate::cntr::Cntr;
-use crate::cq::{Completion, CompletionError, Cq};
+use crate::cq::Cq;
 use crate::datapath::{self, DataPath, Direction, DpCompletion};
 use crate::domain::Domain;
 use crate::eq::Eq;
@@ -108,29 +108,6 @@ impl Endpoint {
             };
             b.cq.push(c.completion);
         }
-    }
-
-    /// Report an operation that failed after it was accepted (e.g. by
-    /// fi_cancel) as an error completion.
-    pub fn report_error(&self, dir: Direction, context: usize, flags: u64, err: c_int) {
-        let st = lock(&self.state);
-        let c = DpCompletion {
-            dir,
-            completion: Completion {
-                op_context: context,
-                flags,
-                src: FI_ADDR_NOTAVAIL,
-                error: Some(CompletionError {
-                    err,
-                    prov_errno: err,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            src: None,
-            report: true,
-        };
-        self.route(&st, c);
     }
 
     fn enable(&self) -> Result<()> {
