@@ -66,6 +66,10 @@ fn link_errno(e: &LinkError) -> Errno {
         LinkError::Permission { .. } => Errno(FI_EPERM),
         LinkError::Memlock { .. } => Errno::NOMEM,
         LinkError::InterfaceNotFound { .. } => Errno(FI_ENODEV),
+        LinkError::QueueBusy { .. } => Errno::BUSY,
+        LinkError::ZeroCopyUnsupported { .. } | LinkError::Unsupported { .. } => Errno::OPNOTSUPP,
+        LinkError::NoAddress { .. } => Errno(FI_EADDRNOTAVAIL),
+        LinkError::Config(_) => Errno::INVAL,
         _ => Errno::OTHER,
     }
 }
