@@ -52,6 +52,10 @@ pub struct Config {
     /// Testing aid: the XDP program drops one in this many steered frames
     /// (0 = off).
     pub fault_drop_one_in: u32,
+    /// Seconds without any acknowledgement before a peer's operations fail
+    /// (FI_EHOSTUNREACH). Long: with manual progress a healthy peer may
+    /// compute for minutes without calling into libfabric.
+    pub peer_timeout_secs: u32,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             zerocopy: ZeroCopy::Auto,
             yield_when_idle: true,
             fault_drop_one_in: 0,
+            peer_timeout_secs: 300,
         }
     }
 }
@@ -106,6 +111,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"yield",
         ty: FI_PARAM_BOOL,
         help: c"Call sched_yield() when fi_cq_read finds no completion, so a peer process sharing the CPU runs at once (default: 1; set 0 on dedicated cores)",
+    },
+    ParamDef {
+        name: c"peer_timeout",
+        ty: FI_PARAM_INT,
+        help: c"Seconds a peer may stay silent (no acknowledgement, e.g. computing without calling libfabric) before its operations fail (default: 300)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -261,6 +271,12 @@ impl Config {
             match u32::try_from(n) {
                 Ok(n) => c.fault_drop_one_in = n,
                 Err(_) => warn("FAULT_DROP", &n),
+            }
+        }
+        if let Some(n) = get_int(c"peer_timeout") {
+            match u32::try_from(n) {
+                Ok(n) if n > 0 => c.peer_timeout_secs = n,
+                _ => warn("PEER_TIMEOUT", &n),
             }
         }
         if let Some(v) = get_bool(c"yield") {

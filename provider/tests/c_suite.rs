@@ -271,6 +271,20 @@ fn c_data_dgram_sockaddr_in() {
     run_data_env("dgram", &[("XT_FORMAT", "in")]);
 }
 
+/// A peer that stays silent longer than FI_XDP_PEER_TIMEOUT (1 s here):
+/// the send fails with FI_EHOSTUNREACH through fi_cq_readerr.
+#[test]
+fn c_data_rdm_silent_peer() {
+    run_data_env(
+        "rdm",
+        &[
+            ("XT_SILENT", "1"),
+            ("XT_EXPECT_UNREACHABLE", "1"),
+            ("FI_XDP_PEER_TIMEOUT", "1"),
+        ],
+    );
+}
+
 #[test]
 fn c_data_dgram() {
     run_data("dgram");

@@ -175,6 +175,15 @@ impl Rdm {
             // receiver (a scheduler tick is 1-4 ms) must not look like loss.
             // Real loss is repaired by fast retransmit long before this.
             rto_min: rel::Nanos::from_millis(10),
+            // Consecutive timeouts of one packet before the peer is declared
+            // unreachable: back-off reaches rto_max (1 s) after ~7 of them,
+            // so this is about FI_XDP_PEER_TIMEOUT seconds.
+            max_retries: args
+                .cfg
+                .peer_timeout_secs
+                .saturating_add(7)
+                .min(u32::from(u16::MAX) - 1),
+            rto_max: rel::Nanos::from_secs(1),
             ..rel::Config::default()
         };
         let mut peers = Peers::default();

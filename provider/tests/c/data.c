@@ -454,6 +454,33 @@ int main(int argc, char **argv)
 	dir = argv[5];
 	rdm = !strcmp(argv[6], "rdm");
 	setup(rdm ? FI_EP_RDM : FI_EP_DGRAM);
+	char done[512];
+	snprintf(done, sizeof(done), "%s/client.done", dir);
+	if (getenv("XT_SILENT") && !strcmp(role, "server")) {
+		/* A peer that never calls into libfabric until the client is done. */
+		struct stat st;
+		for (int i = 0; i < 600 && stat(done, &st); i++)
+			usleep(100000);
+		teardown();
+		return xt_done("silent server");
+	}
+	if (getenv("XT_EXPECT_UNREACHABLE") && !strcmp(role, "client")) {
+		/* Its operations fail with FI_EHOSTUNREACH once FI_XDP_PEER_TIMEOUT
+		 * (1 s here) of silence is exhausted, reported through readerr. */
+		uint8_t b[8] = {0};
+		struct fi_cq_tagged_entry e;
+		struct fi_cq_err_entry err;
+		time_t t0 = time(NULL);
+		POST(fi_send(ep, b, sizeof(b), NULL, peer, (void *)0x44));
+		CHECK(wait_cq(txcq, &e, NULL, &err) == 0);
+		CHECK(err.err == FI_EHOSTUNREACH && err.op_context == (void *)0x44);
+		CHECK(time(NULL) - t0 <= 15);
+		FILE *f = fopen(done, "w");
+		if (f)
+			fclose(f);
+		teardown();
+		return xt_done("client (silent peer)");
+	}
 	if (!strcmp(role, "self"))
 		self_test();
 	else if (rdm)
