@@ -147,7 +147,7 @@ ofi_mark "BOOTED kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime) jit=$(c
             r#"echo
 echo "ofi-xdp-vm: debugging shell. The suite: {RUN_ALL} (one suite: see inside it)."
 echo "ofi-xdp-vm: leave with 'exit' (powers the VM off) or Ctrl-A X (QEMU)."
-setsid cttyhack sh -l
+ENV={LIB_SH} setsid cttyhack sh
 "#
         );
     } else {
