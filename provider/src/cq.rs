@@ -13,6 +13,7 @@
 //! - The queue grows instead of overrunning: FI_EOVERRUN never happens.
 
 use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -52,6 +53,72 @@ pub struct Completion {
     pub error: Option<CompletionError>,
 }
 
+/// FI_WAIT_FD (fi_cq(3) "wait_obj"): an epoll fd holding an eventfd —
+/// signalled when completions are queued and by fi_cq_signal — and the
+/// AF_XDP sockets of the bound, enabled endpoints, which are readable when
+/// datagrams arrive. With manual progress nothing is queued while nobody
+/// polls, so the sockets are what wakes a thread blocked on the fd; it must
+/// then call fi_cq_read (or fi_trywait first, per fi_trywait(3)).
+pub struct FdWait {
+    epfd: OwnedFd,
+    evfd: OwnedFd,
+}
+
+impl FdWait {
+    fn new() -> std::io::Result<FdWait> {
+        // SAFETY: plain syscalls; the returned fds are owned below.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: epfd is a fresh fd we own.
+        let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
+        // SAFETY: as above.
+        let evfd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if evfd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: evfd is a fresh fd we own.
+        let evfd = unsafe { OwnedFd::from_raw_fd(evfd) };
+        let w = FdWait { epfd, evfd };
+        w.add(w.evfd.as_raw_fd());
+        Ok(w)
+    }
+
+    fn add(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: valid epoll fd and event.
+        unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    }
+
+    fn remove(&self, fd: RawFd) {
+        // SAFETY: valid epoll fd; a NULL event is allowed for DEL.
+        unsafe {
+            libc::epoll_ctl(
+                self.epfd.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    fn notify(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.evfd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+}
+
 pub struct Cq {
     /// Endpoints bound to this CQ (one per direction) and counters/waits.
     pub refs: Refs,
@@ -64,6 +131,8 @@ pub struct Cq {
     signaled: AtomicBool,
     /// sched_yield() when a read finds nothing (FI_XDP_YIELD, default on).
     yield_when_idle: bool,
+    /// FI_WAIT_FD support.
+    fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
     progress: Mutex<Vec<Weak<Endpoint>>>,
 }
@@ -150,6 +219,36 @@ impl Cq {
         if self.wait_obj != FI_WAIT_NONE {
             self.cond.notify_all();
         }
+        if let Some(w) = &self.fd_wait {
+            w.notify();
+        }
+    }
+
+    /// An enabled endpoint's socket joins the wait fd (FI_WAIT_FD).
+    pub fn add_wait_fd(&self, fd: RawFd) {
+        if let Some(w) = &self.fd_wait {
+            w.add(fd);
+        }
+    }
+
+    pub fn remove_wait_fd(&self, fd: RawFd) {
+        if let Some(w) = &self.fd_wait {
+            w.remove(fd);
+        }
+    }
+
+    /// fi_trywait(3) for this CQ: drive progress; -FI_EAGAIN if completions
+    /// are ready, else reset the wait fd so blocking on it is safe.
+    pub fn trywait(&self) -> Result<()> {
+        self.run_progress();
+        let st = lock(&self.state);
+        if !st.is_empty() {
+            return Err(Errno::AGAIN);
+        }
+        if let Some(w) = &self.fd_wait {
+            w.drain();
+        }
+        Ok(())
     }
 
     /// Register an endpoint whose progress reads of this CQ drive.
@@ -301,9 +400,9 @@ pub unsafe extern "C" fn xdp_cq_open(
             _ => return Err(Errno::INVAL),
         };
         let wait_obj = match a.wait_obj {
-            w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD) => w,
-            // FD, mutex/cond, pollfd and wait sets: not implemented yet.
-            FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
+            w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD | FI_WAIT_FD) => w,
+            // mutex/cond, pollfd and wait sets: not implemented yet.
+            FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
                 return Err(Errno::NOSYS);
             }
             _ => return Err(Errno::INVAL),
@@ -311,7 +410,13 @@ pub unsafe extern "C" fn xdp_cq_open(
         if a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD {
             return Err(Errno::INVAL);
         }
+        let fd_wait = if wait_obj == FI_WAIT_FD {
+            Some(FdWait::new().map_err(|e| Errno::from_os(&e))?)
+        } else {
+            None
+        };
         let inner = Arc::new(Cq {
+            fd_wait,
             refs: Refs::default(),
             domain: domain.clone(),
             format,
@@ -365,8 +470,14 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                 unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait_obj) }?;
                 Ok(0)
             }
-            // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
-            FI_GETWAIT => Err(Errno::NOSYS),
+            FI_GETWAIT => match &o.inner.fd_wait {
+                // SAFETY: with FI_WAIT_FD, arg is an int * (fi_eq(3) FI_GETWAIT).
+                Some(w) => {
+                    unsafe { abi::write_out(arg.cast::<c_int>(), w.epfd.as_raw_fd()) }.map(|_| 0)
+                }
+                // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
+                None => Err(Errno::NOSYS),
+            },
             _ => Err(Errno::NOSYS),
         }
     })
@@ -399,6 +510,12 @@ unsafe fn read_common(
             }
         }
     });
+    if let Some(w) = &o.inner.fd_wait
+        && lock(&o.inner.state).is_empty()
+    {
+        // Nothing left: the fd must not stay readable (level-triggered).
+        w.drain();
+    }
     match n {
         Ok(n) => Ok(n as ssize_t),
         // A zero count only drives progress (fi_cq(3) fi_cq_read).
@@ -580,6 +697,9 @@ unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
         }
         o.inner.signaled.store(true, Ordering::Release);
         o.inner.cond.notify_all();
+        if let Some(w) = &o.inner.fd_wait {
+            w.notify();
+        }
         Ok(0)
     })
 }

@@ -145,6 +145,11 @@ pub trait DataPath: Send {
     fn cancel(&mut self, context: usize) -> bool;
     /// FI_OPT_MIN_MULTI_RECV changed.
     fn set_min_multi_recv(&mut self, bytes: usize);
+    /// A file descriptor that becomes readable when datagrams arrive (the
+    /// AF_XDP socket), for CQs with FI_WAIT_FD.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// Start the data path for an endpoint being enabled: an AF_XDP socket

@@ -133,7 +133,14 @@ impl Endpoint {
             caps: self.caps,
             min_multi_recv: st.min_multi_recv,
         };
-        st.core = Some(datapath::open(&args)?);
+        let core = datapath::open(&args)?;
+        // CQs with FI_WAIT_FD wake up when our socket has data.
+        if let Some(fd) = core.wait_fd() {
+            for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
+                b.cq.add_wait_fd(fd);
+            }
+        }
+        st.core = Some(core);
         st.enabled = true;
         Ok(())
     }
@@ -355,6 +362,11 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
         {
             let mut st = lock(&e.state);
             // Stop the data path first: no completion may arrive afterwards.
+            if let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd()) {
+                for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
+                    b.cq.remove_wait_fd(fd);
+                }
+            }
             st.core = None;
             st.port_socket = None;
             let me = e.me.clone();

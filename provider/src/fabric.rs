@@ -117,7 +117,28 @@ unsafe extern "C" fn fabric_wait_open(
     -FI_ENOSYS
 }
 
-/// fi_trywait needs FD wait objects, which are not implemented yet.
-unsafe extern "C" fn fabric_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) -> c_int {
-    -FI_ENOSYS
+/// fi_trywait(3): for each CQ, drive progress and return -FI_EAGAIN if it
+/// has completions; otherwise its wait fd is reset and the caller may block
+/// on it. Other objects (counters, EQs) have no FD wait object: -FI_EINVAL.
+unsafe extern "C" fn fabric_trywait(
+    fabric: *mut fid_fabric,
+    fids: *mut *mut fid,
+    count: c_int,
+) -> c_int {
+    guard_int("fi_trywait", || {
+        // SAFETY: validated by fabric_of.
+        let _ = unsafe { fabric_of(fabric) }?;
+        let n = usize::try_from(count).map_err(|_| Errno::INVAL)?;
+        if fids.is_null() && n > 0 {
+            return Err(Errno::INVAL);
+        }
+        for i in 0..n {
+            // SAFETY: fids holds count fid pointers (fi_trywait(3)).
+            let f = unsafe { *fids.add(i) };
+            // SAFETY: validated by obj().
+            let cq = unsafe { obj::<crate::cq::CqObj>(f) }?;
+            cq.inner.trywait()?;
+        }
+        Ok(0)
+    })
 }

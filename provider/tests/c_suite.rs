@@ -285,6 +285,13 @@ fn c_data_rdm_silent_peer() {
     );
 }
 
+/// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server
+/// blocks in poll() on the CQ's fd until the client's message wakes it.
+#[test]
+fn c_data_rdm_wait_fd() {
+    run_data_env("rdm", &[("XT_WAIT_FD", "1")]);
+}
+
 #[test]
 fn c_data_dgram() {
     run_data("dgram");

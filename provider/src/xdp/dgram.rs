@@ -215,5 +215,9 @@ impl DataPath for Dgram {
         true
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.port.link.fd())
+    }
+
     fn set_min_multi_recv(&mut self, _bytes: usize) {}
 }

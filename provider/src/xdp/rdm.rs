@@ -530,6 +530,10 @@ impl DataPath for Rdm {
         self.engine.cancel_recv(token)
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.port.link.fd())
+    }
+
     fn set_min_multi_recv(&mut self, bytes: usize) {
         self.min_multi_recv = bytes;
     }

@@ -7,6 +7,7 @@
  * argv: <iface> <local IP> <peer IP> <server|client|self> <rendezvous dir> <rdm|dgram>
  * server and client run in two namespaces and exchange fi_getname
  * addresses through files in the rendezvous dir. */
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +114,8 @@ static void setup(int ep_type)
 	max_msg = r.info->ep_attr->max_msg_size;
 	REQUIRE(fi_av_open(r.domain, &av_attr, &av, NULL) == 0);
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &txcq, NULL) == 0);
+	if (getenv("XT_WAIT_FD"))
+		cq_attr.wait_obj = FI_WAIT_FD;
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &rxcq, NULL) == 0);
 	REQUIRE(fi_endpoint(r.domain, r.info, &ep, NULL) == 0);
 	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
@@ -359,6 +362,39 @@ static void rdm_pair(int server)
 	CHECK_RET(fi_cancel(&ep->fid, (void *)0x99), 0);
 	CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
 	CHECK(err.err == FI_ECANCELED && err.op_context == (void *)0x99);
+	/* FI_WAIT_FD: the server blocks in poll() on the receive CQ's fd
+	 * (after fi_trywait) and wakes when the client's message arrives. */
+	if (getenv("XT_WAIT_FD")) {
+		if (server) {
+			uint8_t wb[16];
+			int fd = -1;
+			CHECK_RET(fi_control(&rxcq->fid, FI_GETWAIT, &fd), 0);
+			POST(fi_recv(ep, wb, sizeof(wb), NULL, FI_ADDR_UNSPEC, (void *)0x88));
+			struct fid *fids[1] = {&rxcq->fid};
+			int woke = 0;
+			struct timespec t0, t1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			for (int tries = 0; tries < 100 && !woke; tries++) {
+				if (fi_trywait(r.fabric, fids, 1) == 0) {
+					struct pollfd p = {.fd = fd, .events = POLLIN};
+					poll(&p, 1, 1000);
+				}
+				ssize_t n = fi_cq_read(rxcq, &e, 1);
+				if (n == 1)
+					woke = 1;
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+			CHECK(woke && e.op_context == (void *)0x88 && e.len == 16 && check(wb, 16, 77));
+			/* Woken by the socket becoming readable, not by poll's timeout. */
+			CHECK(ms < 900);
+		} else {
+			usleep(200000); /* let the server block first */
+			fill(buf, 16, 77);
+			POST(fi_send(ep, buf, 16, NULL, peer, NULL));
+			wait_ok(txcq, &e, NULL);
+		}
+	}
 	/* finish: the server tells the client it is done. */
 	one_way(server, 4, 0, 99, buf);
 	free(buf);

@@ -2,6 +2,8 @@
  * with each format and wait object, the empty-queue return codes of
  * fi_cq(3)/fi_eq(3)/fi_cntr(3), blocking reads with timeouts and signals,
  * strerror, and bad arguments. */
+#include <poll.h>
+
 #include "xt.h"
 
 static double now_ms(void)
@@ -81,6 +83,23 @@ static void cq_tests(struct xt_res *r)
 	CHECK_RET(fi_close(&cq->fid), 0);
 	attr.flags = 0;
 	attr.wait_obj = FI_WAIT_FD;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	int fd = -1;
+	CHECK_RET(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+	CHECK(fd >= 0);
+	/* Nothing queued: fi_trywait says blocking is safe; fi_cq_signal makes
+	 * the fd readable. */
+	struct fid *fids[1] = {&cq->fid};
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), 0);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_cq_signal(cq), 0);
+	CHECK_RET(poll(&p, 1, 1000), 1);
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), 0);
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	CHECK_RET(fi_trywait(r->fabric, fids, 0), 0);
+	attr.wait_obj = FI_WAIT_MUTEX_COND;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
 	attr.wait_obj = FI_WAIT_SET;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
