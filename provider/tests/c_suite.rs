@@ -56,7 +56,7 @@ fn compile(name: &str) -> PathBuf {
         .args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
         .arg(&bin)
         .arg(&src)
-        .args(["-lfabric"])
+        .args(["-lfabric", "-lpthread"])
         .output()
         .expect("run cc");
     assert!(
@@ -269,6 +269,23 @@ fn c_data_rdm_sockaddr_in6() {
 #[test]
 fn c_data_dgram_sockaddr_in() {
     run_data_env("dgram", &[("XT_FORMAT", "in")]);
+}
+
+/// FI_THREAD_SAFE: a receiving thread and a sending thread on one RDM
+/// endpoint (sending to itself), 5000 messages.
+#[test]
+fn c_data_rdm_two_threads() {
+    let bin = compile("data");
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let out = run_in(
+        &pair.a,
+        &pair.b,
+        &bin,
+        &["self", "/nonexistent", "rdm"],
+        &[("XT_THREADS", "1")],
+    );
+    assert_passed("data two threads", &out);
 }
 
 /// A peer that stays silent longer than FI_XDP_PEER_TIMEOUT (1 s here):

@@ -8,6 +8,7 @@
  * server and client run in two namespaces and exchange fi_getname
  * addresses through files in the rendezvous dir. */
 #include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -447,6 +448,36 @@ static void self_test(void)
 	free(out);
 }
 
+/* FI_THREAD_SAFE: one thread receives (posting and reading the RX CQ)
+ * while another sends to our own address and reads the TX CQ. */
+#define THREAD_MSGS 5000
+static void *receiver(void *arg)
+{
+	(void)arg;
+	static uint8_t rb[64];
+	struct fi_cq_tagged_entry e;
+	for (unsigned i = 0; i < THREAD_MSGS; i++) {
+		POST(fi_recv(ep, rb, sizeof(rb), NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(i + 1)));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 32 && rb[0] == (uint8_t)i);
+	}
+	return NULL;
+}
+
+static void threads_test(void)
+{
+	pthread_t t;
+	struct fi_cq_tagged_entry e;
+	uint8_t sb[32];
+	REQUIRE(pthread_create(&t, NULL, receiver, NULL) == 0);
+	for (unsigned i = 0; i < THREAD_MSGS; i++) {
+		memset(sb, (uint8_t)i, sizeof(sb));
+		POST(fi_send(ep, sb, sizeof(sb), NULL, self_addr, NULL));
+		wait_ok(txcq, &e, NULL);
+	}
+	pthread_join(t, NULL);
+}
+
 static void dgram_pair(int server)
 {
 	uint8_t buf[9000];
@@ -517,7 +548,9 @@ int main(int argc, char **argv)
 		teardown();
 		return xt_done("client (silent peer)");
 	}
-	if (!strcmp(role, "self"))
+	if (!strcmp(role, "self") && getenv("XT_THREADS"))
+		threads_test();
+	else if (!strcmp(role, "self"))
 		self_test();
 	else if (rdm)
 		rdm_pair(!strcmp(role, "server"));

@@ -31,8 +31,8 @@
 #define FI_ADDR_XDP (FI_PROV_SPECIFIC | 0x5844)
 #define XDP_ADDR_LEN 32
 
-static int xt_failures;
-static int xt_checks;
+static _Atomic int xt_failures; /* atomic: data.c checks from two threads */
+static _Atomic int xt_checks;
 static const char *xt_iface, *xt_local_ip, *xt_peer_ip;
 
 #define CHECK(cond)                                                            \
