@@ -147,7 +147,11 @@ pub fn list() -> std::io::Result<Vec<Iface>> {
             name: name.clone(),
         });
         let flags = ifa.ifa_flags as i32;
-        e.up |= flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0;
+        // Administratively up is what counts, as for libfabric's tcp/udp providers (util's
+        // ofi_get_list_of_addr): carrier (IFF_RUNNING) comes and goes with the cable, and a
+        // new veth gets it a linkwatch round after `up` — an application starting then would
+        // otherwise find no xdp interface at all.
+        e.up |= flags & libc::IFF_UP != 0;
         e.loopback |= flags & libc::IFF_LOOPBACK != 0;
         if ifa.ifa_addr.is_null() {
             continue;
