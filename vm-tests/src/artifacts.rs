@@ -296,8 +296,9 @@ pub fn not_in_vm(t: &TestExe) -> Option<&'static str> {
 pub struct CPrograms {
     /// (SHA-256 of the source, compiled program on the host).
     pub programs: Vec<(String, PathBuf)>,
-    /// Every file of the `tests/c` directories, mirrored so the guest can hash the sources.
-    pub sources: Vec<PathBuf>,
+    /// Every file of the `tests/c` directories as it was compiled (path, contents), mirrored so
+    /// the guest hashes the very sources the programs came from even if they change meanwhile.
+    pub sources: Vec<(PathBuf, Vec<u8>)>,
 }
 
 /// Flags the provider's C suite (`provider/tests/c_suite.rs`) compiles with.
@@ -319,17 +320,29 @@ pub fn compile_c_programs(ws: &Workspace, out: &Path) -> Result<CPrograms, Strin
         let mut files: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
         files.sort();
         for src in files {
-            result.sources.push(src.clone());
+            let contents = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+            result.sources.push((src.clone(), contents.clone()));
             if src.extension().and_then(|e| e.to_str()) != Some("c") {
                 continue;
             }
-            let hash = sha256(&src)?;
+            // Compile the snapshot, not the live file, which another helper may be editing.
+            let hash = sha256(&contents)?;
+            let snapshot_dir = out.join(format!("src-{hash}"));
+            std::fs::create_dir_all(&snapshot_dir)
+                .map_err(|e| format!("{}: {e}", snapshot_dir.display()))?;
+            let file_name = src.file_name().unwrap_or_default();
+            let snapshot = snapshot_dir.join(file_name);
+            std::fs::write(&snapshot, &contents)
+                .map_err(|e| format!("{}: {e}", snapshot.display()))?;
             let program = out.join(&hash);
             let status = Command::new("cc")
                 .args(C_FLAGS)
+                // Headers next to the source (`#include "xt.h"`) come from its directory.
+                .arg("-I")
+                .arg(&c_dir)
                 .arg("-o")
                 .arg(&program)
-                .arg(&src)
+                .arg(&snapshot)
                 .args(C_LIBS)
                 .status()
                 .map_err(|e| format!("cannot run cc: {e}"))?;
@@ -346,10 +359,24 @@ pub fn compile_c_programs(ws: &Workspace, out: &Path) -> Result<CPrograms, Strin
     Ok(result)
 }
 
-fn sha256(file: &Path) -> Result<String, String> {
-    let out = crate::util::command_output(Command::new("sha256sum").arg(file))?;
-    out.split_whitespace()
+fn sha256(contents: &[u8]) -> Result<String, String> {
+    use std::io::Write as _;
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(contents)
+            .map_err(|e| format!("sha256sum: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("sha256sum: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
         .next()
         .map(str::to_owned)
-        .ok_or_else(|| format!("sha256sum {}: no output", file.display()))
+        .ok_or_else(|| "sha256sum: no output".to_owned())
 }

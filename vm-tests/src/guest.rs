@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! OFI-XDP-VM BOOTED kernel=6.1.0-56-amd64 uptime=2.91
+//! OFI-XDP-VM FEATURES af_xdp=yes xdp_prog=yes xdp_frags_prog=yes xsk_multi_buffer=no(EINVAL)
 //! OFI-XDP-VM START suite=bpf/steering
 //! OFI-XDP-VM RESULT suite=bpf/steering status=pass rc=0 seconds=12
 //! OFI-XDP-VM DONE
@@ -38,6 +39,8 @@ pub struct Suite {
 pub struct Plan {
     /// Guest paths of the modules to `insmod`, dependencies first.
     pub modules: Vec<PathBuf>,
+    /// Command that prints `key=value` kernel features, reported as a FEATURES marker.
+    pub probe: Option<Vec<String>>,
     /// Boot to an interactive shell instead of running the suites.
     pub shell: bool,
 }
@@ -141,6 +144,10 @@ hostname ofi-xdp-vm
 ofi_mark "BOOTED kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime) jit=$(cat /proc/sys/net/core/bpf_jit_enable 2>/dev/null)"
 "#,
     );
+    if let Some(probe) = &plan.probe {
+        let cmd: Vec<String> = probe.iter().map(|w| shell_quote(w)).collect();
+        let _ = writeln!(s, "ofi_mark \"FEATURES $({})\"", cmd.join(" "));
+    }
     if plan.shell {
         let _ = write!(
             s,
@@ -343,12 +350,14 @@ mod tests {
     fn init_powers_off_and_marks() {
         let plan = Plan {
             modules: vec![PathBuf::from("/lib/modules/x/veth.ko")],
+            probe: Some(vec!["/p".into(), "guest-probe".into()]),
             shell: false,
         };
         let s = init_script(&plan);
         assert!(s.starts_with("#!/bin/busybox sh\n"));
         assert!(s.contains("insmod /lib/modules/x/veth.ko"));
         assert!(s.contains("BOOTED"));
+        assert!(s.contains("ofi_mark \"FEATURES $(/p guest-probe)\""));
         assert!(s.contains(RUN_ALL));
         assert!(s.trim_end().ends_with("poweroff -f"));
         let shell = init_script(&Plan {

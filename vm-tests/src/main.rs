@@ -8,6 +8,7 @@ mod artifacts;
 mod guest;
 mod image;
 mod kernel;
+mod probe;
 mod qemu;
 mod results;
 mod util;
@@ -133,6 +134,10 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(GUEST_PROBE) {
+        println!("{}", probe::report());
+        return ExitCode::SUCCESS;
+    }
     let options = match parse_options(&args) {
         Ok(o) => o,
         Err(message) => {
@@ -300,6 +305,9 @@ fn plan_suites(o: &Options, artifacts: &Artifacts) -> Vec<Suite> {
         .collect()
 }
 
+/// The subcommand `/init` runs (this binary, copied into the guest) to report kernel features.
+const GUEST_PROBE: &str = "guest-probe";
+
 /// Where the guest finds the provider (`FI_PROVIDER_PATH`).
 const GUEST_PROVIDER_DIR: &str = "/usr/lib/ofi-xdp";
 
@@ -388,8 +396,8 @@ fn build_image(
         let installed = Path::new(GUEST_PROVIDER_DIR).join(PROVIDER_INSTALLED_NAME);
         image.symlink(&installed, lib)?;
     }
-    for src in &inputs.c_programs.sources {
-        image.add_host_file(src, false)?;
+    for (src, contents) in &inputs.c_programs.sources {
+        image.write_file(src, contents, 0o644)?;
     }
     for (hash, program) in &inputs.c_programs.programs {
         image.add_with_libraries(program, false)?;
@@ -407,7 +415,10 @@ fn build_image(
         image.write_file(&guest, &m.contents, 0o644)?;
         module_paths.push(guest);
     }
+    let me = env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    image.add_with_libraries(&me, true)?;
     let plan = Plan {
+        probe: Some(vec![me.display().to_string(), GUEST_PROBE.to_owned()]),
         modules: module_paths,
         shell,
     };
@@ -619,6 +630,17 @@ fn print_summary(
         vm.total_seconds,
         log.display()
     );
+    if !report.features.is_empty() {
+        let features: Vec<String> = report
+            .features
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        eprintln!(
+            "vm-tests: kernel features (probed in the guest): {}",
+            features.join(" ")
+        );
+    }
     for s in suites {
         match report.suites.iter().find(|r| r.name == s.name) {
             Some(r) => {

@@ -50,6 +50,8 @@ pub struct SuiteResult {
 #[derive(Debug, Default)]
 pub struct Report {
     pub booted: Option<BTreeMap<String, String>>,
+    /// What the guest probe found the kernel supports.
+    pub features: BTreeMap<String, String>,
     pub started: Vec<String>,
     pub suites: Vec<SuiteResult>,
     pub done: bool,
@@ -76,6 +78,7 @@ pub fn parse_markers(text: &str) -> Report {
         let f = fields(rest);
         match keyword {
             "BOOTED" => report.booted = Some(f),
+            "FEATURES" => report.features = f,
             "START" => report.started.extend(f.get("suite").cloned()),
             "RESULT" => report.suites.push(SuiteResult {
                 name: f.get("suite").cloned().unwrap_or_default(),
@@ -134,6 +137,7 @@ mod tests {
 
     const LOG: &str = "noise\r\n\
         OFI-XDP-VM BOOTED kernel=6.1.0-56-amd64 uptime=2.91\r\n\
+        OFI-XDP-VM FEATURES af_xdp=yes xsk_multi_buffer=no(EINVAL)\r\n\
         OFI-XDP-VM START suite=bpf/lib\r\n\
         running 2 tests\r\n\
         test a ... ok\r\n\
@@ -153,6 +157,10 @@ mod tests {
                 .and_then(|b| b.get("kernel"))
                 .map(String::as_str),
             Some("6.1.0-56-amd64")
+        );
+        assert_eq!(
+            r.features.get("xsk_multi_buffer").map(String::as_str),
+            Some("no(EINVAL)")
         );
         assert_eq!(r.suites.len(), 2);
         assert_eq!(r.suites[0].status, Status::Pass);
