@@ -119,6 +119,9 @@ export HOME=/root TERM=vt100 RUST_BACKTRACE=1
 . {LIB_SH}
 
 mount -t proc proc /proc
+# The boot messages went to the console (they explain a boot that hangs); from here on only
+# warnings and worse, so kernel chatter does not interleave with the suites' output.
+dmesg -n 4
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm

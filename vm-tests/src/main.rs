@@ -492,7 +492,7 @@ fn run_kernel(
     let results_file = qemu::results_path(&log);
     let _ = fs::remove_file(&results_file);
     let append =
-        "console=ttyS0 panic=-1 oops=panic mitigations=off loglevel=4 rdinit=/init".to_owned();
+        "console=ttyS0 panic=-1 oops=panic mitigations=off rdinit=/init".to_owned();
     let mut cfg = VmConfig {
         kernel: &tree.vmlinuz,
         initrd: &initrd,
