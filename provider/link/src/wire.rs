@@ -96,20 +96,35 @@ pub struct EncodeOptions {
 }
 
 /// One's-complement sum of `data` as big-endian 16-bit words, added to
-/// `sum` (RFC 1071 §4.1). Returns the unfolded 32-bit accumulator.
-pub fn ones_complement_add(mut sum: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        // Fold eagerly enough that a 64 KiB input can never overflow.
-        if sum & 0x8000_0000 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
+/// `sum` (RFC 1071 §4.1). Returns an unfolded 32-bit accumulator (congruent
+/// to the 16-bit sum; finish with [`fold_complement`], or pass it on).
+///
+/// Sums eight bytes at a time with end-around carry: the one's-complement
+/// sum is independent of the word size as long as it is a multiple of 16
+/// bits (RFC 1071 §2 (C), "parallel summation"). The bytewise loop it
+/// replaced was a quarter of the sender's CPU time at 1 MiB transfers.
+pub fn ones_complement_add(sum: u32, data: &[u8]) -> u32 {
+    let mut acc = u64::from(sum);
+    let add = |acc: u64, w: u64| {
+        let (s, carry) = acc.overflowing_add(w);
+        s + u64::from(carry)
+    };
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        acc = add(acc, u64::from_be_bytes(b));
     }
-    if let [last] = chunks.remainder() {
-        sum = sum.wrapping_add(u32::from(*last) << 8);
+    let mut pairs = words.remainder().chunks_exact(2);
+    for c in &mut pairs {
+        acc = add(acc, u64::from(u16::from_be_bytes([c[0], c[1]])));
     }
-    sum
+    if let [last] = pairs.remainder() {
+        acc = add(acc, u64::from(*last) << 8);
+    }
+    // 64 → 32 bits, end-around carry twice (the first may carry out).
+    let folded = (acc & 0xffff_ffff) + (acc >> 32);
+    ((folded & 0xffff_ffff) + (folded >> 32)) as u32
 }
 
 /// Folds an accumulator to 16 bits and complements it (RFC 1071 §4.1).
@@ -391,8 +406,55 @@ mod tests {
     #[test]
     fn rfc1071_example() {
         let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
-        assert_eq!(ones_complement_add(0, &data), 0x2ddf0);
+        assert_eq!(
+            fold_complement(ones_complement_add(0, &data)),
+            fold_complement(0x2ddf0)
+        );
         assert_eq!(internet_checksum(&data), !0xddf2);
+    }
+
+    /// The 8-byte-word sum equals the plain RFC 1071 16-bit-word sum for
+    /// every length and alignment, chained or not.
+    #[test]
+    fn wide_sum_matches_16_bit_reference() {
+        fn reference(mut sum: u32, data: &[u8]) -> u16 {
+            let mut chunks = data.chunks_exact(2);
+            for c in &mut chunks {
+                sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            if let [last] = chunks.remainder() {
+                sum += u32::from(*last) << 8;
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            !(sum as u16)
+        }
+        let mut x = 0x1234_5678u32;
+        let data: Vec<u8> = (0..4000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        for len in (0..70).chain([1471, 1472, 3771, 3772, 4000]) {
+            for start in [0, 1, 3] {
+                let d = &data[start..start + len.min(data.len() - start)];
+                assert_eq!(
+                    fold_complement(ones_complement_add(0, d)),
+                    reference(0, d),
+                    "len {len} start {start}"
+                );
+                let split = (d.len() / 2) & !1;
+                let chained =
+                    ones_complement_add(ones_complement_add(0xfffe, &d[..split]), &d[split..]);
+                assert_eq!(fold_complement(chained), reference(0xfffe, d));
+            }
+        }
+        assert_eq!(fold_complement(ones_complement_add(0, &[0xff; 64])), 0);
     }
 
     /// The widely reproduced IPv4 header example (192.168.0.1 → 192.168.0.199,

@@ -99,6 +99,13 @@ impl Port {
         lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Errno::INVAL)?;
         lc.rx_frames = lc.frame_count / 2;
         lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Errno::INVAL)?;
+        // RDM datagrams carry the engine's CRC-32C over header and payload
+        // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
+        // without the optional UDP checksum (RFC 768: zero = none) — one
+        // pass over every payload less on each side. IPv6 keeps it
+        // (mandatory, RFC 8200 §8.1), and so do DGRAM datagrams, whose
+        // payload is the application's own.
+        lc.udp_checksum_ipv4 = args.ep_type != FI_EP_RDM;
         lc.bind = match cfg.zerocopy {
             ZeroCopy::Auto => BindPreference::Auto,
             ZeroCopy::Required => BindPreference::ZeroCopy,
