@@ -473,8 +473,13 @@ impl DataPath for Rdm {
                     mac: Some(d.src.mac),
                     incarnation: 0,
                 };
+                let known = peers.addrs.len();
                 let key = peers.key(&src);
-                learnt.push(d.src);
+                if peers.addrs.len() != known {
+                    // A new peer: the port learns its MAC too (no
+                    // allocation or second lookup per datagram otherwise).
+                    learnt.push(d.src);
+                }
                 trace("rx", key, d.payload);
                 engine.handle_datagram(now, key, true, d.payload, &mut RecvSide(recvs));
                 RxAction::Consume
