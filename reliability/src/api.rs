@@ -53,6 +53,13 @@ pub struct Config {
     pub ack_delay: Nanos,
     /// Acknowledge at once after this many unacknowledged in-order packets.
     pub ack_every: u32,
+    /// Acknowledge at once every in-order packet except a DATA segment that
+    /// has more of its message to come; only those wait for `ack_every` or
+    /// `ack_delay`. With manual progress the last packet of a message must be
+    /// acknowledged in the pass that received it (the application may stop
+    /// calling once it has its completion), while mid-message acks only
+    /// cost the sender's CPU: this keeps the first and cuts the second.
+    pub ack_message_end_at_once: bool,
     /// How long a sender waits after a receiver-not-ready refusal before retrying.
     pub rnr_delay: Nanos,
     /// A quiescent peer releases its queue storage after this long.
@@ -81,6 +88,7 @@ impl Default for Config {
             max_retries: 12,
             ack_delay: Nanos::from_micros(50),
             ack_every: 16,
+            ack_message_end_at_once: false,
             rnr_delay: Nanos::from_micros(500),
             idle_release: Nanos::from_secs(1),
         }

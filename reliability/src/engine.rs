@@ -1398,8 +1398,16 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return;
             }
         }
+        // A DATA segment with more of its message to come (an RTS has no
+        // payload and is not one).
+        let mid_message = pkt.ty == PacketType::Data
+            && !pkt.payload.is_empty()
+            && (pkt.data.offset as usize).saturating_add(pkt.payload.len())
+                < pkt.data.total_len as usize;
+        let end_at_once = self.cfg.ack_message_end_at_once && !mid_message;
         let p = &mut self.peers[pi as usize];
-        if drained || p.rx_unacked >= self.cfg.ack_every || self.cfg.ack_delay.0 == 0 {
+        if drained || end_at_once || p.rx_unacked >= self.cfg.ack_every || self.cfg.ack_delay.0 == 0
+        {
             // With no ack delay the ack goes out with the next poll_transmit,
             // i.e. once per batch of received datagrams.
             p.ack_now = true;

@@ -741,3 +741,119 @@ fn zero_ack_delay_acks_on_next_transmit_without_timers() {
         matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1 && c.error.is_none())
     );
 }
+
+/// `ack_message_end_at_once`: mid-message segments wait (for `ack_every` or
+/// the delay), the segment that ends the message is acknowledged by the very
+/// next `poll_transmit`, so the send completes without any timer firing.
+#[test]
+fn message_end_acked_at_once_mid_message_segments_wait() {
+    let c = |i| Config {
+        ack_delay: Nanos::from_secs(1),
+        ack_every: 16,
+        ack_message_end_at_once: true,
+        ..cfg(i)
+    };
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    let msg = pattern(4000, 3); // three segments at mtu 1472
+    bufs.send.insert(1, msg.clone());
+    bufs.recv.insert(1, vec![0; 4000]);
+    b.post_recv(
+        RecvOp {
+            token: 1,
+            len: 4000,
+            src: None,
+            tag: None,
+            multi_recv: None,
+        },
+        &mut bufs,
+    )
+    .unwrap();
+    let op = SendOp {
+        token: 1,
+        dst: 1,
+        payload: Payload::Buffer { len: 4000 },
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        report: true,
+    };
+    let now = Instant(0);
+    a.post_send(now, op).unwrap();
+    let mut f = [0u8; 1472];
+    // Session set-up (HELLO / HELLO_ACK) until the first DATA segment.
+    let mut segments = Vec::new();
+    for _ in 0..10 {
+        while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
+            segments.push(f[..t.len].to_vec());
+        }
+        for d in segments.drain(..) {
+            b.handle_datagram(now, 0, true, &d, &mut bufs);
+        }
+        let mut acks = 0;
+        while let Some(t) = b.poll_transmit(now, &mut f, &mut bufs) {
+            a.handle_datagram(now, 1, true, &f[..t.len], &mut bufs);
+            acks += 1;
+        }
+        if acks == 0 {
+            break;
+        }
+    }
+    // Everything a had is delivered; if the message is complete at b, its
+    // last segment was acknowledged at once and a's send completed.
+    assert!(
+        matches!(b.poll_event(), Some(Event::Completion(c)) if c.token == 1 && c.error.is_none())
+    );
+    assert_eq!(bufs.recv[&1], msg);
+    assert!(
+        matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1 && c.error.is_none())
+    );
+}
+
+/// With `ack_message_end_at_once`, a lone mid-message segment is not
+/// acknowledged by the next `poll_transmit` (it waits for more or the delay).
+#[test]
+fn mid_message_segment_waits_for_more() {
+    let c = |i| Config {
+        ack_delay: Nanos::from_secs(1),
+        ack_every: 16,
+        ack_message_end_at_once: true,
+        ..cfg(i)
+    };
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    bufs.send.insert(1, pattern(4000, 5));
+    bufs.send.insert(2, pattern(8, 6));
+    bufs.recv.insert(1, vec![0; 4000]);
+    let now = Instant(0);
+    let send = |token, len| SendOp {
+        token,
+        dst: 1,
+        payload: Payload::Buffer { len },
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        report: true,
+    };
+    // A one-packet message first, to open the session.
+    a.post_send(now, send(2, 8)).unwrap();
+    let mut f = [0u8; 1472];
+    for _ in 0..4 {
+        while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
+            b.handle_datagram(now, 0, true, &f[..t.len], &mut bufs);
+        }
+        while let Some(t) = b.poll_transmit(now, &mut f, &mut bufs) {
+            a.handle_datagram(now, 1, true, &f[..t.len], &mut bufs);
+        }
+    }
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
+    a.post_send(now, send(1, 4000)).unwrap();
+    let t = a.poll_transmit(now, &mut f, &mut bufs).unwrap();
+    b.handle_datagram(now, 0, true, &f[..t.len], &mut bufs);
+    assert!(
+        b.poll_transmit(now, &mut f, &mut bufs).is_none(),
+        "a mid-message segment was acknowledged at once"
+    );
+}
