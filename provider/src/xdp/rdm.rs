@@ -164,13 +164,20 @@ impl Rdm {
             incarnation: args.local.incarnation,
             seed: u64::from_ne_bytes(seed),
             inject_size: inject.max(rel::Config::default().inject_size),
-            // Acknowledge at the end of the progress pass that received the
-            // data, not on a later timer: with manual progress the
-            // application may not call us again for a long time (fi_pingpong
-            // blocks on its socket after its last receive) and the peer
-            // would retransmit until it gives up. Acks still coalesce: one
-            // per RX batch.
-            ack_delay: rel::Nanos(0),
+            // The packet that ends a message (and every control packet) is
+            // acknowledged at the end of the progress pass that received it,
+            // not on a later timer: with manual progress the application may
+            // not call us again for a long time (fi_pingpong blocks on its
+            // socket after its last receive) and the peer would retransmit
+            // until it gives up. Segments in the middle of a message are
+            // acknowledged every `ack_every` (16) packets, or by the end of
+            // the message, or after `ack_delay` if the pass of a later call
+            // finds that due: while the rest of the message is on its way the
+            // receiver keeps calling (it waits for that completion), and each
+            // ack costs the sender a received frame and the receiver a TX
+            // kick. Acks still coalesce: at most one per RX batch.
+            ack_message_end_at_once: true,
+            ack_delay: rel::Nanos::from_micros(200),
             // Peers are processes polling on shared CPUs: a descheduled
             // receiver (a scheduler tick is 1-4 ms) must not look like loss.
             // Real loss is repaired by fast retransmit long before this.
