@@ -491,8 +491,7 @@ fn run_kernel(
     let log = out_dir.join(format!("{}.log", series.name));
     let results_file = qemu::results_path(&log);
     let _ = fs::remove_file(&results_file);
-    let append =
-        "console=ttyS0 panic=-1 oops=panic mitigations=off rdinit=/init".to_owned();
+    let append = "console=ttyS0 panic=-1 oops=panic mitigations=off rdinit=/init".to_owned();
     let mut cfg = VmConfig {
         kernel: &tree.vmlinuz,
         initrd: &initrd,
