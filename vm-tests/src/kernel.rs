@@ -113,14 +113,14 @@ pub fn obtain(series: &Series, cache: &Path) -> Result<KernelTree, String> {
         Err(apt_error) => newest_cached(series, cache)?.ok_or(apt_error)?,
     };
     let dir = cache.join(&package);
-    if !dir.join(UNPACKED_MARKER).exists() {
-        if let Err(download_error) = download_and_unpack(&package, cache, &dir) {
-            // A newer package is listed but cannot be fetched (offline): an older one already
-            // in the cache still tests the series.
-            let cached = newest_cached(series, cache)?.ok_or(download_error.clone())?;
-            eprintln!("vm-tests: {download_error}; using the cached {cached}");
-            return open_tree(&cached, &cache.join(&cached));
-        }
+    if !dir.join(UNPACKED_MARKER).exists()
+        && let Err(download_error) = download_and_unpack(&package, cache, &dir)
+    {
+        // A newer package is listed but cannot be fetched (offline): an older one already in
+        // the cache still tests the series.
+        let cached = newest_cached(series, cache)?.ok_or(download_error.clone())?;
+        eprintln!("vm-tests: {download_error}; using the cached {cached}");
+        return open_tree(&cached, &cache.join(&cached));
     }
     open_tree(&package, &dir)
 }
