@@ -2,14 +2,14 @@
 //! endpoints, like CQ reads (manual progress).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_int, c_void};
 
-use crate::abi::{self, Errno, FidObject, Refs, guard_int, guard_value, lock, obj};
+use crate::abi::{self, Errno, FidObject, Refs, guard_int, guard_value, obj};
 use crate::domain::Domain;
-use crate::ep::Endpoint;
+use crate::ep::{Endpoint, ProgressSet};
 use crate::sys::*;
 
 pub struct Cntr {
@@ -19,7 +19,7 @@ pub struct Cntr {
     pub wait_obj: c_int,
     value: AtomicU64,
     errors: AtomicU64,
-    progress: Mutex<Vec<Weak<Endpoint>>>,
+    progress: ProgressSet,
 }
 
 impl Cntr {
@@ -30,19 +30,13 @@ impl Cntr {
         self.errors.fetch_add(n, Ordering::AcqRel);
     }
     pub fn attach(&self, ep: Weak<Endpoint>) {
-        lock(&self.progress).push(ep);
+        self.progress.attach(ep);
     }
     pub fn detach(&self, ep: &Weak<Endpoint>) {
-        lock(&self.progress).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+        self.progress.detach(ep);
     }
     pub fn run_progress(&self) {
-        let eps: Vec<Arc<Endpoint>> = lock(&self.progress)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for ep in eps {
-            ep.progress();
-        }
+        self.progress.run();
     }
 }
 
@@ -109,7 +103,7 @@ pub unsafe extern "C" fn xdp_cntr_open(
             wait_obj,
             value: AtomicU64::new(0),
             errors: AtomicU64::new(0),
-            progress: Mutex::default(),
+            progress: ProgressSet::default(),
         });
         domain.refs.get();
         let p = abi::into_raw(CntrObj {

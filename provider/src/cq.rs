@@ -24,7 +24,7 @@ use crate::abi::{
     self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
 };
 use crate::domain::Domain;
-use crate::ep::Endpoint;
+use crate::ep::{Endpoint, ProgressSet};
 use crate::sys::*;
 
 /// Error details of a failed operation (fi_cq_err_entry).
@@ -134,7 +134,7 @@ pub struct Cq {
     /// FI_WAIT_FD support.
     fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
-    progress: Mutex<Vec<Weak<Endpoint>>>,
+    progress: ProgressSet,
 }
 
 /// The queue behind a CQ: successes and errors in completion order, plus
@@ -253,24 +253,18 @@ impl Cq {
 
     /// Register an endpoint whose progress reads of this CQ drive.
     pub fn attach(&self, ep: Weak<Endpoint>) {
-        lock(&self.progress).push(ep);
+        self.progress.attach(ep);
     }
 
     /// Forget an endpoint (on endpoint close).
     pub fn detach(&self, ep: &Weak<Endpoint>) {
-        lock(&self.progress).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+        self.progress.detach(ep);
     }
 
     /// One manual-progress pass over the bound endpoints. Runs without the
     /// CQ lock held: endpoints push completions into us while progressing.
     pub fn run_progress(&self) {
-        let eps: Vec<Arc<Endpoint>> = lock(&self.progress)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for ep in eps {
-            ep.progress();
-        }
+        self.progress.run();
     }
 
     /// Bytes of one entry in this CQ's format.
@@ -426,7 +420,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             cond: Condvar::new(),
             signaled: AtomicBool::new(false),
             yield_when_idle: domain.cfg.yield_when_idle,
-            progress: Mutex::default(),
+            progress: ProgressSet::default(),
         });
         domain.refs.get();
         let p = abi::into_raw(CqObj {

@@ -49,6 +49,9 @@ pub struct EpState {
     /// Holds the UDP port reservation (see module docs).
     pub port_socket: Option<UdpSocket>,
     pub core: Option<Box<dyn DataPath>>,
+    /// Completions of the current progress pass, kept between passes so a pass does not
+    /// allocate.
+    pub pass_done: Vec<DpCompletion>,
 }
 
 pub struct Endpoint {
@@ -69,12 +72,13 @@ impl Endpoint {
     /// bound CQs and counters (called from CQ/counter reads).
     pub fn progress(&self) {
         let mut st = lock(&self.state);
+        let mut done = std::mem::take(&mut st.pass_done);
         let Some(core) = st.core.as_mut() else { return };
-        let mut done: Vec<DpCompletion> = Vec::new();
         core.progress(&mut |c| done.push(c));
-        for c in done {
+        for c in done.drain(..) {
             self.route(&st, c);
         }
+        st.pass_done = done;
     }
 
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
@@ -303,6 +307,7 @@ pub unsafe extern "C" fn xdp_endpoint(
                 local,
                 port_socket: Some(sock),
                 core: None,
+                pass_done: Vec::new(),
             }),
         });
         let rdm = info.ep_type == FI_EP_RDM;
@@ -744,4 +749,32 @@ unsafe extern "C" fn cm_join(
     _: *mut c_void,
 ) -> c_int {
     -FI_ENOSYS
+}
+
+/// The endpoints whose progress reading a CQ or counter drives (fi_domain(3),
+/// FI_PROGRESS_MANUAL: the application progresses the endpoints bound to the queue it reads).
+/// Copy-on-write: a read takes a snapshot by cloning an `Arc` (no allocation on the hot path)
+/// and runs the passes without this lock held, since endpoints lock their own state and then
+/// push into CQs (lock order endpoint → CQ) and binding may happen concurrently.
+#[derive(Default)]
+pub struct ProgressSet(Mutex<Arc<Vec<Weak<Endpoint>>>>);
+
+impl ProgressSet {
+    /// Register an endpoint (on bind).
+    pub fn attach(&self, ep: Weak<Endpoint>) {
+        Arc::make_mut(&mut lock(&self.0)).push(ep);
+    }
+
+    /// Forget an endpoint (on endpoint close), and any that are gone.
+    pub fn detach(&self, ep: &Weak<Endpoint>) {
+        Arc::make_mut(&mut lock(&self.0)).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+    }
+
+    /// One manual-progress pass over the registered endpoints.
+    pub fn run(&self) {
+        let snapshot = Arc::clone(&lock(&self.0));
+        for ep in snapshot.iter().filter_map(Weak::upgrade) {
+            ep.progress();
+        }
+    }
 }
