@@ -128,7 +128,11 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
+# /tmp stays a directory of the initramfs (already RAM, already writable): the image mirrors
+# the host's absolute paths, and a checkout under /tmp (CI may clone there) would be hidden by
+# a tmpfs mounted over it.
+mkdir -p /tmp
+chmod 1777 /tmp
 mkdir -p /run/netns /sys/fs/bpf
 # bpffs: pinning needs it; debugfs/tracefs for bpf_printk when debugging.
 mount -t bpf bpf /sys/fs/bpf

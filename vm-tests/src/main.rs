@@ -161,9 +161,31 @@ struct KernelOutcome {
     infra_failure: bool,
 }
 
+/// Directories the guest's init mounts a file system over (`guest.rs`): a checkout or target
+/// directory below one of them would be hidden in the guest, since the image mirrors the host's
+/// absolute paths.
+const GUEST_MOUNT_POINTS: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
+
+fn check_mirrorable(dir: &std::path::Path) -> Result<(), String> {
+    match GUEST_MOUNT_POINTS
+        .iter()
+        .find(|mount| dir.starts_with(mount))
+    {
+        Some(mount) => Err(format!(
+            "{} is below {mount}, which the guest mounts over: move the checkout (or \
+             CARGO_TARGET_DIR) elsewhere",
+            dir.display()
+        )),
+        None => Ok(()),
+    }
+}
+
 fn run(o: &Options) -> Result<ExitCode, String> {
     check_host_tools()?;
     let ws = Workspace::load()?;
+    for dir in [&ws.root, &ws.target_dir] {
+        check_mirrorable(dir)?;
+    }
     let out_dir = ws.target_dir.join("vm-tests");
     let cache = out_dir.join("cache");
     fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
