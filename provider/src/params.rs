@@ -173,18 +173,24 @@ fn get_str(name: &CStr) -> Option<String> {
     }
 }
 
+/// `fi_param_get` of a parameter whose C type is `T` (`FI_PARAM_INT` → `c_int`,
+/// `FI_PARAM_SIZE_T` → `size_t`); `None` when unset.
+fn param_get<T: Copy + Default>(name: &CStr) -> Option<T> {
+    let mut v = T::default();
+    // SAFETY: the parameter was defined with the C type `T`, so the core writes exactly a `T`.
+    let rc = unsafe {
+        ffi::fi_param_get(
+            crate::provider_ptr(),
+            name.as_ptr(),
+            (&mut v as *mut T).cast::<c_void>(),
+        )
+    };
+    (rc == 0).then_some(v)
+}
+
 fn get_int(name: &CStr) -> Option<i64> {
     if crate::log::registered() {
-        let mut v: c_int = 0;
-        // SAFETY: INT parameters are written as a C int.
-        let rc = unsafe {
-            ffi::fi_param_get(
-                crate::provider_ptr(),
-                name.as_ptr(),
-                (&mut v as *mut c_int).cast::<c_void>(),
-            )
-        };
-        (rc == 0).then_some(i64::from(v))
+        param_get::<c_int>(name).map(i64::from)
     } else {
         std::env::var(env_name(name)).ok()?.trim().parse().ok()
     }
@@ -192,16 +198,7 @@ fn get_int(name: &CStr) -> Option<i64> {
 
 fn get_size(name: &CStr) -> Option<usize> {
     if crate::log::registered() {
-        let mut v: size_t = 0;
-        // SAFETY: SIZE_T parameters are written as a size_t.
-        let rc = unsafe {
-            ffi::fi_param_get(
-                crate::provider_ptr(),
-                name.as_ptr(),
-                (&mut v as *mut size_t).cast::<c_void>(),
-            )
-        };
-        (rc == 0).then_some(v)
+        param_get::<size_t>(name)
     } else {
         std::env::var(env_name(name)).ok()?.trim().parse().ok()
     }
