@@ -170,12 +170,7 @@ impl DataPath for Dgram {
         }
         let mut learnt = Vec::new();
         port.link.recv(RX_BATCH, |d| {
-            let src = XdpAddr {
-                ip: d.src.ip,
-                port: d.src.port,
-                mac: Some(d.src.mac),
-                incarnation: 0,
-            };
+            let src = XdpAddr::from_link(&d.src);
             learnt.push(d.src);
             Self::deliver(recvs, done, dropped, src, d.payload);
             RxAction::Consume

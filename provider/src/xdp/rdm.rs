@@ -474,12 +474,7 @@ impl DataPath for Rdm {
             } = self;
             let mut learnt = Vec::new();
             port.link.recv(RX_BATCH, |d| {
-                let src = XdpAddr {
-                    ip: d.src.ip,
-                    port: d.src.port,
-                    mac: Some(d.src.mac),
-                    incarnation: 0,
-                };
+                let src = XdpAddr::from_link(&d.src);
                 let known = peers.addrs.len();
                 let key = peers.key(&src);
                 if peers.addrs.len() != known {
