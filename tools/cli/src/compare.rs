@@ -65,15 +65,7 @@ pub fn demo(args: &[String]) -> Result<(), String> {
     let iterations: u32 = a.get("iters", 100)?;
     preflight()?;
     let pair = HostPair::new().map_err(|e| format!("creating test hosts: {e}"))?;
-    println!(
-        "test hosts: {} ({} {}) <-> {} ({} {})",
-        pair.a.netns(),
-        pair.a.ifname(),
-        pair.a.ipv4(),
-        pair.b.netns(),
-        pair.b.ifname(),
-        pair.b.ipv4()
-    );
+    println!("test hosts: {} <-> {}", pair.a, pair.b);
     let mut tables = Vec::new();
     let mut failures = Vec::new();
     for provider in DEMO_PROVIDERS {

@@ -500,15 +500,7 @@ fn driver(a: &Args) -> Result<(), String> {
         .map(|m| m.parse().map_err(|e| format!("--modes: {e}")))
         .collect::<Result<_, _>>()?;
     let pair = HostPair::new().map_err(|e| format!("creating test hosts: {e}"))?;
-    eprintln!(
-        "test hosts: {} ({} {}) <-> {} ({} {})",
-        pair.a.netns(),
-        pair.a.ifname(),
-        pair.a.ipv4(),
-        pair.b.netns(),
-        pair.b.ifname(),
-        pair.b.ipv4()
-    );
+    eprintln!("test hosts: {} <-> {}", pair.a, pair.b);
     let mut results = Vec::new();
     for (i, mode) in modes.iter().enumerate() {
         let mut srv = pair.b.command(&exe);
