@@ -2,8 +2,9 @@
 //! has the privileges AF_XDP needs. A domain is one interface.
 
 use std::collections::BTreeMap;
-use std::ffi::CStr;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use ofi_xdp_link::{IfAddrKind, addr_rank, if_addrs};
 
 /// One usable (or candidate) interface.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,37 +67,6 @@ fn same_subnet(a: &IpAddr, b: &IpAddr, prefix: u8) -> bool {
     }
 }
 
-fn prefix_len(mask: &IpAddr) -> u8 {
-    match mask {
-        IpAddr::V4(m) => u32::from(*m).count_ones() as u8,
-        IpAddr::V6(m) => u128::from(*m).count_ones() as u8,
-    }
-}
-
-/// Read an IP address out of a `struct sockaddr *` (NULL or other family → None).
-///
-/// # Safety
-/// `sa` must be NULL or point to a sockaddr of the size its family implies.
-unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
-    if sa.is_null() {
-        return None;
-    }
-    // SAFETY: non-NULL sockaddr per caller; family selects the real type.
-    unsafe {
-        match i32::from((*sa).sa_family) {
-            libc::AF_INET => {
-                let s = &*(sa as *const libc::sockaddr_in);
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr))))
-            }
-            libc::AF_INET6 => {
-                let s = &*(sa as *const libc::sockaddr_in6);
-                Some(IpAddr::V6(Ipv6Addr::from(s.sin6_addr.s6_addr)))
-            }
-            _ => None,
-        }
-    }
-}
-
 fn read_sys(name: &str, file: &str) -> Option<String> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/{file}"))
         .ok()
@@ -114,26 +84,12 @@ fn count_queues(name: &str) -> usize {
         .max(1)
 }
 
-/// Every interface of this network namespace (getifaddrs(3)), sorted by name.
+/// Every interface of this network namespace (getifaddrs(3), through the link crate's one
+/// walk of it), sorted by name.
 pub fn list() -> std::io::Result<Vec<Iface>> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list head we free below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
     let mut map: BTreeMap<String, Iface> = BTreeMap::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` walks the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
+    for entry in if_addrs()? {
+        let name = entry.name;
         let e = map.entry(name.clone()).or_insert_with(|| Iface {
             index: 0,
             mac: None,
@@ -146,46 +102,25 @@ pub fn list() -> std::io::Result<Vec<Iface>> {
             queues: count_queues(&name),
             name: name.clone(),
         });
-        let flags = ifa.ifa_flags as i32;
+        let flags = entry.flags as i32;
         // Administratively up is what counts, as for libfabric's tcp/udp providers (util's
         // ofi_get_list_of_addr): carrier (IFF_RUNNING) comes and goes with the cable, and a
         // new veth gets it a linkwatch round after `up` — an application starting then would
         // otherwise find no xdp interface at all.
         e.up |= flags & libc::IFF_UP != 0;
         e.loopback |= flags & libc::IFF_LOOPBACK != 0;
-        if ifa.ifa_addr.is_null() {
-            continue;
-        }
-        // SAFETY: non-NULL sockaddr from getifaddrs.
-        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        if family == libc::AF_PACKET {
-            // SAFETY: AF_PACKET entries carry a sockaddr_ll.
-            let ll = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_ll) };
-            e.index = ll.sll_ifindex as u32;
-            if ll.sll_halen == 6 {
-                let mut m = [0u8; 6];
-                m.copy_from_slice(&ll.sll_addr[..6]);
-                e.mac = Some(m);
+        match entry.kind {
+            IfAddrKind::Link { index, mac } => {
+                e.index = index;
+                e.mac = mac;
             }
-        } else {
-            // SAFETY: addr/netmask are sockaddrs of the entry's family.
-            let (ip, mask) = unsafe { (sockaddr_ip(ifa.ifa_addr), sockaddr_ip(ifa.ifa_netmask)) };
-            if let Some(ip) = ip {
-                e.addrs
-                    .push((ip, mask.as_ref().map(prefix_len).unwrap_or(0)));
-            }
+            IfAddrKind::Ip { addr, prefix } => e.addrs.push((addr, prefix)),
+            IfAddrKind::Other => {}
         }
     }
-    // SAFETY: head came from getifaddrs.
-    unsafe { libc::freeifaddrs(head) };
     let mut v: Vec<Iface> = map.into_values().collect();
     for i in &mut v {
-        // Global addresses first, IPv4 before IPv6, link-local IPv6 last.
-        i.addrs.sort_by_key(|(a, _)| match a {
-            IpAddr::V4(_) => 0,
-            IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => 2,
-            IpAddr::V6(_) => 1,
-        });
+        i.addrs.sort_by_key(|(a, _)| addr_rank(a));
         if i.index == 0 {
             let c = crate::params::cstring(&i.name);
             // SAFETY: valid NUL-terminated name.

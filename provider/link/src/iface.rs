@@ -92,47 +92,148 @@ pub fn iface_info(name: &str) -> io::Result<IfaceInfo> {
     })
 }
 
-fn iface_addrs(name: &str) -> io::Result<Vec<IpAddr>> {
+/// One entry of getifaddrs(3), decoded. An interface appears once with its link-layer entry
+/// (`AF_PACKET`) and once per IP address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfAddr {
+    /// Interface name.
+    pub name: String,
+    /// `IFF_*` flags of the interface.
+    pub flags: u32,
+    /// What this entry says about it.
+    pub kind: IfAddrKind,
+}
+
+/// The payload of one [`IfAddr`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IfAddrKind {
+    /// The link-layer entry: interface index and, for Ethernet, the MAC.
+    Link { index: u32, mac: Option<MacAddr> },
+    /// An IPv4/IPv6 address with the prefix length of its netmask.
+    Ip { addr: IpAddr, prefix: u8 },
+    /// No address, or a family we do not use.
+    Other,
+}
+
+/// Every entry of getifaddrs(3) in the calling thread's network namespace, in the kernel's
+/// order. The one walk of that list: [`iface_info`] and the provider's interface listing
+/// both read it from here.
+pub fn if_addrs() -> io::Result<Vec<IfAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut v4 = vec![];
-    let mut v6 = vec![];
+    let mut out = Vec::new();
     let mut cur = head;
     while !cur.is_null() {
         // SAFETY: `cur` is a node of the list getifaddrs returned.
         let ifa = unsafe { &*cur };
         cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+        if ifa.ifa_name.is_null() {
             continue;
         }
         // SAFETY: NUL-terminated name from the kernel.
-        let n = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        if n.to_bytes() != name.as_bytes() {
-            continue;
-        }
-        // SAFETY: ifa_addr points at a sockaddr of the family it declares.
-        unsafe {
-            match i32::from((*ifa.ifa_addr).sa_family) {
-                libc::AF_INET => {
-                    let sa = &*ifa.ifa_addr.cast::<libc::sockaddr_in>();
-                    v4.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr))));
-                }
-                libc::AF_INET6 => {
-                    let sa = &*ifa.ifa_addr.cast::<libc::sockaddr_in6>();
-                    v6.push(Ipv6Addr::from(sa.sin6_addr.s6_addr));
-                }
-                _ => {}
-            }
-        }
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: addr/netmask are NULL or sockaddrs of the family they declare.
+        let kind = unsafe { decode_entry(ifa.ifa_addr, ifa.ifa_netmask) };
+        out.push(IfAddr {
+            name,
+            flags: ifa.ifa_flags,
+            kind,
+        });
     }
     // SAFETY: frees the list allocated above exactly once.
     unsafe { libc::freeifaddrs(head) };
-    v6.sort_by_key(|a| a.is_unicast_link_local());
-    v4.extend(v6.into_iter().map(IpAddr::V6));
-    Ok(v4)
+    Ok(out)
+}
+
+/// # Safety
+/// `addr` and `mask` must each be NULL or point to a sockaddr of the size its family implies.
+unsafe fn decode_entry(addr: *const libc::sockaddr, mask: *const libc::sockaddr) -> IfAddrKind {
+    if addr.is_null() {
+        return IfAddrKind::Other;
+    }
+    // SAFETY: non-NULL per the caller; the family selects the real type.
+    unsafe {
+        if i32::from((*addr).sa_family) == libc::AF_PACKET {
+            let ll = &*addr.cast::<libc::sockaddr_ll>();
+            let mac = (ll.sll_halen == 6).then(|| {
+                let mut m = [0u8; 6];
+                m.copy_from_slice(&ll.sll_addr[..6]);
+                m
+            });
+            return IfAddrKind::Link {
+                index: ll.sll_ifindex as u32,
+                mac,
+            };
+        }
+        match sockaddr_ip(addr) {
+            Some(ip) => IfAddrKind::Ip {
+                addr: ip,
+                prefix: sockaddr_ip(mask).map_or(0, |m| prefix_len(&m)),
+            },
+            None => IfAddrKind::Other,
+        }
+    }
+}
+
+/// Read an IP address out of a `struct sockaddr *` (NULL or another family → None).
+///
+/// # Safety
+/// `sa` must be NULL or point to a sockaddr of the size its family implies.
+unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL sockaddr per the caller; the family selects the real type.
+    unsafe {
+        match i32::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let s = &*sa.cast::<libc::sockaddr_in>();
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr))))
+            }
+            libc::AF_INET6 => {
+                let s = &*sa.cast::<libc::sockaddr_in6>();
+                Some(IpAddr::V6(Ipv6Addr::from(s.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Prefix length of a netmask (its set bits).
+fn prefix_len(mask: &IpAddr) -> u8 {
+    match mask {
+        IpAddr::V4(m) => u32::from(*m).count_ones() as u8,
+        IpAddr::V6(m) => u128::from(*m).count_ones() as u8,
+    }
+}
+
+/// Preference of a local address as a source: IPv4 first, then global IPv6, then link-local
+/// IPv6 last (it needs a scope id). Sort by this key, stably.
+pub fn addr_rank(ip: &IpAddr) -> u8 {
+    match ip {
+        IpAddr::V4(_) => 0,
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => 2,
+        IpAddr::V6(_) => 1,
+    }
+}
+
+/// The addresses of interface `name`, in [`addr_rank`] order.
+fn iface_addrs(name: &str) -> io::Result<Vec<IpAddr>> {
+    let mut addrs: Vec<IpAddr> = if_addrs()?
+        .into_iter()
+        .filter(|e| e.name == name)
+        .filter_map(|e| match e.kind {
+            IfAddrKind::Ip { addr, .. } => Some(addr),
+            _ => None,
+        })
+        .collect();
+    addrs.sort_by_key(addr_rank);
+    Ok(addrs)
 }
 
 // ---- neighbour table over rtnetlink (rtnetlink(7), RTM_GETNEIGH) ----
@@ -334,6 +435,39 @@ mod tests {
         assert_eq!(lo.mac, [0; 6]);
         assert!(lo.mtu >= 1500);
         assert!(lo.index > 0);
+    }
+
+    #[test]
+    fn if_addrs_decodes_loopback_with_prefix() {
+        let lo: Vec<IfAddr> = if_addrs()
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.name == "lo")
+            .collect();
+        assert!(lo.iter().all(|e| e.flags & libc::IFF_LOOPBACK as u32 != 0));
+        assert!(
+            lo.iter()
+                .any(|e| matches!(e.kind, IfAddrKind::Link { index, .. } if index > 0))
+        );
+        let v4 = IfAddrKind::Ip {
+            addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            prefix: 8,
+        };
+        assert!(lo.iter().any(|e| e.kind == v4), "{lo:?}");
+    }
+
+    #[test]
+    fn addresses_rank_v4_then_global_v6_then_link_local() {
+        let mut addrs: Vec<IpAddr> = ["fe80::1", "fd00::1", "10.0.0.1", "fe80::2", "10.0.0.2"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        addrs.sort_by_key(addr_rank);
+        let want: Vec<IpAddr> = ["10.0.0.1", "10.0.0.2", "fd00::1", "fe80::1", "fe80::2"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(addrs, want);
     }
 
     #[test]

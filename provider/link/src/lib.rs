@@ -59,7 +59,9 @@ pub mod wire;
 
 pub use error::LinkError;
 pub use frames::{FrameError, FramePool};
-pub use iface::{IfaceInfo, iface_info, neighbour_lookup, resolve_mac};
+pub use iface::{
+    IfAddr, IfAddrKind, IfaceInfo, addr_rank, if_addrs, iface_info, neighbour_lookup, resolve_mac,
+};
 pub use link::{
     BURST, BindMode, BindPreference, Link, LinkConfig, LinkStats, RxAction, RxDatagram, RxFrame,
     TxFrame, XDP_PACKET_HEADROOM, XdpStatistics,
