@@ -7,10 +7,12 @@
 //! transfer size: `bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec`.
 
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi_xdp_testhosts::HostPair;
+
+use crate::child::ChildGuard;
 
 /// One `fi_pingpong` invocation: provider, endpoint type, mode and sizes.
 #[derive(Debug, Clone)]
@@ -80,18 +82,21 @@ pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<R
             .stderr(Stdio::piped());
         cmd
     };
-    let mut server = Guard(Some(command(&pair.a).spawn().map_err(|e| {
-        format!("cannot start fi_pingpong (is libfabric-bin installed?): {e}")
-    })?));
+    let mut server = ChildGuard(
+        command(&pair.a)
+            .spawn()
+            .map_err(|e| format!("cannot start fi_pingpong (is libfabric-bin installed?): {e}"))?,
+    );
     let mut attempt = 0;
     let client_out = loop {
         attempt += 1;
         let mut client_cmd = command(&pair.b);
         client_cmd.arg(pair.a.ipv4().to_string());
-        let client =
-            Guard(Some(client_cmd.spawn().map_err(|e| {
-                format!("cannot start fi_pingpong client: {e}")
-            })?));
+        let client = ChildGuard(
+            client_cmd
+                .spawn()
+                .map_err(|e| format!("cannot start fi_pingpong client: {e}"))?,
+        );
         let out = wait_output(client, deadline)?;
         // A client that could not reach the control port yet fails at once; the server is
         // still waiting, so try again.
@@ -102,7 +107,7 @@ pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<R
         }
         break out;
     };
-    let server_out = wait_output(std::mem::replace(&mut server, Guard::none()), deadline)?;
+    let server_out = wait_output(server, deadline)?;
     if !client_out.success || !server_out.success {
         return Err(format!(
             "fi_pingpong -p {} failed\n--- client ---\n{}{}\n--- server ---\n{}{}",
@@ -161,33 +166,6 @@ fn parse_scaled(text: &str, base: u64) -> Option<u64> {
     Some((value * scale as f64) as u64)
 }
 
-/// A child process killed (by its PID) and reaped if it is still running when dropped.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn none() -> Guard {
-        Guard(None)
-    }
-
-    fn exited(&mut self) -> bool {
-        match self.0.as_mut() {
-            Some(child) => !matches!(child.try_wait(), Ok(None)),
-            None => true,
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(child) = self.0.as_mut() {
-            if let Ok(None) = child.try_wait() {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-}
-
 struct Output {
     success: bool,
     stdout: String,
@@ -195,10 +173,8 @@ struct Output {
 }
 
 /// Waits for the child until `deadline`, then kills it; collects its output.
-fn wait_output(mut guard: Guard, deadline: Instant) -> Result<Output, String> {
-    let Some(child) = guard.0.as_mut() else {
-        return Err("no process to wait for".to_owned());
-    };
+fn wait_output(mut guard: ChildGuard, deadline: Instant) -> Result<Output, String> {
+    let child = &mut guard.0;
     // Read the pipes on threads so a chatty child cannot block on a full pipe.
     let stdout = child.stdout.take().map(reader);
     let stderr = child.stderr.take().map(reader);
@@ -214,7 +190,6 @@ fn wait_output(mut guard: Guard, deadline: Instant) -> Result<Output, String> {
             Err(e) => return Err(format!("waiting for fi_pingpong: {e}")),
         }
     };
-    guard.0 = None;
     let collect = |h: Option<std::thread::JoinHandle<String>>| {
         h.and_then(|h| h.join().ok()).unwrap_or_default()
     };

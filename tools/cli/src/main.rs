@@ -10,6 +10,7 @@
 //!   the raw link floor, with the ratios the targets compare.
 
 mod args;
+mod child;
 mod compare;
 mod demo;
 mod fi_pingpong;

@@ -18,7 +18,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi_xdp_bpf::{AttachMode, Steering};
@@ -26,6 +26,7 @@ use ofi_xdp_link::{Link, LinkAddr, LinkConfig};
 use ofi_xdp_testhosts::HostPair;
 
 use crate::args::Args;
+use crate::child::ChildGuard;
 use crate::wire::{KernelPath, LinkPath, Path};
 
 const USAGE: &str = "\
@@ -470,18 +471,6 @@ pub fn print_table(results: &[Measured], size: usize) {
 }
 
 // ------------------------------------------------------------------ driver
-
-/// Ends a child we started (by its PID) if it is still running.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
 
 fn pass_through(a: &Args, cmd: &mut Command) -> Result<(), String> {
     for key in ["size", "iters", "warmup", "rate-count"] {
