@@ -129,6 +129,28 @@ pub unsafe fn free<T: FidObject>(p: *const fid) {
     drop(unsafe { Box::from_raw(p as *mut T) });
 }
 
+/// `fi_close` of an object that others may still reference: `-FI_EBUSY` while `refs(o)` says it
+/// is busy (fi_domain(3)/fi_fabric(3): a resource with open children cannot be closed), else
+/// `release` gives back the references it holds on its parents and the object is freed.
+///
+/// # Safety
+/// `f` must be NULL or readable as a `fid` (checked by [`obj`]); on success it is freed.
+pub unsafe fn close_unless_busy<T: FidObject>(
+    f: *mut fid,
+    refs: impl FnOnce(&T) -> &Refs,
+    release: impl FnOnce(&T),
+) -> Result<c_int> {
+    // SAFETY: validated by obj() per the caller's promise.
+    let o = unsafe { obj::<T>(f) }?;
+    if refs(o).busy() {
+        return Err(Errno::BUSY);
+    }
+    release(o);
+    // SAFETY: ours (obj() checked class and ops identity) and not busy.
+    unsafe { free::<T>(f) };
+    Ok(0)
+}
+
 /// Write `v` through an out-pointer, refusing NULL.
 ///
 /// # Safety

@@ -167,18 +167,19 @@ pub unsafe extern "C" fn xdp_av_open(
 
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
     guard_int("av close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<AvObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe {
+            abi::close_unless_busy::<AvObj>(
+                f,
+                |o| &o.inner.refs,
+                |o| {
+                    if let Some(eq) = lock(&o.inner.eq).take() {
+                        eq.refs.put();
+                    }
+                    o.inner.domain.refs.put();
+                },
+            )
         }
-        if let Some(eq) = lock(&o.inner.eq).take() {
-            eq.refs.put();
-        }
-        o.inner.domain.refs.put();
-        // SAFETY: ours, not busy.
-        unsafe { abi::free::<AvObj>(f) };
-        Ok(0)
     })
 }
 

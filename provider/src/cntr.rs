@@ -125,15 +125,16 @@ pub unsafe extern "C" fn xdp_cntr_open(
 
 unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
     guard_int("cntr close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<CntrObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe {
+            abi::close_unless_busy::<CntrObj>(
+                f,
+                |o| &o.inner.refs,
+                |o| {
+                    o.inner.domain.refs.put();
+                },
+            )
         }
-        o.inner.domain.refs.put();
-        // SAFETY: ours, not busy.
-        unsafe { abi::free::<CntrObj>(f) };
-        Ok(0)
     })
 }
 

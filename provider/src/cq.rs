@@ -442,15 +442,16 @@ pub unsafe extern "C" fn xdp_cq_open(
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
     guard_int("cq close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<CqObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe {
+            abi::close_unless_busy::<CqObj>(
+                f,
+                |o| &o.inner.refs,
+                |o| {
+                    o.inner.domain.refs.put();
+                },
+            )
         }
-        o.inner.domain.refs.put();
-        // SAFETY: ours, not busy.
-        unsafe { abi::free::<CqObj>(f) };
-        Ok(0)
     })
 }
 

@@ -138,18 +138,19 @@ pub unsafe extern "C" fn xdp_domain2(
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
     guard_int("domain close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<DomainObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe {
+            abi::close_unless_busy::<DomainObj>(
+                f,
+                |o| &o.inner.refs,
+                |o| {
+                    if let Some(eq) = lock(&o.inner.eq).take() {
+                        eq.refs.put();
+                    }
+                    o.inner.fabric.refs.put();
+                },
+            )
         }
-        if let Some(eq) = lock(&o.inner.eq).take() {
-            eq.refs.put();
-        }
-        o.inner.fabric.refs.put();
-        // SAFETY: ours, not busy.
-        unsafe { abi::free::<DomainObj>(f) };
-        Ok(0)
     })
 }
 

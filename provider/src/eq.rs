@@ -139,15 +139,16 @@ pub unsafe extern "C" fn xdp_eq_open(
 
 unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
     guard_int("eq close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<EqObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe {
+            abi::close_unless_busy::<EqObj>(
+                f,
+                |o| &o.inner.refs,
+                |o| {
+                    o.inner.fabric.refs.put();
+                },
+            )
         }
-        o.inner.fabric.refs.put();
-        // SAFETY: ours, not busy.
-        unsafe { abi::free::<EqObj>(f) };
-        Ok(0)
     })
 }
 

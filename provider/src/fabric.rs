@@ -87,14 +87,8 @@ pub unsafe fn fabric_of(f: *mut fid_fabric) -> Result<Arc<Fabric>> {
 
 unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
     guard_int("fabric close", || {
-        // SAFETY: f comes from the application; obj() validates it.
-        let o = unsafe { obj::<FabricObj>(f) }?;
-        if o.inner.refs.busy() {
-            return Err(Errno::BUSY);
-        }
-        // SAFETY: validated as ours and not busy.
-        unsafe { abi::free::<FabricObj>(f) };
-        Ok(0)
+        // SAFETY: f comes from the application; close_unless_busy validates it.
+        unsafe { abi::close_unless_busy::<FabricObj>(f, |o| &o.inner.refs, |_| {}) }
     })
 }
 
