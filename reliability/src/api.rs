@@ -254,6 +254,9 @@ pub enum OpError {
     PeerRestarted,
     /// FI_ECONNABORTED: the peer dropped the session (same incarnation).
     PeerReset,
+    /// FI_ECONNRESET: the peer closed its endpoint (it sent CLOSE); what it had
+    /// not acknowledged by then will never be received.
+    PeerClosed,
 }
 
 /// The source of a received message.
@@ -382,8 +385,10 @@ pub struct Stats {
     pub rnr_received: u64,
     /// RESET packets sent.
     pub resets_sent: u64,
-    /// Peers whose session failed (unreachable, restarted, reset).
+    /// Peers whose session failed (unreachable, restarted, reset, closed).
     pub peers_lost: u64,
+    /// CLOSE notices received from peers whose endpoint closed.
+    pub closes_received: u64,
     /// Gauge: bytes of unexpected message data buffered now.
     pub unexpected_bytes: u64,
     /// Gauge: high-water mark of `unexpected_bytes`.

@@ -22,6 +22,9 @@ const REORDER_OVERHEAD: usize = 64;
 const MAX_PENDING_RESETS: usize = 64;
 /// Duplicate-ack threshold for fast retransmission (RFC 5681 §3.2 uses 3).
 const DUP_THRESH: usize = 3;
+/// Copies of each CLOSE notice: it is sent once and never retransmitted (the
+/// endpoint is going away), so a second copy makes losing it rare.
+const CLOSE_COPIES: usize = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Conn {
@@ -346,7 +349,9 @@ pub struct Engine<P> {
     unexp_tagged: VecDeque<Idx>,
     ready: VecDeque<Idx>,
     timers: Vec<Idx>,
-    resets: VecDeque<(P, Header, CtrlExt)>,
+    /// RESET replies and CLOSE notices: control packets sent once, outside
+    /// any session's queues.
+    oneshots: VecDeque<(P, Header, CtrlExt)>,
     events: VecDeque<Event<P>>,
     stats: Stats,
     inject_bytes: usize,
@@ -389,7 +394,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             unexp_tagged: VecDeque::new(),
             ready: VecDeque::new(),
             timers: Vec::new(),
-            resets: VecDeque::new(),
+            oneshots: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
             inject_bytes: 0,
@@ -769,6 +774,42 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.events.pop_front()
     }
 
+    /// The endpoint is closing (`fi_close`): queue a CLOSE notice, carrying
+    /// our final acknowledgement, for every peer with a session, and end those
+    /// sessions (PROTOCOL.md §4.5). The peer completes what we acknowledged
+    /// and fails the rest at once instead of retransmitting until its retry
+    /// limit. Outstanding operations are discarded without completions, as
+    /// `fi_endpoint(3)` says of `fi_close`. Drain `poll_transmit` afterwards to
+    /// send the notices; the engine is not meant to be used after that.
+    pub fn close(&mut self) {
+        for pi in 0..self.peers.len() {
+            let p = &self.peers[pi];
+            if p.conn != Conn::Established {
+                continue;
+            }
+            let (ack, window, sack) = self.ack_fields(p);
+            let hdr = Header {
+                ty: PacketType::Close as u8,
+                flags: wf::ACK,
+                src_sess: p.local_sess,
+                dst_sess: p.remote_sess,
+                ack,
+                window,
+                sack,
+                ..Default::default()
+            };
+            let ctrl = CtrlExt {
+                a: self.cfg.incarnation,
+                b: 0,
+            };
+            for _ in 0..CLOSE_COPIES {
+                self.oneshots.push_back((p.key, hdr, ctrl));
+            }
+            self.fail_peer(pi as Idx, OpError::Canceled);
+        }
+        self.events.clear();
+    }
+
     // ------------------------------------------------------------------
     // Input
     // ------------------------------------------------------------------
@@ -853,10 +894,12 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             return None;
         }
         let buf = &mut buf[..self.cfg.mtu];
-        if let Some((dst, hdr, ctrl)) = self.resets.pop_front() {
+        if let Some((dst, hdr, ctrl)) = self.oneshots.pop_front() {
             let len = encode_ctrl(buf, &hdr, &ctrl);
             self.stats.tx_datagrams += 1;
-            self.stats.resets_sent += 1;
+            if hdr.ty == PacketType::Reset as u8 {
+                self.stats.resets_sent += 1;
+            }
             return Some(Transmit { dst, len });
         }
         while let Some(&pi) = self.ready.front() {
@@ -1139,7 +1182,10 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     /// Answer a packet addressed to a session we do not have (PROTOCOL.md §4.3).
     fn queue_reset(&mut self, to: P, pkt: &Packet<'_>) {
-        if pkt.hdr.src_sess == 0 || self.resets.len() >= MAX_PENDING_RESETS {
+        // RESET and CLOSE are never answered (a second copy of a CLOSE finds
+        // the session already gone).
+        let unanswered = matches!(pkt.ty, PacketType::Reset | PacketType::Close);
+        if unanswered || pkt.hdr.src_sess == 0 || self.pending_resets() >= MAX_PENDING_RESETS {
             return;
         }
         let hdr = Header {
@@ -1151,7 +1197,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             a: self.cfg.incarnation,
             b: pkt.hdr.dst_sess,
         };
-        self.resets.push_back((to, hdr, ctrl));
+        self.oneshots.push_back((to, hdr, ctrl));
+    }
+
+    fn pending_resets(&self) -> usize {
+        self.oneshots
+            .iter()
+            .filter(|(_, h, _)| h.ty == PacketType::Reset as u8)
+            .count()
     }
 
     // ------------------------------------------------------------------
@@ -1192,6 +1245,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             if self.peers[pi as usize].conn != Conn::Established {
                 return;
             }
+        }
+        if pkt.ty == PacketType::Close {
+            // Its final ack has completed what it received (above); the rest
+            // of the session can never complete (PROTOCOL.md §4.5).
+            self.stats.closes_received += 1;
+            self.fail_peer(pi, OpError::PeerClosed);
+            return;
         }
         if pkt.ty.is_sequenced() {
             self.on_sequenced(pi, now, known, pkt, bufs);

@@ -181,6 +181,29 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             .collect();
     }
 
+    /// Close node `i`'s endpoint ([`Engine::close`]): its CLOSE notices go
+    /// out, then it is cut off from every node for good (the process is gone).
+    pub fn close(&mut self, i: usize) {
+        self.nodes[i].engine.close();
+        self.flush();
+        for j in 0..self.nodes.len() {
+            if j != i {
+                self.partition(i, j, Nanos::from_secs(1 << 20));
+            }
+        }
+    }
+
+    /// Lose whatever node `i` has to transmit right now.
+    pub fn discard_output(&mut self, i: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        while node
+            .engine
+            .poll_transmit(now, &mut self.frame, &mut node.app)
+            .is_some()
+        {}
+    }
+
     fn send(&mut self, src: usize, dst: usize, bytes: &[u8]) {
         self.counts.sent += 1;
         if dst >= self.nodes.len()

@@ -428,6 +428,38 @@ fn restart_is_detected_and_nothing_stale_delivered() {
     assert_eq!(completions(&mut s, 1)[0].data, 4);
 }
 
+/// A peer that closes its endpoint (PROTOCOL.md §4.5): what it received
+/// completes by the ack in its CLOSE (even though its own ack was lost), what
+/// it never received fails with PeerClosed at once, not after the retry limit,
+/// and the duplicate copy of the notice is not answered.
+#[test]
+fn closing_peer_acks_what_it_received_and_fails_the_rest() {
+    let mut s = sim(2, Faults::default(), 12);
+    recv(&mut s, 1, 1, 10, None, None);
+    send(&mut s, 0, 1, 1, pattern(10, 0), None);
+    let limit = s.now + Nanos::from_secs(1);
+    assert!(s.run_until(limit, |s| s.nodes[1].engine.recvs_posted() == 0));
+    s.discard_output(1); // its ack of message 1 is lost
+    assert_eq!(s.nodes[0].engine.sends_outstanding(), 1);
+    send(&mut s, 0, 1, 2, pattern(2000, 2), None);
+    let closed_at = s.now;
+    s.close(1);
+    run(&mut s);
+    let c = completions(&mut s, 0);
+    assert_eq!(c.len(), 2, "{c:?}");
+    let by_token = |t| c.iter().find(|c| c.token == t).map(|c| c.error);
+    assert_eq!(by_token(1), Some(None));
+    assert_eq!(by_token(2), Some(Some(OpError::PeerClosed)));
+    let st = s.nodes[0].engine.stats();
+    assert_eq!(st.closes_received, 1);
+    assert_eq!(st.resets_sent, 0);
+    assert_eq!(st.timeouts, 0);
+    assert!(s.now.since(closed_at) < Nanos::from_millis(100));
+    // Closing discards the closer's own operations without completions
+    // (fi_endpoint(3), fi_close).
+    assert!(completions(&mut s, 1).is_empty());
+}
+
 #[test]
 fn send_to_self_loops_back() {
     let mut s = sim(1, Faults::default(), 12);

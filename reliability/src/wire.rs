@@ -42,6 +42,9 @@ pub enum PacketType {
     Cts = 6,
     /// Delivery notice for FI_DELIVERY_COMPLETE.
     Done = 7,
+    /// The sender's endpoint is closing: its final acknowledgement, then the
+    /// session ends (PROTOCOL.md §4.5).
+    Close = 8,
 }
 
 impl PacketType {
@@ -55,6 +58,7 @@ impl PacketType {
             5 => Self::Data,
             6 => Self::Cts,
             7 => Self::Done,
+            8 => Self::Close,
             _ => return None,
         })
     }
