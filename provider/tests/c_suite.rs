@@ -302,6 +302,14 @@ fn c_data_rdm_silent_peer() {
     );
 }
 
+/// A peer that closes its endpoint with the client's send in flight: the
+/// send fails with FI_ECONNRESET at once (the close notice), not after the
+/// 300 s peer timeout.
+#[test]
+fn c_data_rdm_peer_closes() {
+    run_data_env("rdm", &[("XT_PEER_CLOSES", "1")]);
+}
+
 /// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server
 /// blocks in poll() on the CQ's fd until the client's message wakes it.
 #[test]

@@ -25,6 +25,10 @@ use crate::xdp_warn;
 const RX_BATCH: usize = 64;
 /// Datagrams sent per progress pass at most (then the next pass continues).
 const TX_BATCH: usize = 256;
+/// Rounds of `transmit` spent sending CLOSE notices when the endpoint closes:
+/// enough for thousands of peers; peers beyond that find out by their own
+/// retry limit.
+const MAX_CLOSE_ROUNDS: usize = 64;
 
 struct SendState {
     context: usize,
@@ -141,7 +145,9 @@ fn op_errno(e: rel::OpError) -> libc::c_int {
         rel::OpError::Canceled => FI_ECANCELED,
         rel::OpError::NoMessage => FI_ENOMSG,
         rel::OpError::PeerUnreachable => FI_EHOSTUNREACH,
-        rel::OpError::PeerRestarted | rel::OpError::PeerReset => libc::ECONNRESET,
+        rel::OpError::PeerRestarted | rel::OpError::PeerReset | rel::OpError::PeerClosed => {
+            libc::ECONNRESET
+        }
     }
 }
 
@@ -223,8 +229,10 @@ impl Rdm {
     /// Called from progress and right after posting, so a send leaves even
     /// if the application does not call progress again soon (fi_pingpong
     /// waits on its out-of-band socket right after fi_inject).
-    fn transmit(&mut self, now: RelInstant) {
+    /// Returns whether the engine had nothing more to send.
+    fn transmit(&mut self, now: RelInstant) -> bool {
         let mut loop_back: Vec<Vec<u8>> = Vec::new();
+        let mut drained = false;
         {
             let Rdm {
                 port,
@@ -243,6 +251,7 @@ impl Rdm {
                 };
                 let Some(t) = t else {
                     let _ = link.release_tx(frame);
+                    drained = true;
                     break;
                 };
                 if t.dst == *self_key {
@@ -295,6 +304,7 @@ impl Rdm {
             } = self;
             engine.handle_datagram(now, *self_key, true, &d, &mut RecvSide(recvs));
         }
+        drained
     }
 
     fn completion(&mut self, c: rel::Completion<u32>) -> Option<DpCompletion> {
@@ -514,12 +524,17 @@ impl DataPath for Rdm {
                         .stats()
                         .map(|s| format!("{s:?}"))
                         .unwrap_or_default();
-                    xdp_warn!(
-                        FI_LOG_EP_DATA,
+                    let why = format!(
                         "peer {a} lost: {reason:?} (engine {:?}; link {link}; session {})",
                         self.engine.stats(),
                         self.engine.debug_peer(peer).unwrap_or_default()
                     );
+                    // A peer closing its endpoint is the normal end of a job.
+                    if reason == rel::OpError::PeerClosed {
+                        crate::xdp_info!(FI_LOG_EP_DATA, "{why}");
+                    } else {
+                        xdp_warn!(FI_LOG_EP_DATA, "{why}");
+                    }
                 }
             }
         }
@@ -548,6 +563,18 @@ impl DataPath for Rdm {
 
 impl Drop for Rdm {
     fn drop(&mut self) {
+        // Tell every peer we had a session with that we are gone, with our
+        // final ack (PROTOCOL.md §4.5): what we received completes at the
+        // sender even if our last ack was lost, and what we did not fails
+        // there at once instead of after FI_XDP_PEER_TIMEOUT. The TX ring
+        // holds a bounded number of frames, so drain in rounds.
+        self.engine.close();
+        let now = self.now();
+        for _ in 0..MAX_CLOSE_ROUNDS {
+            if self.transmit(now) {
+                break;
+            }
+        }
         // One line per endpoint for diagnosis (FI_LOG_LEVEL=info).
         let link = self
             .port

@@ -513,6 +513,35 @@ static void dgram_pair(int server)
 	}
 }
 
+/* The server takes one message, then closes its endpoint and exits while
+ * the client's second send (a rendezvous nobody will ever receive) is in
+ * flight. The endpoint's close tells the client (a CLOSE notice), so that send
+ * fails with FI_ECONNRESET at once, not after FI_XDP_PEER_TIMEOUT (300 s). */
+static void peer_closes(int server)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	static uint8_t big[1 << 20];
+	if (server) {
+		uint8_t b[16];
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
+		wait_ok(rxcq, &e, NULL);
+		/* Let the rendezvous request arrive (it stays unexpected). */
+		time_t t0 = time(NULL);
+		while (time(NULL) - t0 < 1)
+			fi_cq_read(rxcq, NULL, 0);
+		return;
+	}
+	fill(big, 16, 5);
+	POST(fi_send(ep, big, 16, NULL, peer, (void *)0x61));
+	wait_ok(txcq, &e, NULL);
+	POST(fi_send(ep, big, sizeof(big), NULL, peer, (void *)0x62));
+	time_t t0 = time(NULL);
+	CHECK(wait_cq(txcq, &e, NULL, &err) == 0);
+	CHECK(err.err == FI_ECONNRESET && err.op_context == (void *)0x62);
+	CHECK(time(NULL) - t0 <= 10);
+}
+
 int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
@@ -547,6 +576,11 @@ int main(int argc, char **argv)
 			fclose(f);
 		teardown();
 		return xt_done("client (silent peer)");
+	}
+	if (getenv("XT_PEER_CLOSES")) {
+		peer_closes(!strcmp(role, "server"));
+		teardown();
+		return xt_done(role);
 	}
 	if (!strcmp(role, "self") && getenv("XT_THREADS"))
 		threads_test();
