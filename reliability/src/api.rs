@@ -53,12 +53,15 @@ pub struct Config {
     pub ack_delay: Nanos,
     /// Acknowledge at once after this many unacknowledged in-order packets.
     pub ack_every: u32,
-    /// Acknowledge at once every in-order packet except a DATA segment that
-    /// has more of its message to come; only those wait for `ack_every` or
-    /// `ack_delay`. With manual progress the last packet of a message must be
-    /// acknowledged in the pass that received it (the application may stop
-    /// calling once it has its completion), while mid-message acks only
-    /// cost the sender's CPU: this keeps the first and cuts the second.
+    /// Acknowledge at once every in-order control packet and the last packet
+    /// of every message whose sender waits for the ack to report a completion
+    /// (flag AR); other packets wait for `ack_every` or `ack_delay`, or ride
+    /// on the next packet we send. With manual progress an awaited ack must
+    /// leave in the pass that received the packet (the application may stop
+    /// calling once it has its completion), while the ack of an injected
+    /// message (completed at the sender when it was copied) or of a segment
+    /// in the middle of a message only costs the sender CPU: this keeps the
+    /// first and cuts the others.
     pub ack_message_end_at_once: bool,
     /// How long a sender waits after a receiver-not-ready refusal before retrying.
     pub rnr_delay: Nanos,

@@ -286,7 +286,7 @@ struct SendState {
     send_len: u32,
     tag: u64,
     data: u64,
-    /// Wire flags TAGGED | CQ_DATA | DC | RNDV.
+    /// Wire flags TAGGED | CQ_DATA | DC | RNDV | AR.
     hflags: u16,
     msg_id: u32,
     next_off: u32,
@@ -426,6 +426,16 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.sends.len()
     }
 
+    /// Sends already completed to the application (inject complete, or
+    /// never reported) whose data the peer has not acknowledged yet: the
+    /// engine still owns their retransmission, so closing now could lose them.
+    pub fn sends_unacked_after_completion(&self) -> usize {
+        self.sends
+            .indices()
+            .filter(|&i| self.sends.get(i).is_some_and(|s| !s.report))
+            .count()
+    }
+
     /// Receive operations posted and not yet completed.
     pub fn recvs_posted(&self) -> usize {
         self.recvs.len()
@@ -526,6 +536,10 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 }));
                 report = false;
             }
+        }
+        if report {
+            // The completion waits for the peer's ack: ask for it promptly.
+            hflags |= wf::AR;
         }
         let peer = &mut self.peers[pi as usize];
         let msg_id = peer.next_msg_id;
@@ -1464,7 +1478,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             && !pkt.payload.is_empty()
             && (pkt.data.offset as usize).saturating_add(pkt.payload.len())
                 < pkt.data.total_len as usize;
-        let end_at_once = self.cfg.ack_message_end_at_once && !mid_message;
+        // Only a message whose sender waits for this ack to report its
+        // completion (AR) needs it now; an injected one's ack can wait for
+        // the reply to carry it, or for ack_delay.
+        let awaited = pkt.ty != PacketType::Data || pkt.hdr.flags & wf::AR != 0;
+        let end_at_once = self.cfg.ack_message_end_at_once && !mid_message && awaited;
         let p = &mut self.peers[pi as usize];
         if drained || end_at_once || p.rx_unacked >= self.cfg.ack_every || self.cfg.ack_delay.0 == 0
         {

@@ -927,3 +927,84 @@ fn message_end_ack_policy_under_loss() {
     assert_eq!(c0.len(), sizes.len());
     assert!(c0.iter().all(|c| c.error.is_none()));
 }
+
+/// Exchange datagrams between two engines at `now` until both are silent.
+fn pump(a: &mut Engine<u32>, b: &mut Engine<u32>, now: Instant, bufs: &mut Buffers) {
+    let mut f = [0u8; 1472];
+    loop {
+        let mut moved = false;
+        while let Some(t) = a.poll_transmit(now, &mut f, bufs) {
+            b.handle_datagram(now, 0, true, &f[..t.len], bufs);
+            moved = true;
+        }
+        while let Some(t) = b.poll_transmit(now, &mut f, bufs) {
+            a.handle_datagram(now, 1, true, &f[..t.len], bufs);
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+fn inject(e: &mut Engine<u32>, now: Instant, token: u64, dst: u32, data: &[u8]) {
+    e.post_send(
+        now,
+        SendOp {
+            token,
+            dst,
+            payload: Payload::Inject(data),
+            tag: None,
+            data: None,
+            level: CompletionLevel::Inject,
+            report: true,
+        },
+    )
+    .unwrap();
+}
+
+/// With awaited acks at once (the provider's policy), an injected message,
+/// already complete at its sender, is not acknowledged on its own: the reply
+/// carries the ack, or the delayed-ack timer sends it (PROTOCOL.md §5.2).
+#[test]
+fn injected_message_ack_rides_on_the_reply_or_waits_for_delay() {
+    let c = |i| Config {
+        ack_delay: Nanos::from_micros(200),
+        ack_message_end_at_once: true,
+        ..cfg(i)
+    };
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    let mut f = [0u8; 1472];
+    let now = Instant(0);
+    // Session set-up with a first message; its ack goes at its delay.
+    inject(&mut a, now, 1, 1, b"hello");
+    pump(&mut a, &mut b, now, &mut bufs);
+    let later = now + Nanos::from_micros(200);
+    b.handle_timeout(later);
+    pump(&mut a, &mut b, later, &mut bufs);
+    assert_eq!(a.sends_outstanding(), 0);
+    // Ping: complete at once at a, the data reaches b, b sends no ack.
+    inject(&mut a, later, 2, 1, b"ping");
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1));
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
+    let t = a.poll_transmit(later, &mut f, &mut bufs).unwrap();
+    b.handle_datagram(later, 0, true, &f[..t.len], &mut bufs);
+    assert!(b.poll_transmit(later, &mut f, &mut bufs).is_none());
+    assert_eq!(a.sends_outstanding(), 1);
+    // Pong: it carries b's ack of the ping.
+    inject(&mut b, later, 3, 0, b"pong");
+    let t = b.poll_transmit(later, &mut f, &mut bufs).unwrap();
+    assert!(b.poll_transmit(later, &mut f, &mut bufs).is_none());
+    a.handle_datagram(later, 1, true, &f[..t.len], &mut bufs);
+    assert_eq!(a.sends_outstanding(), 0);
+    // Nobody answers the pong: a's ack leaves when its delay is up.
+    assert!(a.poll_transmit(later, &mut f, &mut bufs).is_none());
+    let t_ack = later + Nanos::from_micros(200);
+    assert!(a.poll_timeout().is_some_and(|t| t <= t_ack));
+    a.handle_timeout(t_ack);
+    let t = a.poll_transmit(t_ack, &mut f, &mut bufs).unwrap();
+    b.handle_datagram(t_ack, 0, true, &f[..t.len], &mut bufs);
+    assert_eq!(b.sends_outstanding(), 0);
+}

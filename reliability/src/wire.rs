@@ -88,8 +88,12 @@ pub mod flags {
     pub const DC: u16 = 1 << 6;
     /// CTS: the receiver discarded the message (FI_DISCARD): send no data.
     pub const DISCARD: u16 = 1 << 7;
+    /// DATA: ack requested — the sender reports the message's completion
+    /// when it is acknowledged, so the receiver acknowledges the end of the
+    /// message at once instead of delaying it (PROTOCOL.md §5.2).
+    pub const AR: u16 = 1 << 8;
     /// All defined bits.
-    pub const ALL: u16 = (1 << 8) - 1;
+    pub const ALL: u16 = (1 << 9) - 1;
 }
 
 /// Why a datagram was rejected.
