@@ -10,7 +10,7 @@
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
-use crate::datapath::{Payload, Peek, RxOp, TxOp};
+use crate::datapath::{Payload, Peek, RxOp, TxOp, gather_iov};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
@@ -111,14 +111,7 @@ fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
         return Err(Errno::OPBADSTATE);
     }
     let payload = if inject {
-        let mut b = Vec::with_capacity(len);
-        for &(p, l) in &s.iov {
-            if l > 0 {
-                // SAFETY: the caller's buffer holds `l` bytes (fi_msg(3)).
-                b.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, l) });
-            }
-        }
-        Payload::Owned(b)
+        Payload::Owned(gather_iov(&s.iov))
     } else {
         Payload::Iov(s.iov)
     };

@@ -56,6 +56,9 @@ pub struct Config {
     /// (FI_EHOSTUNREACH). Long: with manual progress a healthy peer may
     /// compute for minutes without calling into libfabric.
     pub peer_timeout_secs: u32,
+    /// Longest `fi_close` of an RDM endpoint waits for peers to acknowledge
+    /// sends that were already reported complete (inject complete).
+    pub linger_ms: u32,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             yield_when_idle: true,
             fault_drop_one_in: 0,
             peer_timeout_secs: 300,
+            linger_ms: 1000,
         }
     }
 }
@@ -116,6 +120,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"peer_timeout",
         ty: FI_PARAM_INT,
         help: c"Seconds a peer may stay silent (no acknowledgement, e.g. computing without calling libfabric) before its operations fail (default: 300)",
+    },
+    ParamDef {
+        name: c"linger_ms",
+        ty: FI_PARAM_INT,
+        help: c"Longest fi_close of an RDM endpoint waits for peers to acknowledge sends already reported complete (default: 1000)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -274,6 +283,12 @@ impl Config {
             match u32::try_from(n) {
                 Ok(n) if n > 0 => c.peer_timeout_secs = n,
                 _ => warn("PEER_TIMEOUT", &n),
+            }
+        }
+        if let Some(n) = get_int(c"linger_ms") {
+            match u32::try_from(n) {
+                Ok(n) => c.linger_ms = n,
+                Err(_) => warn("LINGER_MS", &n),
             }
         }
         if let Some(v) = get_bool(c"yield") {

@@ -18,7 +18,9 @@ use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
-use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp};
+use crate::datapath::{
+    DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp, gather_iov,
+};
 use crate::sys::*;
 use crate::xdp_warn;
 
@@ -99,6 +101,8 @@ pub struct Rdm {
     next_token: u64,
     epoch: std::time::Instant,
     min_multi_recv: usize,
+    /// FI_XDP_LINGER_MS.
+    linger: std::time::Duration,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -211,6 +215,7 @@ impl Rdm {
             next_token: 1,
             epoch: std::time::Instant::now(),
             min_multi_recv: args.min_multi_recv,
+            linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
         }
     }
 
@@ -356,6 +361,25 @@ impl Rdm {
     }
 }
 
+/// The completion level of a send (fi_cq(3), "Completion event semantics").
+/// FI_DELIVERY_COMPLETE and FI_TRANSMIT_COMPLETE are honoured as asked.
+/// Otherwise — FI_INJECT_COMPLETE or no level, the provider's default — a
+/// send of at most `inject_size` bytes is inject complete: it is copied and
+/// completes at once, as the libfabric programmer's guide describes ("a
+/// provider can meet the requirement for inject complete by copying the
+/// application's buffer into a network buffer"), and the engine still
+/// retransmits the copy until the peer acknowledges it. Larger sends complete
+/// when acknowledged (transmit complete), which is stronger than asked.
+fn completion_level(flags: u64, len: usize, inject_size: usize) -> rel::CompletionLevel {
+    if flags & FI_DELIVERY_COMPLETE != 0 {
+        rel::CompletionLevel::Delivery
+    } else if flags & FI_TRANSMIT_COMPLETE != 0 || len > inject_size {
+        rel::CompletionLevel::Transmit
+    } else {
+        rel::CompletionLevel::Inject
+    }
+}
+
 impl DataPath for Rdm {
     fn post_send(&mut self, op: TxOp) -> Result<()> {
         let now = self.now();
@@ -366,17 +390,17 @@ impl DataPath for Rdm {
             let la = self.port.link_addr(&a)?;
             self.peers.addrs[dst as usize].mac = Some(la.mac);
         }
-        let level = if op.flags & FI_DELIVERY_COMPLETE != 0 {
-            rel::CompletionLevel::Delivery
-        } else if op.flags & FI_INJECT_COMPLETE != 0 {
-            rel::CompletionLevel::Inject
-        } else {
-            rel::CompletionLevel::Transmit
+        let level = completion_level(op.flags, op.payload.len(), self.engine.config().inject_size);
+        // An inject-complete send owns a copy: the engine retransmits from it
+        // after the caller has reused the buffer.
+        let copied = match &op.payload {
+            Payload::Iov(iov) if level == rel::CompletionLevel::Inject => Some(gather_iov(iov)),
+            _ => None,
         };
         let token = self.token();
-        let payload = match &op.payload {
-            Payload::Owned(b) => rel::Payload::Inject(b),
-            Payload::Iov(_) => rel::Payload::Buffer {
+        let payload = match (&op.payload, &copied) {
+            (_, Some(b)) | (Payload::Owned(b), None) => rel::Payload::Inject(b),
+            (Payload::Iov(_), None) => rel::Payload::Buffer {
                 len: op.payload.len(),
             },
         };
@@ -393,7 +417,7 @@ impl DataPath for Rdm {
             },
         );
         r.map_err(post_errno)?;
-        if let Payload::Iov(iov) = op.payload {
+        if let (Payload::Iov(iov), None) = (op.payload, copied) {
             self.sends.insert(
                 token,
                 SendState {
@@ -561,8 +585,37 @@ impl DataPath for Rdm {
     }
 }
 
+impl Rdm {
+    /// Before closing, keep the protocol running until peers have
+    /// acknowledged the sends we already reported complete (inject complete:
+    /// the application believes them delivered), for at most
+    /// FI_XDP_LINGER_MS — like a TCP socket's data draining after close().
+    /// Completions that arise meanwhile are discarded, as fi_close discards
+    /// outstanding operations (fi_endpoint(3)).
+    fn linger(&mut self) {
+        let deadline = std::time::Instant::now() + self.linger;
+        let mut waited = false;
+        while self.engine.sends_unacked_after_completion() > 0 {
+            if std::time::Instant::now() >= deadline {
+                xdp_warn!(
+                    FI_LOG_EP_CTRL,
+                    "closing with {} completed sends still unacknowledged after FI_XDP_LINGER_MS",
+                    self.engine.sends_unacked_after_completion()
+                );
+                return;
+            }
+            if waited {
+                std::thread::yield_now();
+            }
+            waited = true;
+            self.progress(&mut |_| {});
+        }
+    }
+}
+
 impl Drop for Rdm {
     fn drop(&mut self) {
+        self.linger();
         // Tell every peer we had a session with that we are gone, with our
         // final ack (PROTOCOL.md §4.5): what we received completes at the
         // sender even if our last ack was lost, and what we did not fails
