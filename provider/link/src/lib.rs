@@ -64,6 +64,6 @@ pub use iface::{
 };
 pub use link::{
     BURST, BindMode, BindPreference, Link, LinkConfig, LinkStats, RxAction, RxDatagram, RxFrame,
-    TxFrame, XDP_PACKET_HEADROOM, XdpStatistics,
+    TxFrame, XDP_PACKET_HEADROOM, XdpStatistics, max_payload,
 };
 pub use wire::{LinkAddr, MacAddr};

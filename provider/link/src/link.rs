@@ -165,6 +165,19 @@ impl RxFrame {
     }
 }
 
+/// The largest UDP payload a link with `frame_size` chunks sends from `ip`
+/// on an interface with `mtu`: received frames start XDP_PACKET_HEADROOM
+/// into the chunk, so what we send must fit the peer's chunk that way, and
+/// the MTU.
+pub fn max_payload(frame_size: u32, mtu: u32, ip: &IpAddr) -> usize {
+    let header_len = wire::header_len(ip);
+    let ip_udp = header_len - wire::ETH_HLEN;
+    let by_frame =
+        (frame_size.saturating_sub(XDP_PACKET_HEADROOM) as usize).saturating_sub(header_len);
+    let by_mtu = (mtu as usize).saturating_sub(ip_udp);
+    by_frame.min(by_mtu)
+}
+
 /// One received datagram, as handed to the [`Link::recv`] callback.
 #[derive(Debug)]
 pub struct RxDatagram<'a> {
@@ -362,12 +375,7 @@ impl Link {
             port: cfg.port,
         };
         let header_len = wire::header_len(&ip);
-        let ip_udp = header_len - wire::ETH_HLEN;
-        // Received frames start XDP_PACKET_HEADROOM into the chunk; what we
-        // send must fit the peer's chunk the same way, and the MTU.
-        let by_frame = (cfg.frame_size - XDP_PACKET_HEADROOM) as usize - header_len;
-        let by_mtu = (iface.mtu as usize).saturating_sub(ip_udp);
-        let max_payload = by_frame.min(by_mtu);
+        let max_payload = max_payload(cfg.frame_size, iface.mtu, &ip);
 
         // SAFETY: plain socket call, result checked.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };

@@ -284,6 +284,11 @@ pub struct Decoded {
 /// Decodes an Ethernet (optionally one 802.1Q tag) / IPv4 or IPv6 / UDP
 /// frame. With `verify_checksums`, the IPv4 header checksum and a non-zero
 /// UDP checksum are checked (IPv6 requires a UDP checksum).
+///
+/// A UDP checksum field holding only the folded pseudo-header sum is
+/// accepted: that is a CHECKSUM_PARTIAL datagram of a kernel socket on this
+/// host whose checksum offload was never completed — veth passes them on,
+/// and the kernel trusts them on its own receive path.
 pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeError> {
     let mut off = ETH_HLEN;
     let eth = frame.get(..ETH_HLEN).ok_or(DecodeError::Truncated)?;
@@ -314,13 +319,11 @@ pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeErr
     if verify_checksums {
         let required = dst_ip.is_ipv6();
         if wire_csum != 0 || required {
-            let sum = ones_complement_add(
-                pseudo_header_sum(&src_ip, &dst_ip, udp_len),
-                &udp[..udp_len],
-            );
+            let pseudo = pseudo_header_sum(&src_ip, &dst_ip, udp_len);
+            let sum = ones_complement_add(pseudo, &udp[..udp_len]);
             // Summing a correct datagram including its checksum gives 0xffff,
             // i.e. a folded complement of zero.
-            if fold_complement(sum) != 0 {
+            if fold_complement(sum) != 0 && wire_csum != !fold_complement(pseudo) {
                 return Err(DecodeError::BadChecksum);
             }
         }
@@ -569,6 +572,27 @@ mod tests {
             f[hl + 5] ^= 0x10;
             assert_eq!(decode(&f, true), Err(DecodeError::BadChecksum));
             assert!(decode(&f, false).is_ok());
+        }
+    }
+
+    /// A CHECKSUM_PARTIAL datagram (a local kernel sender over veth) holds
+    /// the folded pseudo-header sum: accepted; any other value is not.
+    #[test]
+    fn partial_checksum_of_a_local_kernel_sender_is_accepted() {
+        for v6 in [false, true] {
+            let (src, dst) = addrs(v6);
+            let hl = header_len(&src.ip);
+            let mut f = vec![0xabu8; hl + 32];
+            let opts = EncodeOptions {
+                udp_checksum_ipv4: true,
+                ipv4_id: 1,
+            };
+            encode_headers(&mut f, &src, &dst, 32, &opts).expect("encode");
+            let partial = !fold_complement(pseudo_header_sum(&src.ip, &dst.ip, UDP_HLEN + 32));
+            f[hl - 2..hl].copy_from_slice(&partial.to_be_bytes());
+            assert!(decode(&f, true).is_ok());
+            f[hl - 2..hl].copy_from_slice(&partial.wrapping_add(1).to_be_bytes());
+            assert_eq!(decode(&f, true), Err(DecodeError::BadChecksum));
         }
     }
 
