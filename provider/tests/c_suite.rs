@@ -9,9 +9,10 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use ofi_xdp_testhosts::{Host, HostPair};
 
@@ -47,7 +48,18 @@ fn work_dir() -> &'static Path {
     })
 }
 
+/// Build `tests/c/<name>.c` once per test process. Tests run in parallel
+/// and several use the same program: compiling it anew in each would
+/// rewrite the file while another test executes it.
 fn compile(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(bin) = built.get(name) {
+        return bin.clone();
+    }
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
@@ -64,6 +76,7 @@ fn compile(name: &str) -> PathBuf {
         "cc {name}.c failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    built.insert(name.to_owned(), bin.clone());
     bin
 }
 
@@ -211,28 +224,62 @@ fn run_data(ep: &str) {
 }
 
 fn run_data_env(ep: &str, env: &[(&str, &str)]) {
+    run_data_with(ep, env, &[], &[], Where::TwoHosts);
+}
+
+/// Where the data test's client runs relative to its server.
+#[derive(PartialEq)]
+enum Where {
+    /// In the other namespace: AF_XDP frames over the veth pair.
+    TwoHosts,
+    /// In the server's namespace, on the same interface and address.
+    SameHost,
+}
+
+/// The data test with `env` for both processes, plus `server_env` and
+/// `client_env` for one of them.
+fn run_data_with(
+    ep: &str,
+    env: &[(&str, &str)],
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+    at: Where,
+) {
     let bin = compile("data");
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     let rv = work_dir().join(format!("rv-{ep}-{}", pair.a.netns()));
     std::fs::create_dir_all(&rv).unwrap();
     let rv_s = rv.to_string_lossy().into_owned();
+    let client_host = if at == Where::SameHost {
+        &pair.a
+    } else {
+        &pair.b
+    };
     let server = {
         let mut cmd = pair.a.command(&bin);
         cmd.arg(pair.a.ifname())
             .arg(pair.a.ipv4().to_string())
-            .arg(pair.b.ipv4().to_string());
+            .arg(client_host.ipv4().to_string());
         cmd.args(["server", &rv_s, ep])
             .env("FI_PROVIDER_PATH", work_dir())
             .env("FI_LOG_LEVEL", "warn")
-            .envs(env.iter().copied());
+            .envs(env.iter().copied())
+            .envs(server_env.iter().copied());
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         cmd.spawn().unwrap()
     };
-    let mut client_env = vec![("FI_LOG_LEVEL", "warn")];
-    client_env.extend_from_slice(env);
-    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s, ep], &client_env);
+    let mut all_client_env = vec![("FI_LOG_LEVEL", "warn")];
+    all_client_env.extend_from_slice(env);
+    all_client_env.extend_from_slice(client_env);
+    let client = run_in(
+        client_host,
+        &pair.a,
+        &bin,
+        &["client", &rv_s, ep],
+        &all_client_env,
+    );
     let server = server.wait_with_output().unwrap();
     assert_passed("data client", &client);
     assert_passed("data server", &server);
@@ -243,7 +290,41 @@ fn run_data_env(ep: &str, env: &[(&str, &str)]) {
             "fault injection not applied:\n{log}"
         );
     }
+    if at == Where::SameHost {
+        // The second process found the queue taken and said so.
+        let logs = format!(
+            "{}{}",
+            String::from_utf8_lossy(&client.stderr),
+            String::from_utf8_lossy(&server.stderr)
+        );
+        assert!(logs.contains("uses the kernel UDP path"), "{logs}");
+    }
     let _ = std::fs::remove_dir_all(&rv);
+}
+
+/// One side on its kernel UDP socket (FI_XDP_KERNEL_PATH), the other on
+/// AF_XDP: the two paths interoperate. In RDM both directions carry data;
+/// in DGRAM the client sends, so its kernel-sent datagrams (with the partial
+/// checksum veth passes on) reach an AF_XDP receiver.
+#[test]
+fn c_data_rdm_kernel_path_peer() {
+    let kernel = [("FI_XDP_KERNEL_PATH", "1")];
+    run_data_with("rdm", &[], &kernel, &[], Where::TwoHosts);
+}
+
+#[test]
+fn c_data_dgram_kernel_path_sender() {
+    let kernel = [("FI_XDP_KERNEL_PATH", "1")];
+    run_data_with("dgram", &[], &[], &kernel, Where::TwoHosts);
+}
+
+/// Two processes on one interface and address (two MPI ranks on a node):
+/// the second finds the AF_XDP queue taken and runs on the kernel path, and
+/// the two reach each other through the kernel, since a frame to our own
+/// address would leave on the wire.
+#[test]
+fn c_data_rdm_two_processes_one_interface() {
+    run_data_with("rdm", &[], &[], &[], Where::SameHost);
 }
 
 #[test]
