@@ -142,6 +142,9 @@ pub struct OpenArgs {
     pub cfg: Config,
     pub caps: u64,
     pub min_multi_recv: usize,
+    /// The kernel UDP socket that reserved `local`'s port (`None`: the data
+    /// path binds one itself).
+    pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
 }
 
 /// A running data path: one AF_XDP socket plus protocol state.
@@ -159,16 +162,17 @@ pub trait DataPath: Send {
     fn cancel(&mut self, context: usize) -> bool;
     /// FI_OPT_MIN_MULTI_RECV changed.
     fn set_min_multi_recv(&mut self, bytes: usize);
-    /// A file descriptor that becomes readable when datagrams arrive (the
-    /// AF_XDP socket), for CQs with FI_WAIT_FD.
+    /// A file descriptor that becomes readable when datagrams arrive (on
+    /// the AF_XDP or the kernel UDP socket), for CQs with FI_WAIT_FD.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
 }
 
 /// Start the data path for an endpoint being enabled: an AF_XDP socket
-/// on the endpoint's interface and queue, the steering program, and (RDM)
-/// the reliability engine. See [`crate::xdp`].
+/// on the endpoint's interface and queue (or, when that is taken, the
+/// kernel UDP socket alone), the steering program, and (RDM) the
+/// reliability engine. See [`crate::xdp`].
 pub fn open(args: &OpenArgs) -> Result<Box<dyn DataPath>> {
     crate::xdp::open(args)
 }

@@ -136,6 +136,11 @@ impl Endpoint {
             cfg: self.domain.cfg.clone(),
             caps: self.caps,
             min_multi_recv: st.min_multi_recv,
+            socket: st
+                .port_socket
+                .as_ref()
+                .and_then(|s| s.try_clone().ok())
+                .map(Arc::new),
         };
         let core = datapath::open(&args)?;
         // CQs with FI_WAIT_FD wake up when our socket has data.

@@ -59,6 +59,8 @@ pub struct Config {
     /// Longest `fi_close` of an RDM endpoint waits for peers to acknowledge
     /// sends that were already reported complete (inject complete).
     pub linger_ms: u32,
+    /// Run endpoints on their kernel UDP socket instead of AF_XDP.
+    pub kernel_path: bool,
 }
 
 impl Default for Config {
@@ -76,6 +78,7 @@ impl Default for Config {
             fault_drop_one_in: 0,
             peer_timeout_secs: 300,
             linger_ms: 1000,
+            kernel_path: false,
         }
     }
 }
@@ -125,6 +128,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"linger_ms",
         ty: FI_PARAM_INT,
         help: c"Longest fi_close of an RDM endpoint waits for peers to acknowledge sends already reported complete (default: 1000)",
+    },
+    ParamDef {
+        name: c"kernel_path",
+        ty: FI_PARAM_BOOL,
+        help: c"Run endpoints on a kernel UDP socket instead of AF_XDP: slower, same protocol (default: 0; an endpoint falls back to it by itself when its AF_XDP queue is taken)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -290,6 +298,9 @@ impl Config {
                 Ok(n) => c.linger_ms = n,
                 Err(_) => warn("LINGER_MS", &n),
             }
+        }
+        if let Some(v) = get_bool(c"kernel_path") {
+            c.kernel_path = v;
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;

@@ -38,6 +38,7 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             cfg: Config::default(),
             caps: 0,
             min_multi_recv: 1500,
+            socket: sock.try_clone().ok().map(std::sync::Arc::new),
         };
         let dp = xdp_fi::datapath::open(&args).unwrap();
         Side {

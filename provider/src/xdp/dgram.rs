@@ -1,14 +1,13 @@
-//! FI_EP_DGRAM over the AF_XDP link: each message is one UDP datagram whose
+//! FI_EP_DGRAM over the endpoint's port: each message is one UDP datagram whose
 //! payload is exactly the application's bytes. Unreliable (fi_endpoint(3)
 //! FI_EP_DGRAM): a datagram with no posted receive is dropped. Sends are
 //! copied into a UMEM frame at post time, so they complete at once
 //! (FI_INJECT_COMPLETE semantics); the TX kick happens per send unless the
 //! application passes FI_MORE. Sends to our own address are looped back
-//! here (AF_XDP cannot loop back).
+//! here (AF_XDP cannot loop back); peers on this host are reached through
+//! the port's kernel UDP socket.
 
 use std::collections::VecDeque;
-
-use ofi_xdp_link::RxAction;
 
 use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
@@ -96,7 +95,7 @@ impl Dgram {
 impl DataPath for Dgram {
     fn post_send(&mut self, op: TxOp) -> Result<()> {
         let len = op.payload.len();
-        if len > self.port.link.max_payload() {
+        if len > self.port.max_payload() {
             return Err(Errno::INVAL);
         }
         if op.dest.socket_addr() == self.local.socket_addr() {
@@ -113,33 +112,29 @@ impl DataPath for Dgram {
             self.tx_done(&op, len);
             return Ok(());
         }
-        let to = self.port.link_addr(&op.dest)?;
-        let link = &mut self.port.link;
-        let frame = match link.alloc_tx() {
-            Some(f) => f,
+        let mut to = op.dest;
+        to.mac = self.port.resolve(&op.dest)?;
+        let port = &mut self.port;
+        let buf = match port.alloc_tx() {
+            Some(b) => b,
             None => {
-                let _ = link.flush();
-                link.reap_completions();
-                link.alloc_tx().ok_or(Errno::AGAIN)?
+                let _ = port.flush();
+                port.alloc_tx().ok_or(Errno::AGAIN)?
             }
         };
-        let filled = link.tx_payload_mut(frame).map(|buf| match &op.payload {
-            Payload::Owned(b) => buf[..len].copy_from_slice(b),
+        let Some(dst) = port.tx_payload_mut(buf) else {
+            port.release_tx(buf);
+            return Err(Errno::AGAIN);
+        };
+        match &op.payload {
+            Payload::Owned(b) => dst[..len].copy_from_slice(b),
             // SAFETY: the send's buffers are valid for this call.
-            Payload::Iov(iov) => unsafe { super::gather(iov, 0, &mut buf[..len]) },
-        });
-        let sent = filled.and_then(|()| match link.send(frame, &to, len) {
-            Err(ofi_xdp_link::LinkError::TxRingFull) => {
-                let _ = link.flush();
-                link.reap_completions();
-                link.send(frame, &to, len)
-            }
-            r => r,
-        });
-        let _ = link.release_tx(frame);
-        sent.map_err(|e| link_err("dgram send", e))?;
+            Payload::Iov(iov) => unsafe { super::gather(iov, 0, &mut dst[..len]) },
+        }
+        port.send(buf, &to, len)
+            .map_err(|e| link_err("dgram send", e))?;
         if op.flags & FI_MORE == 0 {
-            link.flush().map_err(|e| link_err("TX kick", e))?;
+            port.flush().map_err(|e| link_err("TX kick", e))?;
         }
         self.tx_done(&op, len);
         Ok(())
@@ -169,17 +164,14 @@ impl DataPath for Dgram {
             Self::deliver(recvs, done, dropped, src, &bytes);
         }
         let mut learnt = Vec::new();
-        port.link.recv(RX_BATCH, |d| {
-            let src = XdpAddr::from_link(&d.src);
-            learnt.push(d.src);
-            Self::deliver(recvs, done, dropped, src, d.payload);
-            RxAction::Consume
+        port.recv(RX_BATCH, |src, payload| {
+            learnt.push(src);
+            Self::deliver(recvs, done, dropped, src, payload);
         });
         for a in &learnt {
             port.learn(a);
         }
-        let _ = port.link.flush();
-        port.link.reap_completions();
+        let _ = port.flush();
         for c in done.drain(..) {
             out(c);
         }
@@ -211,7 +203,7 @@ impl DataPath for Dgram {
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.port.link.fd())
+        Some(self.port.wait_fd())
     }
 
     fn set_min_multi_recv(&mut self, _bytes: usize) {}

@@ -1,18 +1,31 @@
-//! One endpoint's AF_XDP socket and its steering entry.
+//! One endpoint's I/O: its AF_XDP socket with the steering entry, and the
+//! kernel UDP socket that reserves its (IP, port).
 //!
-//! The steering program is attached once per interface per process (a
-//! second bpf_link on the same interface would be refused) and shared by
-//! every endpoint there: each endpoint takes an XSKMAP slot and maps its
-//! UDP port to it. Dropping the [`Port`] unsteers the port and frees the
-//! slot; dropping the last one detaches the program.
+//! - **AF_XDP**, the fast path, carries frames to and from other hosts. The
+//!   steering program is attached once per interface per process (a second
+//!   bpf_link on the same interface would be refused) and shared by every
+//!   endpoint there: each endpoint takes an XSKMAP slot and maps its UDP
+//!   port to it. Dropping the [`Port`] unsteers the port and frees the
+//!   slot; dropping the last one detaches the program.
+//! - **The kernel UDP socket** carries datagrams for peers on this host
+//!   (their IP is one of ours): an AF_XDP frame to our own address would
+//!   leave on the wire and never come back. When the interface's AF_XDP
+//!   queue or XDP hook is already taken — by another process, or another
+//!   endpoint of ours — the endpoint runs on this socket alone: slower, but
+//!   the same protocol and wire format, and its port is not steered, so the
+//!   kernel delivers its datagrams. FI_XDP_KERNEL_PATH=1 asks for that.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
-use ofi_xdp_link::{BindPreference, Link, LinkAddr, LinkConfig, LinkError};
+use ofi_xdp_link::{
+    BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, RxAction, TxFrame,
+};
 
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
@@ -34,7 +47,10 @@ fn registry() -> &'static Registry {
 }
 
 /// The steering program on `ifname`, attached on first use.
-fn steering_for(ifname: &str, mode: AttachMode) -> Result<Arc<Mutex<Shared>>> {
+fn steering_for(
+    ifname: &str,
+    mode: AttachMode,
+) -> std::result::Result<Arc<Mutex<Shared>>, XskError> {
     let mut reg = lock(registry());
     if let Some(s) = reg.get(ifname).and_then(Weak::upgrade) {
         return Ok(s);
@@ -43,12 +59,16 @@ fn steering_for(ifname: &str, mode: AttachMode) -> Result<Arc<Mutex<Shared>>> {
         AttachMode::Generic => BpfMode::Generic,
         AttachMode::Native => BpfMode::Native,
     };
-    let steering = Steering::attach_any(ifname, preferred).map_err(|e| {
-        xdp_warn!(
-            FI_LOG_EP_CTRL,
-            "attaching the XDP steering program to {ifname}: {e}"
-        );
-        Errno(FI_ENODEV)
+    let steering = Steering::attach_any(ifname, preferred).map_err(|e| match e {
+        // Another process's program (ours or not) holds the hook.
+        ofi_xdp_bpf::BpfError::AlreadyAttached { .. } => Busy(e.to_string()),
+        e => {
+            xdp_warn!(
+                FI_LOG_EP_CTRL,
+                "attaching the XDP steering program to {ifname}: {e}"
+            );
+            Failed(Errno(FI_ENODEV))
+        }
     })?;
     crate::xdp_info!(
         FI_LOG_EP_CTRL,
@@ -80,116 +100,330 @@ pub fn link_err(what: &str, e: LinkError) -> Errno {
     link_errno(&e)
 }
 
-pub struct Port {
-    pub link: Link,
+/// The AF_XDP half of a port: the socket and its steering entry.
+struct Xsk {
+    link: Link,
     shared: Arc<Mutex<Shared>>,
     slot: u32,
     port: u16,
+}
+
+impl Drop for Xsk {
+    fn drop(&mut self) {
+        let mut s = lock(&self.shared);
+        let _ = s.steering.unsteer_port(self.port);
+        let _ = s.steering.clear_socket(self.slot);
+        s.slots &= !(1 << self.slot);
+    }
+}
+
+/// Where one outgoing datagram is built: a UMEM frame, or (kernel path)
+/// the port's scratch buffer.
+#[derive(Clone, Copy, Debug)]
+pub enum TxBuf {
+    Frame(TxFrame),
+    Scratch,
+}
+
+/// While AF_XDP carries the traffic, the kernel socket (same-host peers
+/// only) is polled every this many passes: a syscall per pass would be the
+/// largest cost of a small message.
+const KERNEL_POLL_EVERY: u32 = 64;
+/// After the kernel socket carried a datagram, it is polled on every pass
+/// for this many passes (a same-host peer is talking to us).
+const KERNEL_BUSY_PASSES: u32 = 1 << 16;
+
+pub struct Port {
+    xsk: Option<Xsk>,
+    udp: UdpSocket,
+    /// Every address of this host (network namespace): peers there are
+    /// reached through the kernel socket.
+    local_ips: Vec<IpAddr>,
+    max_payload: usize,
     /// MACs learnt from received frames or the neighbour table.
     macs: HashMap<SocketAddr, [u8; 6]>,
+    scratch: Vec<u8>,
+    rx_buf: Vec<u8>,
+    pass: u32,
+    kernel_busy: u32,
+    /// Both sockets' readiness as one fd, for FI_WAIT_FD (AF_XDP path only).
+    epoll: Option<OwnedFd>,
+}
+
+/// A datagram's sender as either path saw it (a MAC only from AF_XDP).
+fn sender(ip: IpAddr, port: u16, mac: Option<[u8; 6]>) -> XdpAddr {
+    XdpAddr {
+        ip,
+        port,
+        mac,
+        incarnation: 0,
+    }
 }
 
 impl Port {
     pub fn open(args: &OpenArgs) -> Result<Port> {
-        let cfg = &args.cfg;
-        let mut lc = LinkConfig::new(args.iface.name.clone(), args.local.port);
-        lc.queue_id = cfg.queue;
-        lc.ip = Some(args.local.ip);
-        lc.frame_size = u32::try_from(cfg.frame_size).map_err(|_| Errno::INVAL)?;
-        lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Errno::INVAL)?;
-        lc.rx_frames = lc.frame_count / 2;
-        lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Errno::INVAL)?;
-        // RDM datagrams carry the engine's CRC-32C over header and payload
-        // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
-        // without the optional UDP checksum (RFC 768: zero = none) — one
-        // pass over every payload less on each side. IPv6 keeps it
-        // (mandatory, RFC 8200 §8.1), and so do DGRAM datagrams, whose
-        // payload is the application's own.
-        lc.udp_checksum_ipv4 = args.ep_type != FI_EP_RDM;
-        lc.bind = match cfg.zerocopy {
-            ZeroCopy::Auto => BindPreference::Auto,
-            ZeroCopy::Required => BindPreference::ZeroCopy,
-            ZeroCopy::Off => BindPreference::Copy,
-        };
-        let link = Link::open(&lc)
-            .map_err(|e| link_err(&format!("opening AF_XDP on {}", args.iface.name), e))?;
-        crate::xdp_info!(
-            FI_LOG_EP_CTRL,
-            "{}: AF_XDP socket on queue {} bound in {} mode, port {}",
-            args.iface.name,
-            cfg.queue,
-            link.bind_mode(),
-            args.local.port
-        );
-        let shared = steering_for(&args.iface.name, cfg.attach_mode)?;
-        if cfg.fault_drop_one_in > 0 {
-            let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
-            lock(&shared)
-                .steering
-                .set_fault_injection(cfg.fault_drop_one_in, seed)
-                .map_err(|e| {
-                    xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
-                    Errno::OTHER
-                })?;
+        let udp = match &args.socket {
+            Some(s) => s.try_clone(),
+            None => UdpSocket::bind(args.local.socket_addr()),
+        }
+        .and_then(|s| s.set_nonblocking(true).map(|()| s))
+        .map_err(|e| {
             xdp_warn!(
                 FI_LOG_EP_CTRL,
-                "{}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
-                args.iface.name,
-                cfg.fault_drop_one_in
+                "UDP socket {}: {e}",
+                args.local.socket_addr()
             );
-        }
-        let slot = {
-            let mut s = lock(&shared);
-            let free = (!s.slots).trailing_zeros();
-            if free >= Steering::MAX_SLOTS {
-                xdp_warn!(
-                    FI_LOG_EP_CTRL,
-                    "{}: all {} XSKMAP slots in use",
-                    args.iface.name,
-                    Steering::MAX_SLOTS
-                );
-                return Err(Errno::AGAIN);
+            Errno::from_os(&e)
+        })?;
+        let local_ips = ofi_xdp_link::if_addrs()
+            .map(|v| {
+                v.into_iter()
+                    .filter_map(|a| match a.kind {
+                        IfAddrKind::Ip { addr, .. } => Some(addr),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|_| vec![args.local.ip]);
+        let xsk = if args.cfg.kernel_path {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{}: port {} on the kernel UDP path (FI_XDP_KERNEL_PATH)",
+                args.iface.name,
+                args.local.port
+            );
+            None
+        } else {
+            match open_xsk(args) {
+                Ok(x) => Some(x),
+                Err(Busy(why)) => {
+                    xdp_warn!(
+                        FI_LOG_EP_CTRL,
+                        "{}: {why}; port {} uses the kernel UDP path (slower)",
+                        args.iface.name,
+                        args.local.port
+                    );
+                    None
+                }
+                Err(Failed(e)) => return Err(e),
             }
-            s.steering.set_socket(free, link.fd()).map_err(|e| {
-                xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
-                Errno::OTHER
-            })?;
-            s.steering.steer_port(args.local.port, free).map_err(|e| {
-                xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
-                Errno::OTHER
-            })?;
-            s.slots |= 1 << free;
-            free
+        };
+        let max_payload = match &xsk {
+            Some(x) => x.link.max_payload(),
+            None => ofi_xdp_link::max_payload(
+                u32::try_from(args.cfg.frame_size).map_err(|_| Errno::INVAL)?,
+                u32::try_from(args.iface.mtu).unwrap_or(u32::MAX),
+                &args.local.ip,
+            ),
+        };
+        let epoll = match &xsk {
+            Some(x) => Some(epoll_of(&[x.link.fd(), udp.as_raw_fd()]).map_err(|e| {
+                xdp_warn!(FI_LOG_EP_CTRL, "epoll: {e}");
+                Errno::from_os(&e)
+            })?),
+            None => None,
         };
         Ok(Port {
-            link,
-            shared,
-            slot,
-            port: args.local.port,
+            xsk,
+            udp,
+            local_ips,
+            max_payload,
             macs: HashMap::new(),
+            scratch: vec![0; max_payload],
+            rx_buf: vec![0; 1 << 16],
+            pass: 0,
+            kernel_busy: 0,
+            epoll,
         })
     }
 
-    /// Remember a peer's MAC (from a received frame).
-    pub fn learn(&mut self, a: &LinkAddr) {
-        self.macs
-            .entry(SocketAddr::new(a.ip, a.port))
-            .or_insert(a.mac);
+    /// Largest datagram payload, the same on both paths (a peer's AF_XDP
+    /// frame must hold what we send through the kernel).
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
     }
 
-    /// The link-level address of `a`: its own MAC, a learnt one, or the
-    /// neighbour table's (resolving it, which may take up to a second the
-    /// first time a peer is addressed).
-    pub fn link_addr(&mut self, a: &XdpAddr) -> Result<LinkAddr> {
-        let sa = a.socket_addr();
-        if let Some(mac) = a.mac.or_else(|| self.macs.get(&sa).copied()) {
-            return Ok(LinkAddr {
-                mac,
-                ip: a.ip,
-                port: a.port,
+    /// Whether this endpoint has its AF_XDP socket (else: kernel path only).
+    pub fn on_af_xdp(&self) -> bool {
+        self.xsk.is_some()
+    }
+
+    /// A file descriptor that is readable when datagrams wait on either path.
+    pub fn wait_fd(&self) -> RawFd {
+        match &self.epoll {
+            Some(e) => e.as_raw_fd(),
+            None => self.udp.as_raw_fd(),
+        }
+    }
+
+    fn is_local(&self, ip: &IpAddr) -> bool {
+        self.local_ips.contains(ip)
+    }
+
+    /// A buffer for one outgoing datagram (`None`: no TX frame free now).
+    pub fn alloc_tx(&mut self) -> Option<TxBuf> {
+        match &mut self.xsk {
+            Some(x) => x.link.alloc_tx().map(TxBuf::Frame),
+            None => Some(TxBuf::Scratch),
+        }
+    }
+
+    /// The payload area of `b`, at least [`Port::max_payload`] bytes.
+    pub fn tx_payload_mut(&mut self, b: TxBuf) -> Option<&mut [u8]> {
+        match (b, &mut self.xsk) {
+            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
+            _ => Some(&mut self.scratch[..]),
+        }
+    }
+
+    /// Give `b` back unsent.
+    pub fn release_tx(&mut self, b: TxBuf) {
+        if let (TxBuf::Frame(f), Some(x)) = (b, &mut self.xsk) {
+            let _ = x.link.release_tx(f);
+        }
+    }
+
+    /// Send the first `len` bytes of `b` to `to` and give `b` back. A peer
+    /// on this host, or any peer when we have no AF_XDP socket, goes through
+    /// the kernel socket; others need a MAC (`to.mac` or a learnt one).
+    pub fn send(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        len: usize,
+    ) -> std::result::Result<(), LinkError> {
+        let r = if self.xsk.is_none() || self.is_local(&to.ip) {
+            self.send_kernel(b, to, len)
+        } else {
+            self.send_xsk(b, to, len)
+        };
+        self.release_tx(b);
+        r
+    }
+
+    fn send_kernel(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        len: usize,
+    ) -> std::result::Result<(), LinkError> {
+        self.kernel_busy = KERNEL_BUSY_PASSES;
+        let Port {
+            xsk, scratch, udp, ..
+        } = self;
+        let buf = match (b, xsk) {
+            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f)?,
+            _ => &mut scratch[..],
+        };
+        let payload = buf.get(..len).ok_or(LinkError::NoTxFrame)?;
+        match udp.send_to(payload, to.socket_addr()) {
+            Ok(_) => Ok(()),
+            // Socket buffer full: lost like a dropped frame.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(LinkError::TxRingFull),
+            Err(source) => Err(LinkError::Io {
+                op: "sendto (kernel UDP path)",
+                source,
+            }),
+        }
+    }
+
+    fn send_xsk(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        len: usize,
+    ) -> std::result::Result<(), LinkError> {
+        let TxBuf::Frame(frame) = b else {
+            return Err(LinkError::NoTxFrame);
+        };
+        let Some(mac) = to.mac.or_else(|| self.macs.get(&to.socket_addr()).copied()) else {
+            // Not resolvable here (post_send resolves); lost like a dropped frame.
+            return Err(LinkError::NoTxFrame);
+        };
+        let la = LinkAddr {
+            mac,
+            ip: to.ip,
+            port: to.port,
+        };
+        let Some(x) = self.xsk.as_mut() else {
+            return Err(LinkError::NoTxFrame);
+        };
+        let link = &mut x.link;
+        match link.send(frame, &la, len) {
+            Err(LinkError::TxRingFull) => {
+                let _ = link.flush();
+                link.reap_completions();
+                link.send(frame, &la, len)
+            }
+            r => r,
+        }
+    }
+
+    /// Kick the AF_XDP TX ring and reap its completions (kernel sends are
+    /// done when sent).
+    pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
+        let Some(x) = self.xsk.as_mut() else {
+            return Ok(());
+        };
+        let r = x.link.flush();
+        x.link.reap_completions();
+        r
+    }
+
+    /// Hand up to `max` received datagrams per path to `f` with their
+    /// sender. MACs of new senders are learnt by [`Port::learn`].
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[u8])) {
+        if let Some(x) = self.xsk.as_mut() {
+            x.link.recv(max, |d| {
+                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.payload);
+                RxAction::Consume
             });
         }
-        let la = self
+        self.pass = self.pass.wrapping_add(1);
+        let poll_kernel = self.xsk.is_none()
+            || self.kernel_busy > 0
+            || self.pass.is_multiple_of(KERNEL_POLL_EVERY);
+        if !poll_kernel {
+            return;
+        }
+        self.kernel_busy = self.kernel_busy.saturating_sub(1);
+        for _ in 0..max {
+            match self.udp.recv_from(&mut self.rx_buf) {
+                Ok((n, from)) => {
+                    self.kernel_busy = KERNEL_BUSY_PASSES;
+                    // A datagram larger than any we send was truncated to
+                    // the buffer: hand it up anyway, the protocol rejects it.
+                    let n = n.min(self.rx_buf.len());
+                    f(sender(from.ip(), from.port(), None), &self.rx_buf[..n]);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Remember a peer's MAC (from a received frame).
+    pub fn learn(&mut self, a: &XdpAddr) {
+        if let Some(mac) = a.mac {
+            self.macs.entry(a.socket_addr()).or_insert(mac);
+        }
+    }
+
+    /// Make sure `a` can be sent to: a same-host peer (kernel path) needs
+    /// nothing; others need their MAC — their own, a learnt one, or the
+    /// neighbour table's (resolving it, which may take up to a second the
+    /// first time a peer is addressed). Returns the MAC when one applies.
+    pub fn resolve(&mut self, a: &XdpAddr) -> Result<Option<[u8; 6]>> {
+        let Some(x) = self.xsk.as_mut() else {
+            return Ok(None);
+        };
+        if self.local_ips.contains(&a.ip) {
+            return Ok(None);
+        }
+        let sa = a.socket_addr();
+        if let Some(mac) = a.mac.or_else(|| self.macs.get(&sa).copied()) {
+            return Ok(Some(mac));
+        }
+        let la = x
             .link
             .resolve_peer(a.ip, a.port, Duration::from_secs(1))
             .map_err(|e| {
@@ -197,15 +431,133 @@ impl Port {
                 Errno(FI_EHOSTUNREACH)
             })?;
         self.macs.insert(sa, la.mac);
-        Ok(la)
+        Ok(Some(la.mac))
+    }
+
+    /// One line for logs: the AF_XDP link's counters, or the path in use.
+    pub fn stats_line(&mut self) -> String {
+        match self.xsk.as_mut() {
+            Some(x) => x.link.stats().map(|s| format!("{s:?}")).unwrap_or_default(),
+            None => "kernel UDP path".to_owned(),
+        }
     }
 }
 
-impl Drop for Port {
-    fn drop(&mut self) {
-        let mut s = lock(&self.shared);
-        let _ = s.steering.unsteer_port(self.port);
-        let _ = s.steering.clear_socket(self.slot);
-        s.slots &= !(1 << self.slot);
+/// Why the AF_XDP half could not be opened.
+enum XskError {
+    /// The queue or the XDP hook is taken: run on the kernel path.
+    Busy(String),
+    /// Anything else: the endpoint cannot be enabled.
+    Failed(Errno),
+}
+use XskError::{Busy, Failed};
+
+fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
+    let cfg = &args.cfg;
+    let mut lc = LinkConfig::new(args.iface.name.clone(), args.local.port);
+    lc.queue_id = cfg.queue;
+    lc.ip = Some(args.local.ip);
+    lc.frame_size = u32::try_from(cfg.frame_size).map_err(|_| Failed(Errno::INVAL))?;
+    lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Failed(Errno::INVAL))?;
+    lc.rx_frames = lc.frame_count / 2;
+    lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Failed(Errno::INVAL))?;
+    // RDM datagrams carry the engine's CRC-32C over header and payload
+    // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
+    // without the optional UDP checksum (RFC 768: zero = none) — one
+    // pass over every payload less on each side. IPv6 keeps it
+    // (mandatory, RFC 8200 §8.1), and so do DGRAM datagrams, whose
+    // payload is the application's own.
+    lc.udp_checksum_ipv4 = args.ep_type != FI_EP_RDM;
+    // For the same reason RDM does not verify UDP checksums on receive: the
+    // CRC-32C already covers what they would (IPv6 peers always send them).
+    lc.verify_checksums = args.ep_type != FI_EP_RDM;
+    lc.bind = match cfg.zerocopy {
+        ZeroCopy::Auto => BindPreference::Auto,
+        ZeroCopy::Required => BindPreference::ZeroCopy,
+        ZeroCopy::Off => BindPreference::Copy,
+    };
+    let link = match Link::open(&lc) {
+        Ok(l) => l,
+        Err(e @ LinkError::QueueBusy { .. }) => return Err(Busy(e.to_string())),
+        Err(e) => {
+            return Err(Failed(link_err(
+                &format!("opening AF_XDP on {}", args.iface.name),
+                e,
+            )));
+        }
+    };
+    crate::xdp_info!(
+        FI_LOG_EP_CTRL,
+        "{}: AF_XDP socket on queue {} bound in {} mode, port {}",
+        args.iface.name,
+        cfg.queue,
+        link.bind_mode(),
+        args.local.port
+    );
+    let shared = steering_for(&args.iface.name, cfg.attach_mode)?;
+    if cfg.fault_drop_one_in > 0 {
+        let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
+        lock(&shared)
+            .steering
+            .set_fault_injection(cfg.fault_drop_one_in, seed)
+            .map_err(|e| {
+                xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
+                Failed(Errno::OTHER)
+            })?;
+        xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "{}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
+            args.iface.name,
+            cfg.fault_drop_one_in
+        );
     }
+    let slot = {
+        let mut s = lock(&shared);
+        let free = (!s.slots).trailing_zeros();
+        if free >= Steering::MAX_SLOTS {
+            return Err(Busy(format!(
+                "all {} XSKMAP slots in use",
+                Steering::MAX_SLOTS
+            )));
+        }
+        s.steering.set_socket(free, link.fd()).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.steering.steer_port(args.local.port, free).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.slots |= 1 << free;
+        free
+    };
+    Ok(Xsk {
+        link,
+        shared,
+        slot,
+        port: args.local.port,
+    })
+}
+
+/// An epoll instance watching `fds` for input: one fd that polls readable
+/// when any of them is.
+fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked and owned below.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `ep` is a new descriptor nobody else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for &fd in fds {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: valid epoll fd, fd and event.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(ep)
 }

@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use ofi_xdp_link::RxAction;
 use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
@@ -170,7 +169,7 @@ impl Rdm {
         // SAFETY: getrandom writes at most 8 bytes into `seed`.
         let _ = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), 8, 0) };
         let cfg = rel::Config {
-            mtu: port.link.max_payload(),
+            mtu: port.max_payload(),
             incarnation: args.local.incarnation,
             seed: u64::from_ne_bytes(seed),
             inject_size: inject.max(rel::Config::default().inject_size),
@@ -248,57 +247,38 @@ impl Rdm {
                 ..
             } = self;
             for _ in 0..TX_BATCH {
-                let link = &mut port.link;
-                let Some(frame) = link.alloc_tx() else { break };
-                let t = match link.tx_payload_mut(frame) {
-                    Ok(buf) => engine.poll_transmit(now, buf, &mut SendSide(sends)),
-                    Err(_) => None,
+                let Some(buf) = port.alloc_tx() else { break };
+                let t = match port.tx_payload_mut(buf) {
+                    Some(b) => engine.poll_transmit(now, b, &mut SendSide(sends)),
+                    None => None,
                 };
                 let Some(t) = t else {
-                    let _ = link.release_tx(frame);
+                    port.release_tx(buf);
                     drained = true;
                     break;
                 };
                 if t.dst == *self_key {
-                    if let Ok(buf) = link.tx_payload_mut(frame) {
-                        loop_back.push(buf[..t.len].to_vec());
+                    if let Some(b) = port.tx_payload_mut(buf) {
+                        loop_back.push(b[..t.len].to_vec());
                     }
-                    let _ = link.release_tx(frame);
+                    port.release_tx(buf);
                     continue;
                 }
-                let Some(a) = peers.addrs.get(t.dst as usize).copied() else {
-                    let _ = link.release_tx(frame);
+                let Some(to) = peers.addrs.get(t.dst as usize).copied() else {
+                    port.release_tx(buf);
                     continue;
                 };
-                let Some(mac) = a.mac else {
-                    // Not resolvable here; the engine retransmits later.
-                    let _ = link.release_tx(frame);
-                    continue;
-                };
-                let to = ofi_xdp_link::LinkAddr {
-                    mac,
-                    ip: a.ip,
-                    port: a.port,
-                };
-                if let Ok(buf) = link.tx_payload_mut(frame) {
-                    trace("tx", t.dst, &buf[..t.len]);
+                if let Some(b) = port.tx_payload_mut(buf) {
+                    trace("tx", t.dst, &b[..t.len]);
                 }
-                let mut r = link.send(frame, &to, t.len);
-                if matches!(r, Err(ofi_xdp_link::LinkError::TxRingFull)) {
-                    let _ = link.flush();
-                    link.reap_completions();
-                    r = link.send(frame, &to, t.len);
-                }
-                let _ = link.release_tx(frame);
-                if let Err(e) = r {
+                if let Err(e) = port.send(buf, &to, t.len) {
                     // Lost like a dropped packet: the engine retransmits.
                     let _ = link_err("rdm send", e);
                 }
             }
-            if let Err(e) = port.link.flush() {
+            if let Err(e) = port.flush() {
                 xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
             }
-            port.link.reap_completions();
         }
         for d in loop_back {
             let Rdm {
@@ -387,8 +367,9 @@ impl DataPath for Rdm {
         if dst != self.self_key {
             // Resolve the MAC now, outside the progress loop.
             let a = self.peers.addrs[dst as usize];
-            let la = self.port.link_addr(&a)?;
-            self.peers.addrs[dst as usize].mac = Some(la.mac);
+            if let Some(mac) = self.port.resolve(&a)? {
+                self.peers.addrs[dst as usize].mac = Some(mac);
+            }
         }
         let level = completion_level(op.flags, op.payload.len(), self.engine.config().inject_size);
         // An inject-complete send owns a copy: the engine retransmits from it
@@ -507,18 +488,16 @@ impl DataPath for Rdm {
                 ..
             } = self;
             let mut learnt = Vec::new();
-            port.link.recv(RX_BATCH, |d| {
-                let src = XdpAddr::from_link(&d.src);
+            port.recv(RX_BATCH, |src, payload| {
                 let known = peers.addrs.len();
                 let key = peers.key(&src);
                 if peers.addrs.len() != known {
                     // A new peer: the port learns its MAC too (no
                     // allocation or second lookup per datagram otherwise).
-                    learnt.push(d.src);
+                    learnt.push(src);
                 }
-                trace("rx", key, d.payload);
-                engine.handle_datagram(now, key, true, d.payload, &mut RecvSide(recvs));
-                RxAction::Consume
+                trace("rx", key, payload);
+                engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs));
             });
             for a in &learnt {
                 port.learn(a);
@@ -542,12 +521,7 @@ impl DataPath for Rdm {
                         .get(peer as usize)
                         .map(|a| a.to_string())
                         .unwrap_or_default();
-                    let link = self
-                        .port
-                        .link
-                        .stats()
-                        .map(|s| format!("{s:?}"))
-                        .unwrap_or_default();
+                    let link = self.port.stats_line();
                     let why = format!(
                         "peer {a} lost: {reason:?} (engine {:?}; link {link}; session {})",
                         self.engine.stats(),
@@ -577,7 +551,7 @@ impl DataPath for Rdm {
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.port.link.fd())
+        Some(self.port.wait_fd())
     }
 
     fn set_min_multi_recv(&mut self, bytes: usize) {
@@ -629,12 +603,7 @@ impl Drop for Rdm {
             }
         }
         // One line per endpoint for diagnosis (FI_LOG_LEVEL=info).
-        let link = self
-            .port
-            .link
-            .stats()
-            .map(|s| format!("{s:?}"))
-            .unwrap_or_default();
+        let link = self.port.stats_line();
         crate::xdp_info!(
             FI_LOG_EP_DATA,
             "rdm endpoint closed: engine {:?}; link {link}",

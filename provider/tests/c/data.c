@@ -330,7 +330,7 @@ static void rdm_pair(int server)
 			if (e.len) {
 				uint8_t *p = e.buf;
 				CHECK(e.len == 3000);
-				CHECK((p >= mb[0][0] + 0 && p + 3000 <= mb[0] + 65536) ||
+				CHECK((p >= mb[0] && p + 3000 <= mb[0] + 65536) ||
 				      (p >= mb[1] && p + 3000 <= mb[1] + 65536));
 				CHECK(check(p, 3000, 200 + i));
 			}
