@@ -78,6 +78,21 @@ pub fn max_datagram_payload(iface: &Iface, v6: bool, cfg: &Config) -> usize {
     by_mtu.min(by_frame).saturating_sub(PROTO_HEADER_RESERVE)
 }
 
+/// Whether a hints `prov_name` asks for us (utility providers' layered
+/// names such as "xdp;^ofi_rxd" are refused earlier: [`OFI_CORE_PROV_ONLY`]).
+fn names_us(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"xdp")
+}
+
+/// libfabric's internal getinfo flag (`include/ofi.h`): a utility provider
+/// (ofi_rxd, ofi_rxm) asks core providers for endpoints to layer on. We do
+/// not offer any, as libfabric 1.18+ keeps utility providers off efa, psm3,
+/// cxi, shm and ucx: our RDM endpoints are native, and "xdp;ofi_rxd" (rxd
+/// over our DGRAM) would be listed before them, so applications that take
+/// the first entry matching "xdp" (Open MPI's mtl_ofi_provider_include) would
+/// get the slower emulation.
+const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+
 /// What a caller asked for through node/service/flags and hints addresses.
 #[derive(Default, Debug)]
 struct Wanted {
@@ -450,11 +465,9 @@ fn apply_hints(o: &mut Owned, h: &fi_info, version: u32) -> std::result::Result<
         }
         if let Some(n) = unsafe { f.prov_name.as_ref() } {
             // SAFETY: non-NULL name is a C string.
-            if !unsafe { CStr::from_ptr(n) }
-                .to_bytes()
-                .eq_ignore_ascii_case(b"xdp")
-            {
-                return Err("provider name".into());
+            let name = unsafe { CStr::from_ptr(n) };
+            if !names_us(name.to_bytes()) {
+                return Err(format!("provider name {name:?}"));
             }
         }
     }
@@ -680,6 +693,13 @@ pub unsafe extern "C" fn xdp_getinfo(
         let service = opt_cstr(service)?;
         // SAFETY: hints is NULL or a valid fi_info.
         let hints = unsafe { hints.as_ref() };
+        if flags & OFI_CORE_PROV_ONLY != 0 {
+            xdp_info!(
+                FI_LOG_CORE,
+                "utility providers do not layer over xdp: its RDM endpoints are native"
+            );
+            return Err(Errno::NODATA);
+        }
         let v = candidates(version, node, service, flags, hints)?;
         // SAFETY: the entries were linked in order by candidates().
         unsafe { *info = v.first().copied().unwrap_or(null_mut()) };
@@ -751,6 +771,16 @@ pub unsafe fn fabric_name_ok(name: *const c_char) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn provider_name_hints() {
+        assert!(super::names_us(b"xdp"));
+        assert!(super::names_us(b"XDP"));
+        assert!(!super::names_us(b"xdp;^ofi_rxd"));
+        assert!(!super::names_us(b"xdp;ofi_rxd"));
+        assert!(!super::names_us(b"tcp"));
+        assert!(!super::names_us(b""));
+    }
+
     use super::*;
 
     fn iface() -> Iface {
