@@ -1,0 +1,64 @@
+//! Shared by the integration tests that run programs through the real
+//! libfabric loader (`c_suite.rs`, `mpi.rs`).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ofi_xdp_testhosts::HostPair;
+
+/// target/<profile>/ (this binary lives in target/<profile>/deps/).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// A private directory holding the provider as `libxdp-fi.so` (point
+/// FI_PROVIDER_PATH at it) and the programs the tests compile.
+pub fn work_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("xdp-fi-ctests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // `cargo test` refreshes deps/libxdp_fi.so but does not always
+        // re-uplift it to target/<profile>/: take the newer of the two.
+        let newest = [
+            profile_dir().join("deps/libxdp_fi.so"),
+            profile_dir().join("libxdp_fi.so"),
+        ]
+        .into_iter()
+        .filter_map(|p| {
+            std::fs::metadata(&p)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| (t, p))
+        })
+        .max_by_key(|(t, _)| *t);
+        let (_, lib) = newest.expect("cdylib libxdp_fi.so not found next to the test binary");
+        std::fs::copy(&lib, dir.join("libxdp-fi.so")).unwrap();
+        dir
+    })
+}
+
+/// A veth end reports carrier (IFF_RUNNING) a moment after both ends are
+/// up; the provider only offers running interfaces, so wait for it.
+pub fn wait_running(pair: &HostPair) {
+    for h in [&pair.a, &pair.b] {
+        let t0 = std::time::Instant::now();
+        loop {
+            let out = h
+                .ip(&["-o", "link", "show", "dev", h.ifname()])
+                .unwrap_or_default();
+            if out.contains("LOWER_UP") && out.contains("state UP") {
+                break;
+            }
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "{} never came up: {out}",
+                h.ifname()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Open MPI over the provider: `tests/mpi/mpi_check.c` built with `mpicc`
+//! and launched with `mpirun` using the `cm` PML and the `ofi` MTL, the way
+//! MPI users select a libfabric provider. Ranks run in test-host network
+//! namespaces, so nothing leaves the veth pair.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use ofi_xdp_testhosts::HostPair;
+
+mod common;
+use common::{wait_running, work_dir};
+
+/// Longest one mpirun may take (a hang must fail the test, not CI).
+const MPIRUN_TIMEOUT: &str = "240";
+
+fn mpi_check() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_check.c");
+        let bin = work_dir().join("mpi_check");
+        let out = Command::new("mpicc")
+            .args(["-Wall", "-O1", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .expect("run mpicc (xtask installs openmpi-bin and libopenmpi-dev)");
+        assert!(
+            out.status.success(),
+            "mpicc failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        bin
+    })
+    .clone()
+}
+
+/// `mpirun` inside `pair.a`'s namespace with Open MPI selecting the xdp
+/// provider; `ranks` is the command line after the MCA options.
+fn mpirun(pair: &HostPair, ranks: &[String]) -> Output {
+    let ifname = pair.a.ifname();
+    let mut cmd = pair.a.command("timeout");
+    cmd.arg(MPIRUN_TIMEOUT)
+        .arg("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe"])
+        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_LOG_LEVEL"])
+        .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
+        .args(["--mca", "mtl_ofi_provider_include", "xdp"])
+        .args(["--mca", "btl", "self"])
+        .args(ranks)
+        .env("FI_PROVIDER_PATH", work_dir())
+        .env("FI_LOG_LEVEL", "warn")
+        // Ranks in the other namespace reach mpirun's PMIx server and its
+        // out-of-band channel over the veth pair, not over loopback.
+        .env("PMIX_MCA_ptl_tcp_remote_connections", "1")
+        .env("PMIX_MCA_ptl_tcp_if_include", ifname)
+        .env("OMPI_MCA_oob_tcp_if_include", ifname);
+    cmd.output()
+        .expect("run mpirun (xtask installs openmpi-bin)")
+}
+
+fn assert_ranks_passed(out: &Output, ranks: usize) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "mpirun failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    for r in 0..ranks {
+        let line = format!("mpi_check rank {r} of {ranks}: 0 failures");
+        assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
+    }
+    stderr
+}
+
+/// One rank on each host: every message crosses the veth pair through
+/// AF_XDP.
+#[test]
+fn mpi_two_hosts() {
+    let bin = mpi_check().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks: Vec<String> = ["-np", "1", &bin, ":", "-np", "1", "ip", "netns", "exec"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([pair.b.netns().to_owned(), bin.clone()])
+        .collect();
+    let stderr = assert_ranks_passed(&mpirun(&pair, &ranks), 2);
+    assert!(
+        !stderr.contains("kernel UDP path"),
+        "a rank fell back to the kernel path:\n{stderr}"
+    );
+}
+
+/// Three ranks on one host and interface (ranks sharing a node): one gets
+/// the AF_XDP queue, the others run on the kernel UDP path, and all reach
+/// each other through the kernel.
+#[test]
+fn mpi_three_ranks_one_host() {
+    let bin = mpi_check().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks = vec!["-np".to_owned(), "3".to_owned(), bin];
+    let stderr = assert_ranks_passed(&mpirun(&pair, &ranks), 3);
+    assert!(stderr.contains("uses the kernel UDP path"), "{stderr}");
+}
