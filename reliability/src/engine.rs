@@ -295,8 +295,20 @@ struct SendState {
     await_cts: bool,
     all_sent: bool,
     done_rcvd: bool,
+    /// A completion is still to be reported for it.
     report: bool,
+    /// Inject complete: report it when its last packet is first sent, and
+    /// never again (not even an error: the application has its completion).
+    complete_on_send: bool,
     inject: Option<Box<[u8]>>,
+}
+
+impl SendState {
+    /// Inject complete and already reported: the application has its
+    /// completion, only the peer's ack is outstanding.
+    fn reported_early(&self) -> bool {
+        self.complete_on_send && !self.report
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -432,7 +444,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     pub fn sends_unacked_after_completion(&self) -> usize {
         self.sends
             .indices()
-            .filter(|&i| self.sends.get(i).is_some_and(|s| !s.report))
+            .filter(|&i| self.sends.get(i).is_some_and(SendState::reported_early))
             .count()
     }
 
@@ -518,26 +530,15 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if rndv {
             hflags |= wf::RNDV;
         }
-        let mut report = op.report;
+        // FI_INJECT_COMPLETE with our own copy: the buffer is free now, and
+        // the completion is reported once the whole message has gone to the
+        // network (`emit_new`), not before — with manual progress a message
+        // still waiting for its session must not look sent.
+        let complete_on_send = inject.is_some() && op.level == CompletionLevel::Inject && op.report;
         if let Some(b) = inject {
             self.inject_bytes += b.len();
-            if op.level == CompletionLevel::Inject && report {
-                // FI_INJECT_COMPLETE: the engine owns a copy, the buffer is free now.
-                self.events.push_back(Event::Completion(Completion {
-                    token: op.token,
-                    flags: Flags::SEND | msg_flags(hflags & wf::TAGGED),
-                    len,
-                    buf_offset: 0,
-                    data: 0,
-                    tag: 0,
-                    src: None,
-                    error: None,
-                    olen: 0,
-                }));
-                report = false;
-            }
         }
-        if report {
+        if op.report && !complete_on_send {
             // The completion waits for the peer's ack: ask for it promptly.
             hflags |= wf::AR;
         }
@@ -559,7 +560,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             await_cts: false,
             all_sent: false,
             done_rcvd: false,
-            report,
+            report: op.report,
+            complete_on_send,
             inject: inject.map(Box::from),
         };
         let oi = self.sends.insert(st);
@@ -822,6 +824,19 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.fail_peer(pi as Idx, OpError::Canceled);
         }
         self.events.clear();
+    }
+
+    /// The network reports nobody listening at `peer` (an ICMP port
+    /// unreachable for a datagram we sent it): its process is gone. Fail
+    /// what depends on it now rather than at the retry limit (PROTOCOL.md
+    /// §5.3). Ignored for a peer we have no session or handshake with.
+    pub fn peer_unreachable(&mut self, peer: P) {
+        let Some(pi) = self.lookup(peer) else {
+            return;
+        };
+        if self.peers[pi as usize].conn != Conn::Idle {
+            self.fail_peer(pi, OpError::PeerUnreachable);
+        }
     }
 
     // ------------------------------------------------------------------
@@ -1683,6 +1698,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 st.next_off += n;
                 if st.next_off >= st.send_len {
                     st.all_sent = true;
+                    if st.complete_on_send && st.report {
+                        st.report = false;
+                        self.events
+                            .push_back(Event::Completion(send_completion(st, None)));
+                    }
                     if from_rndv {
                         q.rndv_ready.pop_front();
                     } else {
@@ -2397,17 +2417,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             if let Some(b) = st.inject.as_ref() {
                 self.inject_bytes -= b.len();
             }
-            self.events.push_back(Event::Completion(Completion {
-                token: st.token,
-                flags: Flags::SEND | msg_flags(st.hflags & wf::TAGGED),
-                len: st.len as usize,
-                buf_offset: 0,
-                data: 0,
-                tag: 0,
-                src: None,
-                error: Some(reason),
-                olen: 0,
-            }));
+            // An inject-complete send already reported its completion.
+            if !st.reported_early() {
+                self.events
+                    .push_back(Event::Completion(send_completion(&st, Some(reason))));
+            }
         }
         // Messages being received.
         let q = self.peers[pi as usize].q.take();
@@ -2505,17 +2519,22 @@ fn finish_send<P>(
         *inject_bytes -= b.len();
     }
     if st.report {
-        events.push_back(Event::Completion(Completion {
-            token: st.token,
-            flags: Flags::SEND | msg_flags(st.hflags & wf::TAGGED),
-            len: st.len as usize,
-            buf_offset: 0,
-            data: 0,
-            tag: 0,
-            src: None,
-            error: None,
-            olen: 0,
-        }));
+        events.push_back(Event::Completion(send_completion(&st, None)));
+    }
+}
+
+/// The completion of send `st`, successful or failed with `error`.
+fn send_completion<P>(st: &SendState, error: Option<OpError>) -> Completion<P> {
+    Completion {
+        token: st.token,
+        flags: Flags::SEND | msg_flags(st.hflags & wf::TAGGED),
+        len: st.len as usize,
+        buf_offset: 0,
+        data: 0,
+        tag: 0,
+        src: None,
+        error,
+        olen: 0,
     }
 }
 

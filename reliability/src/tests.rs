@@ -460,6 +460,52 @@ fn closing_peer_acks_what_it_received_and_fails_the_rest() {
     assert!(completions(&mut s, 1).is_empty());
 }
 
+/// An ICMP port unreachable from the provider fails the peer's operations
+/// at once; one for a peer we never talked to changes nothing.
+#[test]
+fn reported_unreachable_peer_fails_at_once() {
+    let mut s = sim(2, Faults::default(), 13);
+    recv(&mut s, 1, 1, 10, None, None);
+    send(&mut s, 0, 1, 1, pattern(10, 0), None);
+    run(&mut s);
+    assert_eq!(completions(&mut s, 0)[0].error, None);
+    s.partition(0, 1, Nanos::from_secs(3600));
+    let timeouts = s.nodes[0].engine.stats().timeouts;
+    send(&mut s, 0, 1, 2, pattern(10, 0), None);
+    // An inject-complete send: reported once sent, and never again.
+    let now = s.now;
+    s.nodes[0]
+        .engine
+        .post_send(
+            now,
+            SendOp {
+                token: 3,
+                dst: 1,
+                payload: Payload::Inject(b"inj"),
+                tag: None,
+                data: None,
+                level: CompletionLevel::Inject,
+                report: true,
+            },
+        )
+        .unwrap();
+    s.flush();
+    let c = completions(&mut s, 0);
+    assert!(
+        c.len() == 1 && c[0].token == 3 && c[0].error.is_none(),
+        "{c:?}"
+    );
+    assert_eq!(s.nodes[0].engine.sends_unacked_after_completion(), 1);
+    s.nodes[0].engine.peer_unreachable(7);
+    assert!(completions(&mut s, 0).is_empty());
+    s.nodes[0].engine.peer_unreachable(1);
+    let c = completions(&mut s, 0);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].token, 2);
+    assert_eq!(c[0].error, Some(OpError::PeerUnreachable));
+    assert_eq!(s.nodes[0].engine.stats().timeouts, timeouts);
+}
+
 #[test]
 fn send_to_self_loops_back() {
     let mut s = sim(1, Faults::default(), 12);
@@ -978,18 +1024,22 @@ fn injected_message_ack_rides_on_the_reply_or_waits_for_delay() {
     let mut bufs = Buffers::default();
     let mut f = [0u8; 1472];
     let now = Instant(0);
-    // Session set-up with a first message; its ack goes at its delay.
+    // Session set-up with a first message: not complete while it waits for
+    // the session (the application might stop calling us), complete once
+    // sent; its ack goes at its delay.
     inject(&mut a, now, 1, 1, b"hello");
+    assert!(a.poll_event().is_none());
     pump(&mut a, &mut b, now, &mut bufs);
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1));
     let later = now + Nanos::from_micros(200);
     b.handle_timeout(later);
     pump(&mut a, &mut b, later, &mut bufs);
     assert_eq!(a.sends_outstanding(), 0);
-    // Ping: complete at once at a, the data reaches b, b sends no ack.
+    // Ping: complete at a as soon as it is sent, the data reaches b, b
+    // sends no ack.
     inject(&mut a, later, 2, 1, b"ping");
-    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 1));
-    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
     let t = a.poll_transmit(later, &mut f, &mut bufs).unwrap();
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
     b.handle_datagram(later, 0, true, &f[..t.len], &mut bufs);
     assert!(b.poll_transmit(later, &mut f, &mut bufs).is_none());
     assert_eq!(a.sends_outstanding(), 1);
