@@ -340,6 +340,14 @@ fn c_data_rdm_peer_closes() {
     run_data_env("rdm", &[("XT_PEER_CLOSES", "1")]);
 }
 
+/// A peer that dies without closing (as if killed): the client's next
+/// send fails with FI_EHOSTUNREACH within seconds, from the ICMP port
+/// unreachable its datagram draws, not after the 300 s peer timeout.
+#[test]
+fn c_data_rdm_peer_dies() {
+    run_data_env("rdm", &[("XT_PEER_DIES", "1")]);
+}
+
 /// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server
 /// blocks in poll() on the CQ's fd until the client's message wakes it.
 #[test]

@@ -175,6 +175,7 @@ impl Port {
             );
             Errno::from_os(&e)
         })?;
+        report_icmp_errors(&udp, args.local.ip.is_ipv6());
         let local_ips = ofi_xdp_link::if_addrs()
             .map(|v| {
                 v.into_iter()
@@ -401,6 +402,22 @@ impl Port {
         }
     }
 
+    /// Hand `f` the destination of every datagram the network refused
+    /// since the last call: an ICMP port unreachable means nobody listens
+    /// there any more (the peer's process is gone). Both paths' sends are
+    /// from our port, so the kernel queues the errors on our UDP socket
+    /// (IP_RECVERR); reading them costs a syscall, so callers ask only when
+    /// a peer stops answering.
+    pub fn take_refused(&mut self, mut f: impl FnMut(SocketAddr)) {
+        for _ in 0..64 {
+            match read_refused(&self.udp) {
+                Ok(Some(sa)) => f(sa),
+                Ok(None) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
     /// Remember a peer's MAC (from a received frame).
     pub fn learn(&mut self, a: &XdpAddr) {
         if let Some(mac) = a.mac {
@@ -560,4 +577,95 @@ fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
         }
     }
     Ok(ep)
+}
+
+/// Ask the kernel to queue ICMP errors for our datagrams on the socket's
+/// error queue (ip(7) IP_RECVERR, ipv6(7) IPV6_RECVERR), unconnected as it is.
+fn report_icmp_errors(udp: &UdpSocket, v6: bool) {
+    let on: libc::c_int = 1;
+    let (level, name) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR)
+    };
+    // SAFETY: setsockopt with a valid fd and a c_int option value.
+    let rc = unsafe {
+        libc::setsockopt(
+            udp.as_raw_fd(),
+            level,
+            name,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "IP_RECVERR: {}; dead peers are found by retries only",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// One entry of the socket's error queue: `Ok(Some(dst))` for a port
+/// unreachable (ECONNREFUSED) about a datagram to `dst`, `Ok(None)` for
+/// another error, `Err` when the queue is empty.
+fn read_refused(udp: &UdpSocket) -> io::Result<Option<SocketAddr>> {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+    let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut data = [0u8; 64];
+    let mut control = [0u64; 64];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; pointers are filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control);
+    // SAFETY: msg points at live buffers of the stated sizes.
+    let n = unsafe {
+        libc::recvmsg(
+            udp.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut refused = false;
+    // SAFETY: walking the control messages recvmsg just wrote, with the
+    // kernel's CMSG macros; each IP_RECVERR/IPV6_RECVERR one starts with a
+    // sock_extended_err (ip(7)).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
+                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
+            if is_err {
+                let ee = libc::CMSG_DATA(c)
+                    .cast::<libc::sock_extended_err>()
+                    .read_unaligned();
+                refused |= ee.ee_errno == libc::ECONNREFUSED as u32;
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if !refused {
+        return Ok(None);
+    }
+    // SAFETY: recvmsg wrote msg_namelen bytes of the original destination.
+    let name = unsafe {
+        std::slice::from_raw_parts(
+            (&name as *const libc::sockaddr_storage).cast::<u8>(),
+            (msg.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>()),
+        )
+    };
+    Ok(crate::addr::decode_any(name).map(|(a, _)| a.socket_addr()))
 }

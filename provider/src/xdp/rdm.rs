@@ -102,6 +102,8 @@ pub struct Rdm {
     min_multi_recv: usize,
     /// FI_XDP_LINGER_MS.
     linger: std::time::Duration,
+    /// Engine timeouts seen by the last [`Rdm::check_refused`].
+    timeouts_seen: u64,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -215,6 +217,7 @@ impl Rdm {
             epoch: std::time::Instant::now(),
             min_multi_recv: args.min_multi_recv,
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
+            timeouts_seen: 0,
         }
     }
 
@@ -505,6 +508,7 @@ impl DataPath for Rdm {
         }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             self.engine.handle_timeout(now);
+            self.check_refused();
         }
         self.transmit(now);
         while let Some(ev) = self.engine.poll_event() {
@@ -560,6 +564,29 @@ impl DataPath for Rdm {
 }
 
 impl Rdm {
+    /// After a retransmission timeout, see whether the network refused
+    /// datagrams to a peer (ICMP port unreachable: its process is gone) and
+    /// fail its operations now instead of after FI_XDP_PEER_TIMEOUT.
+    fn check_refused(&mut self) {
+        let timeouts = self.engine.stats().timeouts;
+        if timeouts == self.timeouts_seen {
+            return;
+        }
+        self.timeouts_seen = timeouts;
+        let Rdm {
+            port,
+            engine,
+            peers,
+            ..
+        } = self;
+        port.take_refused(|sa| {
+            if let Some(&key) = peers.by_sock.get(&sa) {
+                crate::xdp_info!(FI_LOG_EP_DATA, "{sa}: port unreachable (ICMP)");
+                engine.peer_unreachable(key);
+            }
+        });
+    }
+
     /// Before closing, keep the protocol running until peers have
     /// acknowledged the sends we already reported complete (inject complete:
     /// the application believes them delivered), for at most

@@ -542,6 +542,46 @@ static void peer_closes(int server)
 	CHECK(time(NULL) - t0 <= 10);
 }
 
+/* The server takes one message, then dies without closing anything (as if
+ * killed): the kernel closes its sockets and detaches its XDP program, so
+ * datagrams to its port are answered with ICMP port unreachable. The
+ * client's next transmit-complete send fails with FI_EHOSTUNREACH within
+ * seconds, not after FI_XDP_PEER_TIMEOUT (300 s). */
+static void peer_dies(int server)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	char gone[512];
+	snprintf(gone, sizeof(gone), "%s/server.gone", dir);
+	uint8_t b[16];
+	if (server) {
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
+		wait_ok(rxcq, &e, NULL);
+		/* Let the ack of that message leave, then vanish. */
+		time_t t0 = time(NULL);
+		while (time(NULL) - t0 < 1)
+			fi_cq_read(rxcq, NULL, 0);
+		FILE *f = fopen(gone, "w");
+		if (f)
+			fclose(f);
+		_exit(0);
+	}
+	fill(b, sizeof(b), 9);
+	POST(fi_send(ep, b, sizeof(b), NULL, peer, (void *)0x71));
+	wait_ok(txcq, &e, NULL);
+	struct stat st;
+	for (int i = 0; i < 1000 && stat(gone, &st); i++)
+		usleep(10000);
+	usleep(300000); /* the kernel tears the dead process's sockets down */
+	struct iovec iov = {b, sizeof(b)};
+	struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = peer, .context = (void *)0x72};
+	time_t t0 = time(NULL);
+	POST(fi_sendmsg(ep, &m, FI_TRANSMIT_COMPLETE | FI_COMPLETION));
+	CHECK(wait_cq(txcq, &e, NULL, &err) == 0);
+	CHECK(err.err == FI_EHOSTUNREACH && err.op_context == (void *)0x72);
+	CHECK(time(NULL) - t0 <= 10);
+}
+
 int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
@@ -580,6 +620,11 @@ int main(int argc, char **argv)
 			fclose(f);
 		teardown();
 		return xt_done("client (silent peer)");
+	}
+	if (getenv("XT_PEER_DIES")) {
+		peer_dies(!strcmp(role, "server"));
+		teardown();
+		return xt_done(role);
 	}
 	if (getenv("XT_PEER_CLOSES")) {
 		peer_closes(!strcmp(role, "server"));
