@@ -803,17 +803,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             if p.conn != Conn::Established {
                 continue;
             }
-            let (ack, window, sack) = self.ack_fields(p);
-            let hdr = Header {
-                ty: PacketType::Close as u8,
-                flags: wf::ACK,
-                src_sess: p.local_sess,
-                dst_sess: p.remote_sess,
-                ack,
-                window,
-                sack,
-                ..Default::default()
-            };
+            let hdr = self.acking_header(p, PacketType::Close);
             let ctrl = CtrlExt {
                 a: self.cfg.incarnation,
                 b: 0,
@@ -1525,6 +1515,22 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.mark_ready(pi);
     }
 
+    /// An unsequenced packet of `ty` in `p`'s session carrying our
+    /// acknowledgement (ACK, CLOSE).
+    fn acking_header(&self, p: &Peer<P>, ty: PacketType) -> Header {
+        let (ack, window, sack) = self.ack_fields(p);
+        Header {
+            ty: ty as u8,
+            flags: wf::ACK,
+            src_sess: p.local_sess,
+            dst_sess: p.remote_sess,
+            ack,
+            window,
+            sack,
+            ..Default::default()
+        }
+    }
+
     fn ack_fields(&self, p: &Peer<P>) -> (u32, u16, u64) {
         let mut sack = 0u64;
         if let Some(q) = p.q.as_ref() {
@@ -1588,23 +1594,12 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     fn emit_ack(&mut self, pi: Idx, now: Instant, buf: &mut [u8]) -> usize {
-        let (ack, window, sack) = self.ack_fields(&self.peers[pi as usize]);
+        let mut h = self.acking_header(&self.peers[pi as usize], PacketType::Ack);
         let p = &mut self.peers[pi as usize];
-        let mut flags = wf::ACK;
         if p.rnr_pending {
-            flags |= wf::RNR;
+            h.flags |= wf::RNR;
             p.rnr_pending = false;
         }
-        let h = Header {
-            ty: PacketType::Ack as u8,
-            flags,
-            src_sess: p.local_sess,
-            dst_sess: p.remote_sess,
-            ack,
-            window,
-            sack,
-            ..Default::default()
-        };
         clear_ack_state(p);
         if p.idle_at == Instant::NEVER && p.q.as_ref().is_none_or(|q| q.quiescent()) {
             p.idle_at = now + self.cfg.idle_release;

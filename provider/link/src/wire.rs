@@ -558,17 +558,23 @@ mod tests {
         }
     }
 
+    /// A frame with UDP checksum and a 32-byte payload; the header length.
+    fn checksummed_frame(src: &LinkAddr, dst: &LinkAddr) -> (Vec<u8>, usize) {
+        let hl = header_len(&src.ip);
+        let mut f = vec![0xabu8; hl + 32];
+        let opts = EncodeOptions {
+            udp_checksum_ipv4: true,
+            ipv4_id: 1,
+        };
+        encode_headers(&mut f, src, dst, 32, &opts).expect("encode");
+        (f, hl)
+    }
+
     #[test]
     fn corruption_is_detected() {
         for v6 in [false, true] {
             let (src, dst) = addrs(v6);
-            let hl = header_len(&src.ip);
-            let mut f = vec![0xabu8; hl + 32];
-            let opts = EncodeOptions {
-                udp_checksum_ipv4: true,
-                ipv4_id: 1,
-            };
-            encode_headers(&mut f, &src, &dst, 32, &opts).expect("encode");
+            let (mut f, hl) = checksummed_frame(&src, &dst);
             f[hl + 5] ^= 0x10;
             assert_eq!(decode(&f, true), Err(DecodeError::BadChecksum));
             assert!(decode(&f, false).is_ok());
@@ -581,13 +587,7 @@ mod tests {
     fn partial_checksum_of_a_local_kernel_sender_is_accepted() {
         for v6 in [false, true] {
             let (src, dst) = addrs(v6);
-            let hl = header_len(&src.ip);
-            let mut f = vec![0xabu8; hl + 32];
-            let opts = EncodeOptions {
-                udp_checksum_ipv4: true,
-                ipv4_id: 1,
-            };
-            encode_headers(&mut f, &src, &dst, 32, &opts).expect("encode");
+            let (mut f, hl) = checksummed_frame(&src, &dst);
             let partial = !fold_complement(pseudo_header_sum(&src.ip, &dst.ip, UDP_HLEN + 32));
             f[hl - 2..hl].copy_from_slice(&partial.to_be_bytes());
             assert!(decode(&f, true).is_ok());
