@@ -130,6 +130,9 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
             incarnation: 1000 + i as u32,
             seed: seed ^ (i as u64 * 7919),
             unexpected_budget: UNEXPECTED_BUDGET,
+            // Half the endpoints use the provider's ack policy (awaited
+            // message ends at once, injected ones delayed or piggybacked).
+            ack_message_end_at_once: i % 2 == 1,
             ..Config::default()
         },
     );
@@ -194,9 +197,17 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 let token = node.next_token;
                 node.next_token += 1;
                 let tag = (class != 0).then_some(id);
-                let level = match rng.below(10) {
-                    0 => CompletionLevel::Delivery,
-                    _ => CompletionLevel::Transmit,
+                // Small sends are sometimes injected (the engine keeps a copy
+                // and reports them once sent), the provider's default.
+                let injected = len <= sim.nodes[s].engine.config().inject_size && rng.below(3) == 0;
+                let mut copy = vec![0u8; if injected { len } else { 0 }];
+                fill(id, 0, &mut copy);
+                let (payload, level) = if injected {
+                    (Payload::Inject(&copy), CompletionLevel::Inject)
+                } else if rng.below(10) == 0 {
+                    (Payload::Buffer { len }, CompletionLevel::Delivery)
+                } else {
+                    (Payload::Buffer { len }, CompletionLevel::Transmit)
                 };
                 sim.nodes[s].app.sends.insert(token, id);
                 let now = sim.now;
@@ -205,7 +216,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                     SendOp {
                         token,
                         dst,
-                        payload: Payload::Buffer { len },
+                        payload,
                         tag,
                         data: Some(id),
                         level,
