@@ -122,7 +122,7 @@ const PARAMS: &[ParamDef] = &[
     ParamDef {
         name: c"peer_timeout",
         ty: FI_PARAM_INT,
-        help: c"Seconds a peer may stay silent (no acknowledgement, e.g. computing without calling libfabric) before its operations fail (default: 300)",
+        help: c"Seconds a peer may stay silent (no acknowledgement, e.g. computing without calling libfabric) before operations waiting on it fail; data already reported sent (inject complete) is retried for as long as the endpoint lives (default: 300)",
     },
     ParamDef {
         name: c"linger_ms",

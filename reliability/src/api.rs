@@ -392,6 +392,10 @@ pub struct Stats {
     pub peers_lost: u64,
     /// CLOSE notices received from peers whose endpoint closed.
     pub closes_received: u64,
+    /// Retransmission timeouts past the retry limit that did not fail the
+    /// peer, because all that was outstanding to it was already reported
+    /// complete (inject complete): giving up would lose it silently.
+    pub patient_retries: u64,
     /// Gauge: bytes of unexpected message data buffered now.
     pub unexpected_bytes: u64,
     /// Gauge: high-water mark of `unexpected_bytes`.

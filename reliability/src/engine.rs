@@ -438,6 +438,23 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.sends.len()
     }
 
+    /// Whether every send still outstanding to peer `pi` was already
+    /// reported complete (and at least one is).
+    fn only_reported_sends_to(&self, pi: Idx) -> bool {
+        let mut any = false;
+        for oi in self.sends.indices() {
+            if let Some(st) = self.sends.get(oi)
+                && st.peer == pi
+            {
+                if !st.reported_early() {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
     /// Sends already completed to the application (inject complete, or
     /// never reported) whose data the peer has not acknowledged yet: the
     /// engine still owns their retransmission, so closing now could lose them.
@@ -1067,11 +1084,24 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 let Some(front) = q.inflight.front_mut() else {
                     return;
                 };
-                front.retries += 1;
+                front.retries = front.retries.saturating_add(1);
                 if u32::from(front.retries) > cfg_retries {
-                    self.fail_peer(pi, OpError::PeerUnreachable);
-                    return;
+                    if !self.only_reported_sends_to(pi) {
+                        self.fail_peer(pi, OpError::PeerUnreachable);
+                        return;
+                    }
+                    // Nobody waits on this peer: everything outstanding to
+                    // it was reported complete (inject complete), so giving
+                    // up would lose it silently. Keep retrying every
+                    // rto_max until it answers, closes, or is reported
+                    // unreachable (a peer may compute for a long time
+                    // without calling us, as manual progress allows).
+                    self.stats.patient_retries += 1;
                 }
+                let p = &mut self.peers[pi as usize];
+                let Some(q) = p.q.as_mut() else {
+                    return;
+                };
                 // Resend what has been outstanding for a whole RTO (at least the
                 // oldest). Selective acks are forgotten: the receiver may have
                 // reneged (RFC 2018 §8; RFC 6675 §5.1 does the same).

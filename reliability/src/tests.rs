@@ -505,6 +505,51 @@ fn reported_unreachable_peer_fails_at_once() {
     assert_eq!(s.nodes[0].engine.stats().timeouts, timeouts);
 }
 
+/// A peer silent for longer than the retry budget (computing without
+/// calling us): a transmit-complete send to it fails, but an inject-complete
+/// one — already reported to the application — is kept and retried, and
+/// arrives once the peer is back.
+#[test]
+fn silent_peer_keeps_inject_complete_data() {
+    let mut s = established(14);
+    s.partition(0, 1, Nanos::from_secs(120));
+    let now = s.now;
+    s.nodes[0].app.send.insert(2, pattern(16, 2));
+    s.nodes[0]
+        .engine
+        .post_send(
+            now,
+            SendOp {
+                token: 2,
+                dst: 1,
+                payload: Payload::Inject(&pattern(16, 2)),
+                tag: None,
+                data: Some(2),
+                level: CompletionLevel::Inject,
+                report: true,
+            },
+        )
+        .unwrap();
+    recv(&mut s, 1, 2, 16, None, None);
+    let limit = s.now + Nanos::from_secs(300);
+    s.run_until(limit, |s| s.nodes[1].engine.recvs_posted() == 0);
+    let c0 = completions(&mut s, 0);
+    assert_eq!(c0.len(), 1, "{c0:?}");
+    assert_eq!(c0[0].error, None);
+    assert!(s.nodes[0].engine.stats().patient_retries > 0);
+    assert_eq!(s.nodes[0].engine.stats().peers_lost, 0);
+    let c1 = completions(&mut s, 1);
+    assert_eq!(c1.len(), 1, "{c1:?}");
+    assert_eq!(c1[0].data, 2);
+    assert_eq!(&s.nodes[1].app.recv[&2][..], &pattern(16, 2)[..]);
+    // A transmit-complete send in the same situation fails.
+    s.partition(0, 1, Nanos::from_secs(120));
+    send(&mut s, 0, 1, 3, pattern(16, 3), None);
+    run(&mut s);
+    let c0 = completions(&mut s, 0);
+    assert_eq!(c0[0].error, Some(OpError::PeerUnreachable));
+}
+
 #[test]
 fn send_to_self_loops_back() {
     let mut s = sim(1, Faults::default(), 12);
