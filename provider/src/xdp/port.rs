@@ -244,11 +244,6 @@ impl Port {
         self.max_payload
     }
 
-    /// Whether this endpoint has its AF_XDP socket (else: kernel path only).
-    pub fn on_af_xdp(&self) -> bool {
-        self.xsk.is_some()
-    }
-
     /// A file descriptor that is readable when datagrams wait on either path.
     pub fn wait_fd(&self) -> RawFd {
         match &self.epoll {

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
@@ -274,9 +275,13 @@ impl Rdm {
                 if let Some(b) = port.tx_payload_mut(buf) {
                     trace("tx", t.dst, &b[..t.len]);
                 }
-                if let Err(e) = port.send(buf, &to, t.len) {
-                    // Lost like a dropped packet: the engine retransmits.
-                    let _ = link_err("rdm send", e);
+                match port.send(buf, &to, t.len) {
+                    // No room (ring or socket buffer full) or no MAC yet:
+                    // lost like a dropped packet, the engine retransmits.
+                    Ok(()) | Err(LinkError::TxRingFull | LinkError::NoTxFrame) => {}
+                    Err(e) => {
+                        let _ = link_err("rdm send", e);
+                    }
                 }
             }
             if let Err(e) = port.flush() {
