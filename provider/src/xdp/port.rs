@@ -175,7 +175,11 @@ impl Port {
             );
             Errno::from_os(&e)
         })?;
-        report_icmp_errors(&udp, args.local.ip.is_ipv6());
+        if args.ep_type == FI_EP_RDM {
+            // Only RDM reads them (Rdm::check_refused); on a DGRAM socket a
+            // queued error would fail the next kernel-path send instead.
+            report_icmp_errors(&udp, args.local.ip.is_ipv6());
+        }
         let local_ips = ofi_xdp_link::if_addrs()
             .map(|v| {
                 v.into_iter()
