@@ -406,22 +406,20 @@ impl DataPath for Rdm {
             },
         );
         r.map_err(post_errno)?;
-        if let (Payload::Iov(iov), None) = (op.payload, copied) {
+        // Keep the operation's context for its completion — or its error,
+        // reported even without FI_COMPLETION. fi_inject has none to keep.
+        let state = match (op.payload, copied) {
+            (Payload::Iov(iov), None) => Some((iov, op.report)),
+            (Payload::Iov(_), Some(_)) => Some((Vec::new(), op.report)),
+            (Payload::Owned(_), _) => op.report.then(|| (Vec::new(), true)),
+        };
+        if let Some((iov, report)) = state {
             self.sends.insert(
                 token,
                 SendState {
                     context: op.context,
                     iov,
-                    report: op.report,
-                },
-            );
-        } else if op.report {
-            self.sends.insert(
-                token,
-                SendState {
-                    context: op.context,
-                    iov: Vec::new(),
-                    report: true,
+                    report,
                 },
             );
         }
