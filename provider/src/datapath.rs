@@ -48,14 +48,10 @@ impl Payload {
 /// Copy an operation's buffers. Only for the application's iov inside the
 /// posting call, while the caller guarantees its buffers (fi_msg(3)).
 pub fn gather_iov(iov: &[(usize, usize)]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(iov.iter().map(|(_, l)| *l).sum());
-    for &(p, l) in iov {
-        if l > 0 {
-            // SAFETY: the caller's buffer holds `l` bytes until the posting
-            // call returns (fi_msg(3)); we are inside that call.
-            b.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, l) });
-        }
-    }
+    let mut b = vec![0u8; iov.iter().map(|(_, l)| *l).sum()];
+    // SAFETY: the caller's buffers hold their lengths until the posting
+    // call returns (fi_msg(3)); we are inside that call.
+    unsafe { crate::xdp::gather(iov, 0, &mut b) };
     b
 }
 

@@ -13,7 +13,9 @@ use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
-use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, Payload, RxOp, TxOp};
+use crate::datapath::{
+    DataPath, Direction, DpCompletion, OpenArgs, Payload, RxOp, TxOp, gather_iov,
+};
 use crate::sys::*;
 
 /// Datagrams taken off the RX ring per progress pass.
@@ -101,12 +103,7 @@ impl DataPath for Dgram {
         if op.dest.socket_addr() == self.local.socket_addr() {
             let bytes = match &op.payload {
                 Payload::Owned(b) => b.clone(),
-                Payload::Iov(iov) => {
-                    let mut b = vec![0u8; len];
-                    // SAFETY: the send's buffers are valid for this call.
-                    unsafe { super::gather(iov, 0, &mut b) };
-                    b
-                }
+                Payload::Iov(iov) => gather_iov(iov),
             };
             self.loopback.push_back((self.local, bytes));
             self.tx_done(&op, len);

@@ -391,9 +391,8 @@ impl Port {
             match self.udp.recv_from(&mut self.rx_buf) {
                 Ok((n, from)) => {
                     self.kernel_busy = KERNEL_BUSY_PASSES;
-                    // A datagram larger than any we send was truncated to
-                    // the buffer: hand it up anyway, the protocol rejects it.
-                    let n = n.min(self.rx_buf.len());
+                    // A datagram larger than the buffer arrives truncated
+                    // to it; the protocol rejects it.
                     f(sender(from.ip(), from.port(), None), &self.rx_buf[..n]);
                 }
                 Err(_) => break,
@@ -429,16 +428,16 @@ impl Port {
     /// neighbour table's (resolving it, which may take up to a second the
     /// first time a peer is addressed). Returns the MAC when one applies.
     pub fn resolve(&mut self, a: &XdpAddr) -> Result<Option<[u8; 6]>> {
-        let Some(x) = self.xsk.as_mut() else {
-            return Ok(None);
-        };
-        if self.local_ips.contains(&a.ip) {
+        if self.xsk.is_none() || self.is_local(&a.ip) {
             return Ok(None);
         }
         let sa = a.socket_addr();
         if let Some(mac) = a.mac.or_else(|| self.macs.get(&sa).copied()) {
             return Ok(Some(mac));
         }
+        let Some(x) = self.xsk.as_mut() else {
+            return Ok(None);
+        };
         let la = x
             .link
             .resolve_peer(a.ip, a.port, Duration::from_secs(1))
