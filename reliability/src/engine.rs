@@ -25,6 +25,9 @@ const DUP_THRESH: usize = 3;
 /// Copies of each CLOSE notice: it is sent once and never retransmitted (the
 /// endpoint is going away), so a second copy makes losing it rare.
 const CLOSE_COPIES: usize = 2;
+/// Smallest datagram (`Config::mtu`) an engine works with, or believes a
+/// peer accepts: room for a DATA header, some payload and the CRC.
+const MIN_MTU: usize = 128;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Conn {
@@ -213,6 +216,9 @@ struct Peer<P> {
     local_sess: u32,
     remote_sess: u32,
     remote_inc: u32,
+    /// Largest datagram the peer accepts (HELLO/HELLO_ACK word b, §2.3),
+    /// at most our own `cfg.mtu`: DATA to it is segmented to fit.
+    peer_mtu: usize,
     hello_retries: u32,
     /// TX: next sequence number to assign.
     next_seq: u32,
@@ -248,6 +254,7 @@ impl<P> Peer<P> {
             local_sess: 0,
             remote_sess: 0,
             remote_inc: 0,
+            peer_mtu: cfg.mtu,
             hello_retries: 0,
             next_seq: 0,
             una: 0,
@@ -387,7 +394,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// A new engine. `cfg.mtu` is raised to at least 128 and `cfg.window`
     /// clamped to 1..=4096.
     pub fn new(mut cfg: Config) -> Self {
-        cfg.mtu = cfg.mtu.clamp(128, 65535);
+        cfg.mtu = cfg.mtu.clamp(MIN_MTU, 65535);
         cfg.window = cfg.window.clamp(1, 4096);
         cfg.inject_size = cfg.inject_size.min(cfg.eager_limit);
         let rng = SplitMix64::new(cfg.seed ^ u64::from(cfg.incarnation).rotate_left(32));
@@ -1139,11 +1146,18 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.mark_ready(pi);
     }
 
-    fn establish(&mut self, pi: Idx, remote_sess: u32, remote_inc: u32) {
+    /// `peer_mtu`: word b of the peer's HELLO or HELLO_ACK (0 = not stated:
+    /// assume our own MTU, as before the field existed).
+    fn establish(&mut self, pi: Idx, remote_sess: u32, remote_inc: u32, peer_mtu: u32) {
         let w = self.cfg.window;
+        let mtu = self.cfg.mtu;
         let p = &mut self.peers[pi as usize];
         p.remote_sess = remote_sess;
         p.remote_inc = remote_inc;
+        p.peer_mtu = match peer_mtu {
+            0 => mtu,
+            m => (m as usize).clamp(MIN_MTU, mtu),
+        };
         p.conn = Conn::Established;
         p.rto_at = Instant::NEVER;
         p.next_seq = 0;
@@ -1158,6 +1172,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     fn on_hello(&mut self, now: Instant, from: P, pkt: &Packet<'_>) {
         let s = pkt.hdr.src_sess;
         let inc = pkt.ctrl.a;
+        let mtu = pkt.ctrl.b;
         if s == 0 {
             self.stats.dropped += 1;
             return;
@@ -1180,13 +1195,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 self.fail_peer(pi, reason);
                 let sess = self.rng.nonzero_u32();
                 self.peers[pi as usize].local_sess = sess;
-                self.establish(pi, s, inc);
+                self.establish(pi, s, inc, mtu);
             }
-            Conn::HelloSent => self.establish(pi, s, inc),
+            Conn::HelloSent => self.establish(pi, s, inc, mtu),
             Conn::Idle => {
                 let sess = self.rng.nonzero_u32();
                 self.peers[pi as usize].local_sess = sess;
-                self.establish(pi, s, inc);
+                self.establish(pi, s, inc, mtu);
             }
         }
         let p = &mut self.peers[pi as usize];
@@ -1203,7 +1218,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         };
         let p = &self.peers[pi as usize];
         if p.conn == Conn::HelloSent && pkt.hdr.dst_sess == p.local_sess && pkt.hdr.src_sess != 0 {
-            self.establish(pi, pkt.hdr.src_sess, pkt.ctrl.a);
+            self.establish(pi, pkt.hdr.src_sess, pkt.ctrl.a, pkt.ctrl.b);
         } else {
             self.stats.dropped += 1;
         }
@@ -1582,6 +1597,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         bufs: &mut impl SendBuffers,
     ) -> Option<usize> {
         let inc = self.cfg.incarnation;
+        // HELLO and HELLO_ACK state the largest datagram we accept (§2.3).
+        let hello = CtrlExt {
+            a: inc,
+            b: self.cfg.mtu as u32,
+        };
         let p = &mut self.peers[pi as usize];
         if p.send_hello {
             p.send_hello = false;
@@ -1590,7 +1610,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 src_sess: p.local_sess,
                 ..Default::default()
             };
-            return Some(encode_ctrl(buf, &h, &CtrlExt { a: inc, b: 0 }));
+            return Some(encode_ctrl(buf, &h, &hello));
         }
         if p.conn != Conn::Established {
             return None;
@@ -1603,7 +1623,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 dst_sess: p.remote_sess,
                 ..Default::default()
             };
-            return Some(encode_ctrl(buf, &h, &CtrlExt { a: inc, b: 0 }));
+            return Some(encode_ctrl(buf, &h, &hello));
         }
         if p.rnr_pending {
             return Some(self.emit_ack(pi, now, buf));
@@ -1677,9 +1697,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
     ) -> Option<usize> {
-        let maxp = (buf.len() - wire::DATA_OVERHEAD).min(usize::from(u16::MAX));
         let cfg_window = self.cfg.window;
         let p = &mut self.peers[pi as usize];
+        let maxp = (buf.len().min(p.peer_mtu) - wire::DATA_OVERHEAD).min(usize::from(u16::MAX));
         let window = usize::from(cfg_window.min(p.peer_window));
         let q = p.q.as_mut()?;
         if q.inflight.len() >= window {

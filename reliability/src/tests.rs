@@ -770,7 +770,7 @@ fn endpoints_with_different_mtus_on_a_jumbo_link() {
 
 #[test]
 fn oversized_datagrams_are_lost_not_misdelivered() {
-    // A sender configured above the link MTU gets nothing through: its sends
+    // Engines configured above the link MTU get nothing through: the sends
     // fail as unreachable rather than hang or corrupt.
     let f = Faults {
         mtu: 1500,
@@ -778,7 +778,7 @@ fn oversized_datagrams_are_lost_not_misdelivered() {
     };
     let mut s = Sim::new(vec![Buffers::default(), Buffers::default()], f, 19, |i| {
         Config {
-            mtu: if i == 0 { 9000 } else { 1472 },
+            mtu: 9000,
             ..cfg(i)
         }
     });
@@ -790,6 +790,38 @@ fn oversized_datagrams_are_lost_not_misdelivered() {
         Some(OpError::PeerUnreachable)
     );
     assert!(completions(&mut s, 1).is_empty());
+}
+
+#[test]
+fn data_is_segmented_to_what_the_peer_accepts() {
+    // PROTOCOL.md §2.3: HELLO and HELLO_ACK state the largest datagram their
+    // sender accepts. A 9000-byte engine talking to a 1472-byte one (an
+    // AF_XDP socket without multi-buffer) sends it nothing larger, so
+    // nothing is lost even though the link drops anything above 1500.
+    let f = Faults {
+        mtu: 1500,
+        loss: 0.02,
+        ..Faults::default()
+    };
+    let mut s = Sim::new(vec![Buffers::default(), Buffers::default()], f, 20, |i| {
+        Config {
+            mtu: if i == 0 { 9000 } else { 1472 },
+            ..cfg(i)
+        }
+    });
+    for t in 1..=2 {
+        let (from, to) = if t == 1 { (0, 1) } else { (1, 0) };
+        recv(&mut s, to, t, 50_000, None, None);
+        send(&mut s, from, to, t, pattern(50_000, t as u8), None);
+    }
+    run(&mut s);
+    for i in 0..2 {
+        let c = completions(&mut s, i);
+        assert_eq!(c.len(), 2, "node {i}: {c:?}");
+        assert!(c.iter().all(|c| c.error.is_none()), "node {i}: {c:?}");
+    }
+    assert_eq!(s.nodes[1].app.recv[&1], pattern(50_000, 1));
+    assert_eq!(s.nodes[0].app.recv[&2], pattern(50_000, 2));
 }
 
 #[test]
