@@ -7,6 +7,12 @@
 //! sender holding many frames for retransmission can never starve the fill
 //! ring, and vice versa.
 //!
+//! With multi-buffer (a datagram larger than one chunk, `XDP_USE_SG`), a TX
+//! "frame" is a slot of several consecutive chunks (a power of two of them):
+//! the datagram is written contiguously and handed to the kernel as one
+//! descriptor per chunk. RX frames stay single chunks: the kernel fills them
+//! one by one from the fill ring.
+//!
 //! A TX frame goes back to the free pool only when both are true: every
 //! submission of it was reported by the completion ring, and the caller
 //! released it. That is what lets the reliability engine resubmit the same
@@ -41,8 +47,13 @@ pub enum FrameError {
 /// The ownership table and the two free lists.
 #[derive(Debug)]
 pub struct FramePool {
+    /// log2 of the chunk (RX frame) size.
     shift: u32,
+    /// log2 of the TX slot size (chunk size times chunks per slot).
+    tx_shift: u32,
     rx_frames: u32,
+    /// First byte after the RX frames: where the TX slots start.
+    rx_end: u64,
     state: Vec<State>,
     rx_free: Vec<u32>,
     tx_free: Vec<u32>,
@@ -54,15 +65,33 @@ impl FramePool {
     /// `frame_count` frames of `frame_size` bytes (power of two), the first
     /// `rx_frames` of which serve receive.
     pub fn new(frame_count: u32, rx_frames: u32, frame_size: u32) -> Self {
-        debug_assert!(frame_size.is_power_of_two());
+        Self::with_tx_slots(frame_count, rx_frames, frame_size, 1)
+    }
+
+    /// Like [`FramePool::new`], but the chunks after the RX frames are grouped
+    /// into TX slots of `slot_chunks` (a power of two) consecutive chunks;
+    /// chunks left over at the end are not used.
+    pub fn with_tx_slots(
+        frame_count: u32,
+        rx_frames: u32,
+        frame_size: u32,
+        slot_chunks: u32,
+    ) -> Self {
+        debug_assert!(frame_size.is_power_of_two() && slot_chunks.is_power_of_two());
         let rx_frames = rx_frames.min(frame_count);
+        let shift = frame_size.trailing_zeros();
+        let tx_shift = shift + slot_chunks.trailing_zeros();
+        let tx_slots = (frame_count - rx_frames) >> slot_chunks.trailing_zeros();
+        let total = rx_frames + tx_slots;
         // Pop order: lowest index first (purely cosmetic, helps debugging).
         let rx_free = (0..rx_frames).rev().collect();
-        let tx_free = (rx_frames..frame_count).rev().collect();
+        let tx_free = (rx_frames..total).rev().collect();
         Self {
-            shift: frame_size.trailing_zeros(),
+            shift,
+            tx_shift,
             rx_frames,
-            state: vec![State::Free; frame_count as usize],
+            rx_end: u64::from(rx_frames) << shift,
+            state: vec![State::Free; total as usize],
             rx_free,
             tx_free,
             rx_held: 0,
@@ -73,7 +102,12 @@ impl FramePool {
     /// Frame index holding `addr` (any byte offset inside the frame: the RX
     /// ring reports the address of the packet data, past the headroom).
     fn index(&self, addr: u64) -> Result<usize, FrameError> {
-        let i = usize::try_from(addr >> self.shift).map_err(|_| FrameError::OutOfRange)?;
+        let i = if addr < self.rx_end {
+            addr >> self.shift
+        } else {
+            u64::from(self.rx_frames) + ((addr - self.rx_end) >> self.tx_shift)
+        };
+        let i = usize::try_from(i).map_err(|_| FrameError::OutOfRange)?;
         if i < self.state.len() {
             Ok(i)
         } else {
@@ -83,11 +117,24 @@ impl FramePool {
 
     /// Start address of the frame containing `addr`.
     pub fn base(&self, addr: u64) -> u64 {
-        (addr >> self.shift) << self.shift
+        if addr < self.rx_end {
+            (addr >> self.shift) << self.shift
+        } else {
+            self.rx_end + (((addr - self.rx_end) >> self.tx_shift) << self.tx_shift)
+        }
     }
 
     fn addr(&self, i: u32) -> u64 {
-        u64::from(i) << self.shift
+        if i < self.rx_frames {
+            u64::from(i) << self.shift
+        } else {
+            self.rx_end + (u64::from(i - self.rx_frames) << self.tx_shift)
+        }
+    }
+
+    /// Bytes of one TX slot.
+    pub fn tx_slot_size(&self) -> u64 {
+        1 << self.tx_shift
     }
 
     /// Takes a free RX frame to put on the fill ring.
@@ -315,5 +362,26 @@ mod tests {
         assert_eq!(p.submitted(b + 7), Err(FrameError::Misaligned));
         assert_eq!(p.release_tx(b + 7), Err(FrameError::Misaligned));
         p.submitted(b).unwrap();
+    }
+
+    #[test]
+    fn tx_slots_span_several_chunks() {
+        // 4 RX chunks, then 10 chunks = 2 slots of 4 (2 chunks unused).
+        let mut p = FramePool::with_tx_slots(14, 4, 4096, 4);
+        assert_eq!(p.tx_slot_size(), 16384);
+        let a = p.alloc_tx().unwrap();
+        let b = p.alloc_tx().unwrap();
+        assert_eq!((a, b), (4 * 4096, 4 * 4096 + 16384));
+        assert_eq!(p.alloc_tx(), None);
+        // Any chunk of a slot names the slot; only its start submits.
+        assert_eq!(p.base(a + 3 * 4096 + 5), a);
+        assert_eq!(p.submitted(a + 4096), Err(FrameError::Misaligned));
+        p.submitted(a).unwrap();
+        p.completed(a).unwrap();
+        p.release_tx(a).unwrap();
+        assert_eq!(p.tx_free(), 1);
+        // RX chunks are unchanged, and the unused tail is out of range.
+        assert_eq!(p.take_for_fill(), Some(0));
+        assert_eq!(p.received(12 * 4096), Err(FrameError::OutOfRange));
     }
 }

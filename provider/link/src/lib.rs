@@ -35,7 +35,8 @@
 //! ```text
 //! link.recv(64, |d: RxDatagram| {   // d.src (mac, ip, port), d.payload (in place)
 //!     ...; RxAction::Consume        // frame straight back to the fill ring
-//!     // or RxAction::Hold: keep d.frame (RxFrame, Copy), read it later with
+//!     // or RxAction::Hold: keep d.frame (Some(RxFrame), Copy; None for a
+//!     // multi-buffer datagram, gathered and not holdable), read it later with
 //!     // link.rx_payload(frame), return it with link.release_rx(frame)
 //! });
 //! ```

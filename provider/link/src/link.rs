@@ -87,6 +87,11 @@ pub struct LinkConfig {
     pub verify_checksums: bool,
     /// Try huge pages for the UMEM (falls back to normal pages).
     pub huge_pages: bool,
+    /// When a full-MTU frame does not fit one chunk, bind with `XDP_USE_SG`
+    /// (multi-buffer, Linux 6.6+) so datagrams up to the MTU span several
+    /// chunks; without it (or on older kernels) datagrams are limited to one
+    /// chunk.
+    pub multi_buffer: bool,
 }
 
 impl LinkConfig {
@@ -106,6 +111,7 @@ impl LinkConfig {
             udp_checksum_ipv4: true,
             verify_checksums: true,
             huge_pages: false,
+            multi_buffer: false,
         }
     }
 
@@ -178,11 +184,24 @@ pub fn max_payload(frame_size: u32, mtu: u32, ip: &IpAddr) -> usize {
     by_frame.min(by_mtu)
 }
 
+/// Chunks per TX slot so that a frame of `frame_len` bytes fits one slot
+/// (a power of two, at most 16: the kernel takes at most MAX_SKB_FRAGS + 1
+/// descriptors per packet).
+fn slot_chunks(frame_len: u32, frame_size: u32) -> u32 {
+    frame_len
+        .div_ceil(frame_size)
+        .next_power_of_two()
+        .clamp(1, 16)
+}
+
 /// One received datagram, as handed to the [`Link::recv`] callback.
 #[derive(Debug)]
 pub struct RxDatagram<'a> {
-    /// Handle to keep if the callback returns [`RxAction::Hold`].
-    pub frame: RxFrame,
+    /// Handle to keep if the callback returns [`RxAction::Hold`]. `None` for
+    /// a datagram that arrived in several chunks (multi-buffer): it was
+    /// gathered into a link buffer, its chunks are already recycled, and
+    /// `Hold` acts as `Consume`.
+    pub frame: Option<RxFrame>,
     /// Sender MAC, IP and UDP port.
     pub src: LinkAddr,
     /// UDP payload, in place in the UMEM.
@@ -259,6 +278,11 @@ pub struct Link {
     /// Encoded frame length of each TX frame, for [`Link::resend`].
     tx_len: Vec<u32>,
     frame_size: u32,
+    /// Bound with `XDP_USE_SG`: TX frames are multi-chunk slots and
+    /// received datagrams may span several chunks.
+    multi_buffer: bool,
+    /// Where a multi-chunk datagram is gathered on receive.
+    gather: Vec<u8>,
     header_len: usize,
     max_payload: usize,
     iface: IfaceInfo,
@@ -375,7 +399,16 @@ impl Link {
             port: cfg.port,
         };
         let header_len = wire::header_len(&ip);
-        let max_payload = max_payload(cfg.frame_size, iface.mtu, &ip);
+        // A full-MTU frame (Ethernet header + MTU) that does not fit one
+        // chunk behind the kernel's RX headroom needs multi-buffer.
+        let full_frame = iface.mtu.saturating_add(wire::ETH_HLEN as u32);
+        let want_sg =
+            cfg.multi_buffer && full_frame.saturating_add(XDP_PACKET_HEADROOM) > cfg.frame_size;
+        let chunks = if want_sg {
+            slot_chunks(full_frame, cfg.frame_size)
+        } else {
+            1
+        };
 
         // SAFETY: plain socket call, result checked.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -452,11 +485,13 @@ impl Link {
             tx,
             fd,
             umem,
-            pool: FramePool::new(cfg.frame_count, cfg.rx_frames, cfg.frame_size),
+            pool: FramePool::with_tx_slots(cfg.frame_count, cfg.rx_frames, cfg.frame_size, chunks),
             tx_len: vec![0; cfg.frame_count as usize],
             frame_size: cfg.frame_size,
+            multi_buffer: false,
+            gather: Vec::new(),
             header_len,
-            max_payload,
+            max_payload: max_payload(cfg.frame_size, iface.mtu, &ip),
             iface,
             local,
             mode: BindMode::Copy,
@@ -470,11 +505,29 @@ impl Link {
         // Prime the fill ring before binding so the first packets have room.
         link.refill();
         link.stats.fill_ring_empty = 0; // priming an empty ring is not a stall
-        link.bind(cfg)?;
+        if want_sg {
+            match link.bind(cfg, libc::XDP_USE_SG) {
+                Ok(()) => {
+                    link.multi_buffer = true;
+                    // Our TX slot and the peer's chunks (it gathers them the
+                    // same way) bound the datagram, besides the MTU.
+                    let slot = link.pool.tx_slot_size() as usize;
+                    let by_mtu =
+                        (link.iface.mtu as usize).saturating_sub(header_len - wire::ETH_HLEN);
+                    link.max_payload = by_mtu.min(slot - header_len);
+                    link.gather.reserve(slot);
+                    return Ok(link);
+                }
+                // Kernels before 6.6 refuse the flag: one chunk per datagram.
+                Err(LinkError::Config(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        link.bind(cfg, 0)?;
         Ok(link)
     }
 
-    fn bind(&mut self, cfg: &LinkConfig) -> Result<(), LinkError> {
+    fn bind(&mut self, cfg: &LinkConfig, extra_flags: u16) -> Result<(), LinkError> {
         let mode_flag = match cfg.bind {
             BindPreference::Auto => 0,
             BindPreference::ZeroCopy => libc::XDP_ZEROCOPY,
@@ -482,7 +535,7 @@ impl Link {
         };
         let sa = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: mode_flag | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_flags: mode_flag | libc::XDP_USE_NEED_WAKEUP | extra_flags,
             sxdp_ifindex: self.iface.index,
             sxdp_queue_id: cfg.queue_id,
             sxdp_shared_umem_fd: 0,
@@ -564,6 +617,16 @@ impl Link {
     /// one frame (minus `XDP_PACKET_HEADROOM` and headers) and by the MTU.
     pub fn max_payload(&self) -> usize {
         self.max_payload
+    }
+
+    /// Full-size datagrams the kernel can receive before we recycle frames:
+    /// the fill ring's frames over the chunks one datagram takes. A reliable
+    /// sender's window beyond this can only end in drops at the fill ring
+    /// when the receiving process is slow to run.
+    pub fn rx_capacity(&self) -> usize {
+        let frame = self.header_len + self.max_payload + XDP_PACKET_HEADROOM as usize;
+        let per_datagram = frame.div_ceil(self.frame_size as usize).max(1);
+        (self.fill.size().min(self.pool.rx_frames()) as usize) / per_datagram
     }
 
     /// Bytes of Ethernet/IP/UDP headers in front of the payload.
@@ -675,7 +738,7 @@ impl Link {
         if to.ip.is_ipv4() != self.local.ip.is_ipv4() {
             return Err(LinkError::FamilyMismatch);
         }
-        if self.tx.free() == 0 {
+        if self.tx.free() < self.descs_for(self.header_len + payload_len) {
             return Err(LinkError::TxRingFull);
         }
         self.opts.ipv4_id = self.opts.ipv4_id.wrapping_add(1);
@@ -710,7 +773,7 @@ impl Link {
         if len == 0 {
             return Err(LinkError::Frame(crate::FrameError::WrongState));
         }
-        if self.tx.free() == 0 {
+        if self.tx.free() < self.descs_for(len as usize) {
             return Err(LinkError::TxRingFull);
         }
         self.push_tx(frame.0, len)?;
@@ -718,17 +781,31 @@ impl Link {
         Ok(())
     }
 
+    /// TX descriptors a frame of `len` bytes takes: one per chunk.
+    fn descs_for(&self, len: usize) -> u32 {
+        (len as u32).div_ceil(self.frame_size).max(1)
+    }
+
+    /// Queues one frame: a descriptor per chunk it covers, all but the last
+    /// flagged `XDP_PKT_CONTD` (af_xdp.rst, "XDP_USE_SG"). The caller checked
+    /// that the TX ring has room for all of them.
     fn push_tx(&mut self, addr: u64, len: u32) -> Result<(), LinkError> {
         self.pool.submitted(addr)?;
-        self.tx.write(
-            0,
-            libc::xdp_desc {
-                addr,
-                len,
-                options: 0,
-            },
-        );
-        self.tx.submit(1);
+        let fs = self.frame_size;
+        let n = len.div_ceil(fs).max(1);
+        for i in 0..n {
+            let chunk_len = (len - i * fs).min(fs);
+            let more = i + 1 < n;
+            self.tx.write(
+                i,
+                libc::xdp_desc {
+                    addr: addr + u64::from(i * fs),
+                    len: chunk_len,
+                    options: if more { libc::XDP_PKT_CONTD } else { 0 },
+                },
+            );
+        }
+        self.tx.submit(n);
         self.stats.tx_packets += 1;
         Ok(())
     }
@@ -796,7 +873,8 @@ impl Link {
         Ok(())
     }
 
-    /// Reaps up to a burst of TX completions; returns how many.
+    /// Reaps the TX completions; returns how many frames (datagrams) they
+    /// completed.
     pub fn reap_completions(&mut self) -> usize {
         let mut total = 0;
         loop {
@@ -807,13 +885,18 @@ impl Link {
             for i in 0..n {
                 let addr = self.comp.read(i);
                 let base = self.pool.base(addr);
+                // A multi-chunk frame completes one descriptor per chunk, all
+                // at once; its first chunk (the slot start) stands for it.
+                if addr != base && self.multi_buffer {
+                    continue;
+                }
                 if self.pool.completed(base).is_err() {
                     self.stats.bad_descs += 1;
                 }
+                self.stats.tx_completions += 1;
+                total += 1;
             }
             self.comp.release(n);
-            self.stats.tx_completions += u64::from(n);
-            total += n as usize;
         }
     }
 
@@ -821,76 +904,143 @@ impl Link {
 
     /// Hands up to `max` (≤ [`BURST`]) received datagrams to `f`, then tops
     /// the fill ring up. Frames that are not UDP to our IP and port are
-    /// counted and recycled without reaching `f`.
+    /// counted and recycled without reaching `f`. A datagram that arrived in
+    /// several chunks (multi-buffer) is gathered into one buffer first.
     pub fn recv<F>(&mut self, max: usize, mut f: F) -> usize
     where
         F: FnMut(RxDatagram<'_>) -> RxAction,
     {
-        let n = self.rx.available().min(max.min(BURST) as u32);
-        if n == 0 {
+        let avail = self.rx.available();
+        if avail == 0 {
             self.refill();
             self.wake_rx_if_needed();
             return 0;
         }
-        let mut delivered = 0;
-        for i in 0..n {
+        let max = max.min(BURST);
+        let (mut i, mut seen, mut delivered) = (0u32, 0usize, 0usize);
+        while i < avail && seen < max {
             let d = self.rx.read(i);
-            if self.pool.received(d.addr).is_err() {
-                self.stats.bad_descs += 1;
+            seen += 1;
+            if d.options & libc::XDP_PKT_CONTD == 0 {
+                i += 1;
+                delivered += usize::from(self.deliver_single(d, &mut f));
                 continue;
             }
-            match self.classify(d.addr, d.len as usize) {
-                Ok((frame, src)) => {
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += frame.payload_len() as u64;
-                    delivered += 1;
-                    let payload = self
-                        .frame_slice(
-                            d.addr + u64::from(frame.payload_offset),
-                            frame.payload_len(),
-                        )
-                        .unwrap_or(&[]);
-                    let dgram = RxDatagram {
-                        frame,
-                        src,
-                        payload,
-                    };
-                    if f(dgram) == RxAction::Consume {
-                        let _ = self.pool.release_rx(d.addr);
-                    }
-                }
-                Err(bad_csum) => {
-                    if bad_csum {
-                        self.stats.rx_bad_checksum += 1;
-                    } else {
-                        self.stats.rx_malformed += 1;
-                    }
-                    let _ = self.pool.release_rx(d.addr);
-                }
-            }
+            // The kernel publishes all descriptors of a packet at once, so its
+            // last one (no CONTD) is already in the ring.
+            let Some(last) =
+                (i..avail).find(|&j| self.rx.read(j).options & libc::XDP_PKT_CONTD == 0)
+            else {
+                break;
+            };
+            delivered += usize::from(self.deliver_gathered(i, last, &mut f));
+            i = last + 1;
         }
-        self.rx.release(n);
+        self.rx.release(i);
         self.refill();
         delivered
     }
 
-    /// Decodes a received frame; `Err(true)` = bad checksum, `Err(false)` =
-    /// anything else that is not for us.
-    fn classify(&self, addr: u64, len: usize) -> Result<(RxFrame, LinkAddr), bool> {
-        let bytes = self.frame_slice(addr, len).ok_or(false)?;
+    /// One datagram in one chunk: handed over in place.
+    fn deliver_single<F>(&mut self, d: libc::xdp_desc, f: &mut F) -> bool
+    where
+        F: FnMut(RxDatagram<'_>) -> RxAction,
+    {
+        if self.pool.received(d.addr).is_err() {
+            self.stats.bad_descs += 1;
+            return false;
+        }
+        let bytes = self.frame_slice(d.addr, d.len as usize).unwrap_or(&[]);
+        let (off, len, src) = match self.classify(bytes) {
+            Ok(c) => c,
+            Err(bad_csum) => {
+                self.count_bad(bad_csum);
+                let _ = self.pool.release_rx(d.addr);
+                return false;
+            }
+        };
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += len as u64;
+        let frame = RxFrame {
+            addr: d.addr,
+            payload_offset: off as u32,
+            payload_len: len as u32,
+        };
+        let payload = self.frame_slice(d.addr + off as u64, len).unwrap_or(&[]);
+        let dgram = RxDatagram {
+            frame: Some(frame),
+            src,
+            payload,
+        };
+        if f(dgram) == RxAction::Consume {
+            let _ = self.pool.release_rx(d.addr);
+        }
+        true
+    }
+
+    /// One datagram in RX descriptors `first..=last` (multi-buffer): copied
+    /// into `self.gather`, its chunks recycled at once.
+    fn deliver_gathered<F>(&mut self, first: u32, last: u32, f: &mut F) -> bool
+    where
+        F: FnMut(RxDatagram<'_>) -> RxAction,
+    {
+        let mut gather = std::mem::take(&mut self.gather);
+        gather.clear();
+        let mut ok = true;
+        for j in first..=last {
+            let d = self.rx.read(j);
+            if self.pool.received(d.addr).is_err() {
+                self.stats.bad_descs += 1;
+                ok = false;
+                continue;
+            }
+            match self.frame_slice(d.addr, d.len as usize) {
+                Some(b) if ok => gather.extend_from_slice(b),
+                _ => ok = false,
+            }
+            let _ = self.pool.release_rx(d.addr);
+        }
+        let mut delivered = false;
+        if ok {
+            match self.classify(&gather) {
+                Ok((off, len, src)) => {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += len as u64;
+                    delivered = true;
+                    let dgram = RxDatagram {
+                        frame: None,
+                        src,
+                        payload: &gather[off..off + len],
+                    };
+                    let _ = f(dgram);
+                }
+                Err(bad_csum) => self.count_bad(bad_csum),
+            }
+        } else {
+            self.stats.rx_malformed += 1;
+        }
+        self.gather = gather;
+        delivered
+    }
+
+    fn count_bad(&mut self, bad_csum: bool) {
+        if bad_csum {
+            self.stats.rx_bad_checksum += 1;
+        } else {
+            self.stats.rx_malformed += 1;
+        }
+    }
+
+    /// Decodes a received frame into (payload offset, payload length,
+    /// sender); `Err(true)` = bad checksum, `Err(false)` = anything else that
+    /// is not for us.
+    fn classify(&self, bytes: &[u8]) -> Result<(usize, usize, LinkAddr), bool> {
         let d =
             wire::decode(bytes, self.verify).map_err(|e| e == wire::DecodeError::BadChecksum)?;
         if d.dst_port != self.local.port || d.dst_ip != self.local.ip {
             return Err(false);
         }
-        Ok((
-            RxFrame {
-                addr,
-                payload_offset: d.payload_offset as u32,
-                payload_len: d.payload_len as u32,
-            },
-            d.src,
-        ))
+        Ok((d.payload_offset, d.payload_len, d.src))
     }
 
     /// Payload of a held received frame.

@@ -16,14 +16,13 @@ use crate::pingpong::Measured;
 /// The providers the demo shows side by side: ours first, the baseline second.
 const DEMO_PROVIDERS: [&str; 2] = ["xdp", "tcp"];
 
-/// MTU of the benchmark's veth pair, for every provider alike. HPC Ethernet fabrics run jumbo
-/// frames; ours carry one datagram per 4 KiB UMEM chunk (FI_XDP_FRAME_SIZE, default 4096), so
-/// 4096 − 256 B XDP headroom − 42 B Ethernet/IPv4/UDP headers bounds a datagram, and 3800 stays
-/// inside it. At 1500 every frame carries less than half of a chunk. The bench attaches generic
-/// (native XDP on veth refuses MTUs above ~3506). Larger MTUs (9000) would need AF_XDP
-/// multi-buffer frames: future work. `tcp` gets the same MTU, though over veth it moves 64 KiB
-/// TSO segments whatever the MTU.
-const BENCH_MTU: u32 = 3800;
+/// MTU of the benchmark's veth pair, for every provider alike: jumbo frames, as HPC Ethernet
+/// fabrics run them. Our RDM datagrams then span three 4 KiB UMEM chunks through AF_XDP
+/// multi-buffer (Linux 6.6+; an older kernel falls back to one chunk, ≈ 3.8 KB, per datagram).
+/// The bench attaches generic XDP (native XDP on veth refuses MTUs above ~3506 without a
+/// multi-buffer program). `tcp` gets the same MTU, though over veth it moves 64 KiB TSO segments
+/// whatever the MTU.
+const BENCH_MTU: u32 = 9000;
 
 /// Checks that `fi_pingpong` exists and that `FI_PROVIDER_PATH` holds our provider.
 fn preflight() -> Result<(), String> {
