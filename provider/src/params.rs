@@ -61,6 +61,9 @@ pub struct Config {
     pub linger_ms: u32,
     /// Run endpoints on their kernel UDP socket instead of AF_XDP.
     pub kernel_path: bool,
+    /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
+    /// (jumbo frames) when a full frame does not fit one UMEM frame.
+    pub multi_buffer: bool,
 }
 
 impl Default for Config {
@@ -71,7 +74,7 @@ impl Default for Config {
             port: 0,
             umem_frames: 4096,
             frame_size: 4096,
-            ring_size: 2048,
+            ring_size: 256,
             attach_mode: AttachMode::Generic,
             zerocopy: ZeroCopy::Auto,
             yield_when_idle: true,
@@ -79,6 +82,7 @@ impl Default for Config {
             peer_timeout_secs: 300,
             linger_ms: 1000,
             kernel_path: false,
+            multi_buffer: true,
         }
     }
 }
@@ -103,7 +107,7 @@ const PARAMS: &[ParamDef] = &[
     },
     ParamDef { name: c"umem_frames", ty: FI_PARAM_SIZE_T, help: c"Frames in each endpoint's UMEM (default: 4096)" },
     ParamDef { name: c"frame_size", ty: FI_PARAM_SIZE_T, help: c"UMEM frame size in bytes, 2048 or 4096 (default: 4096)" },
-    ParamDef { name: c"ring_size", ty: FI_PARAM_SIZE_T, help: c"Descriptors per AF_XDP ring, a power of two (default: 2048)" },
+    ParamDef { name: c"ring_size", ty: FI_PARAM_SIZE_T, help: c"Descriptors per AF_XDP ring, a power of two (default: 256: received frames are reused while still in the CPU cache; larger rings hold longer bursts)" },
     ParamDef {
         name: c"attach_mode",
         ty: FI_PARAM_STRING,
@@ -133,6 +137,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"kernel_path",
         ty: FI_PARAM_BOOL,
         help: c"Run endpoints on a kernel UDP socket instead of AF_XDP: slower, same protocol (default: 0; an endpoint falls back to it by itself when its AF_XDP queue is taken)",
+    },
+    ParamDef {
+        name: c"multi_buffer",
+        ty: FI_PARAM_BOOL,
+        help: c"Jumbo frames: RDM datagrams up to the interface MTU, spread over several UMEM frames (AF_XDP multi-buffer, Linux 6.6+; older kernels fall back to one frame per datagram) (default: 1)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -304,6 +313,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;
+        }
+        if let Some(v) = get_bool(c"multi_buffer") {
+            c.multi_buffer = v;
         }
         c
     }

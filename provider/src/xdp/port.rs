@@ -248,6 +248,12 @@ impl Port {
         self.max_payload
     }
 
+    /// Full-size datagrams the AF_XDP socket takes before we recycle frames
+    /// (`None` on the kernel path, whose socket buffer the kernel sizes).
+    pub fn rx_capacity(&self) -> Option<usize> {
+        self.xsk.as_ref().map(|x| x.link.rx_capacity())
+    }
+
     /// A file descriptor that is readable when datagrams wait on either path.
     pub fn wait_fd(&self) -> RawFd {
         match &self.epoll {
@@ -476,6 +482,11 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Failed(Errno::INVAL))?;
     lc.rx_frames = lc.frame_count / 2;
     lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Failed(Errno::INVAL))?;
+    // Jumbo frames for RDM only: its datagram size is internal (segments,
+    // negotiated per peer in HELLO), while a DGRAM endpoint's max_msg_size is
+    // promised by fi_getinfo before any socket exists, so it stays at what
+    // one frame holds on every kernel.
+    lc.multi_buffer = cfg.multi_buffer && args.ep_type == FI_EP_RDM;
     // RDM datagrams carry the engine's CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
     // without the optional UDP checksum (RFC 768: zero = none) — one

@@ -27,6 +27,13 @@ use crate::xdp_warn;
 const RX_BATCH: usize = 64;
 /// Datagrams sent per progress pass at most (then the next pass continues).
 const TX_BATCH: usize = 256;
+/// Datagrams written to the TX ring between two kicks. The kernel copies a
+/// frame out of the UMEM when kicked: kicking while the frames we just wrote
+/// are still in this core's cache, instead of after writing a whole window of
+/// them (megabytes, evicted by then), measured ≈ 20 % more bandwidth for
+/// 1 MiB messages. 32 is also what one copy-mode `sendto` sends at most
+/// (TX_BATCH_SIZE in net/xdp/xsk.c).
+const KICK_EVERY: usize = 32;
 /// Rounds of `transmit` spent sending CLOSE notices when the endpoint closes:
 /// enough for thousands of peers; peers beyond that find out by their own
 /// retry limit.
@@ -171,6 +178,7 @@ impl Rdm {
         let mut seed = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `seed`.
         let _ = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), 8, 0) };
+        let default_window = rel::Config::default().window;
         let cfg = rel::Config {
             mtu: port.max_payload(),
             incarnation: args.local.incarnation,
@@ -203,6 +211,13 @@ impl Rdm {
                 .saturating_add(7)
                 .min(u32::from(u16::MAX) - 1),
             rto_max: rel::Nanos::from_secs(1),
+            // Never more packets in flight to us than our fill ring holds
+            // (jumbo datagrams take several frames each): beyond it a peer's
+            // burst meets an empty fill ring whenever we are slow to run, and
+            // the kernel drops what the window allowed.
+            window: port.rx_capacity().map_or(default_window, |c| {
+                c.clamp(16, usize::from(default_window)) as u16
+            }),
             ..rel::Config::default()
         };
         let mut peers = Peers::default();
@@ -250,7 +265,12 @@ impl Rdm {
                 self_key,
                 ..
             } = self;
-            for _ in 0..TX_BATCH {
+            for n in 1..=TX_BATCH {
+                if n % KICK_EVERY == 0
+                    && let Err(e) = port.flush()
+                {
+                    xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
+                }
                 let Some(buf) = port.alloc_tx() else { break };
                 let t = match port.tx_payload_mut(buf) {
                     Some(b) => engine.poll_transmit(now, b, &mut SendSide(sends)),

@@ -345,6 +345,9 @@ static void rdm_pair(int server)
 		CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
 		CHECK(err.err == FI_ECANCELED && err.op_context == mb[1]);
 	}
+	/* The client waits until the server has cancelled mb[1]: a message sent
+	 * earlier could rightly land in that buffer. */
+	one_way(server, 1, 1, 900, buf);
 	/* truncation: 100 B into 50 B → -FI_EAVAIL, FI_ETRUNC, olen 50. */
 	if (!server) {
 		fill(buf, 100, 3);
