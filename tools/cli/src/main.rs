@@ -28,7 +28,8 @@ commands:
   demo            fi_pingpong -p xdp beside -p tcp between two test hosts
                   [--sizes all] [--iters 100]; needs FI_PROVIDER_PATH
   provider-bench  64 B latency and 1 MiB bandwidth of xdp beside tcp,
-                  udp;ofi_rxd and the raw link floor [--iters 10000]
+                  udp;ofi_rxd and the raw link floor, in interleaved rounds
+                  [--rounds 5] [--iters 10000] [--big-iters 200]
 
 All need root (network namespaces, XDP, AF_XDP).";
 
