@@ -931,6 +931,12 @@ impl Link {
             let Some(last) =
                 (i..avail).find(|&j| self.rx.read(j).options & libc::XDP_PKT_CONTD == 0)
             else {
+                if i == 0 && avail == self.rx.size() {
+                    // A full ring of one unterminated packet can never
+                    // complete: drop it rather than stall receive for good.
+                    self.drop_descs(0, avail);
+                    i = avail;
+                }
                 break;
             };
             delivered += usize::from(self.deliver_gathered(i, last, &mut f));
@@ -1003,17 +1009,19 @@ impl Link {
         let mut delivered = false;
         if ok {
             match self.classify(&gather) {
-                Ok((off, len, src)) => {
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += len as u64;
-                    delivered = true;
-                    let dgram = RxDatagram {
-                        frame: None,
-                        src,
-                        payload: &gather[off..off + len],
-                    };
-                    let _ = f(dgram);
-                }
+                Ok((off, len, src)) => match gather.get(off..off + len) {
+                    Some(payload) => {
+                        self.stats.rx_packets += 1;
+                        self.stats.rx_bytes += len as u64;
+                        delivered = true;
+                        let _ = f(RxDatagram {
+                            frame: None,
+                            src,
+                            payload,
+                        });
+                    }
+                    None => self.stats.rx_malformed += 1,
+                },
                 Err(bad_csum) => self.count_bad(bad_csum),
             }
         } else {
@@ -1021,6 +1029,19 @@ impl Link {
         }
         self.gather = gather;
         delivered
+    }
+
+    /// Recycles RX descriptors `first..end` unread, counted as malformed.
+    fn drop_descs(&mut self, first: u32, end: u32) {
+        for j in first..end {
+            let d = self.rx.read(j);
+            if self.pool.received(d.addr).is_ok() {
+                let _ = self.pool.release_rx(d.addr);
+            } else {
+                self.stats.bad_descs += 1;
+            }
+        }
+        self.stats.rx_malformed += 1;
     }
 
     fn count_bad(&mut self, bad_csum: bool) {
