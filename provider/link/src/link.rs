@@ -518,8 +518,10 @@ impl Link {
                     link.gather.reserve(slot);
                     return Ok(link);
                 }
-                // Kernels before 6.6 refuse the flag: one chunk per datagram.
-                Err(LinkError::Config(_)) => {}
+                // Kernels before 6.6 refuse the flag (EINVAL), and so does a
+                // zero-copy driver without multi-buffer support (EOPNOTSUPP):
+                // one chunk per datagram then.
+                Err(LinkError::Config(_) | LinkError::ZeroCopyUnsupported { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
