@@ -63,8 +63,9 @@ pub fn demo(args: &[String]) -> Result<(), String> {
     let sizes: String = a.get("sizes", "all".to_owned())?;
     let iterations: u32 = a.get("iters", 100)?;
     preflight()?;
-    let pair = HostPair::new().map_err(|e| format!("creating test hosts: {e}"))?;
-    println!("test hosts: {} <-> {}", pair.a, pair.b);
+    // The benchmark's hosts: jumbo frames for every provider.
+    let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
+    println!("test hosts (MTU {BENCH_MTU}): {} <-> {}", pair.a, pair.b);
     let mut tables = Vec::new();
     let mut failures = Vec::new();
     for provider in DEMO_PROVIDERS {
