@@ -234,6 +234,12 @@ impl Cq {
         }
     }
 
+    /// Whether this CQ waits on an fd (FI_WAIT_FD), so endpoints' sockets
+    /// must join it.
+    pub fn wants_wait_fd(&self) -> bool {
+        self.fd_wait.is_some()
+    }
+
     /// An enabled endpoint's socket joins the wait fd (FI_WAIT_FD).
     pub fn add_wait_fd(&self, fd: RawFd) {
         if let Some(w) = &self.fd_wait {

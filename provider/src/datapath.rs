@@ -159,9 +159,11 @@ pub trait DataPath: Send {
     /// FI_OPT_MIN_MULTI_RECV changed.
     fn set_min_multi_recv(&mut self, bytes: usize);
     /// A file descriptor that becomes readable when datagrams arrive (on
-    /// the AF_XDP or the kernel UDP socket), for CQs with FI_WAIT_FD.
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        None
+    /// the AF_XDP or the kernel UDP socket), for CQs with FI_WAIT_FD. Ask
+    /// only for such CQs: it may be made on demand, and watching the socket
+    /// costs every packet a wake-up.
+    fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
+        Ok(None)
     }
 }
 

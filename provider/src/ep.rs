@@ -144,7 +144,9 @@ impl Endpoint {
         };
         let core = datapath::open(&args)?;
         // CQs with FI_WAIT_FD wake up when our socket has data.
-        if let Some(fd) = core.wait_fd() {
+        if wants_wait_fd(&st)
+            && let Some(fd) = core.wait_fd()?
+        {
             for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
                 b.cq.add_wait_fd(fd);
             }
@@ -364,6 +366,15 @@ pub unsafe extern "C" fn xdp_endpoint2(
     unsafe { xdp_endpoint(domain, info, ep, context) }
 }
 
+/// Whether a CQ bound to the endpoint waits on an fd (FI_WAIT_FD): only
+/// then does the data path's wait fd exist and join it.
+fn wants_wait_fd(st: &EpState) -> bool {
+    [&st.tx_cq, &st.rx_cq]
+        .into_iter()
+        .flatten()
+        .any(|b| b.cq.wants_wait_fd())
+}
+
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard_int("ep close", || {
         // SAFETY: validated by obj().
@@ -372,7 +383,9 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
         {
             let mut st = lock(&e.state);
             // Stop the data path first: no completion may arrive afterwards.
-            if let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd()) {
+            if wants_wait_fd(&st)
+                && let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd().ok().flatten())
+            {
                 for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
                     b.cq.remove_wait_fd(fd);
                 }

@@ -199,8 +199,8 @@ impl DataPath for Dgram {
         true
     }
 
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.port.wait_fd())
+    fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
+        self.port.wait_fd().map(Some)
     }
 
     fn set_min_multi_recv(&mut self, _bytes: usize) {}

@@ -604,8 +604,8 @@ impl DataPath for Rdm {
         self.engine.cancel_recv(token)
     }
 
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        Some(self.port.wait_fd())
+    fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
+        self.port.wait_fd().map(Some)
     }
 
     fn set_min_multi_recv(&mut self, bytes: usize) {
