@@ -119,9 +119,9 @@ impl FdWait {
     }
 }
 
-/// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD): about
-/// 10-20 µs of progress passes, longer than a reply takes to come back on a
-/// dedicated core, short against a scheduler time slice. (The counter wraps
+/// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD): a few
+/// microseconds of progress passes, about what a small reply takes to come
+/// back, and nothing against a scheduler time slice. (The counter wraps
 /// after 2^32 reads; that only delays one yield.)
 const SPIN_BEFORE_YIELD: u32 = 64;
 
@@ -542,7 +542,7 @@ unsafe fn read_common(
             // for gets to run now instead of at the end of our time slice.
             // Not on every empty read: a sched_yield costs about a
             // microsecond here, and a reply that lands during it waits for
-            // it (64 B ping-pong ≈ 13 % slower when yielding every time).
+            // it (64 B ping-pong ≈ 15 % slower when yielding every time).
             let empty = o.inner.empty_reads.fetch_add(1, Ordering::Relaxed);
             if o.inner.yield_when_idle && empty >= SPIN_BEFORE_YIELD {
                 std::thread::yield_now();
