@@ -119,11 +119,13 @@ impl FdWait {
     }
 }
 
-/// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD): a few
-/// microseconds of progress passes, about what a small reply takes to come
-/// back, and nothing against a scheduler time slice. (The counter wraps
-/// after 2^32 reads; that only delays one yield.)
-const SPIN_BEFORE_YIELD: u32 = 64;
+/// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
+/// idle read takes ≈ 40-60 ns here, so this is ≈ 20-30 µs: longer than a
+/// small reply takes to come back (with 64, one wait for a 64-byte reply in
+/// five still yielded; with 512, one in two hundred), and nothing against a
+/// scheduler time slice. (The counter wraps after 2^32 reads; that only
+/// delays one yield.)
+const SPIN_BEFORE_YIELD: u32 = 512;
 
 pub struct Cq {
     /// Endpoints bound to this CQ (one per direction) and counters/waits.
