@@ -20,6 +20,21 @@ fn sim(n: usize, faults: Faults, seed: u64) -> Sim<Buffers> {
     )
 }
 
+/// One node per entry of `mtus` (its `Config::mtu`), on a link that drops
+/// datagrams above `link_mtu` and loses `loss` of the rest.
+fn sim_with_mtus(mtus: &[usize], link_mtu: usize, loss: f64, seed: u64) -> Sim<Buffers> {
+    let f = Faults {
+        mtu: link_mtu,
+        loss,
+        ..Faults::default()
+    };
+    let apps = mtus.iter().map(|_| Buffers::default()).collect();
+    Sim::new(apps, f, seed, |i| Config {
+        mtu: mtus[i],
+        ..cfg(i)
+    })
+}
+
 fn pattern(len: usize, salt: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8)
@@ -735,18 +750,7 @@ fn engine_is_send() {
 #[test]
 fn endpoints_with_different_mtus_on_a_jumbo_link() {
     // Each sender segments to its own mtu; receivers take any size up to the link's.
-    let f = Faults {
-        mtu: 9000,
-        loss: 0.05,
-        ..Faults::default()
-    };
-    let mtus = [1472usize, 4164, 9000];
-    let mut s = Sim::new((0..3).map(|_| Buffers::default()).collect(), f, 18, |i| {
-        Config {
-            mtu: mtus[i],
-            ..cfg(i)
-        }
-    });
+    let mut s = sim_with_mtus(&[1472, 4164, 9000], 9000, 0.05, 18);
     let mut t = 0;
     for from in 0..3 {
         for to in 0..3 {
@@ -772,16 +776,7 @@ fn endpoints_with_different_mtus_on_a_jumbo_link() {
 fn oversized_datagrams_are_lost_not_misdelivered() {
     // Engines configured above the link MTU get nothing through: the sends
     // fail as unreachable rather than hang or corrupt.
-    let f = Faults {
-        mtu: 1500,
-        ..Faults::default()
-    };
-    let mut s = Sim::new(vec![Buffers::default(), Buffers::default()], f, 19, |i| {
-        Config {
-            mtu: 9000,
-            ..cfg(i)
-        }
-    });
+    let mut s = sim_with_mtus(&[9000, 9000], 1500, 0.0, 19);
     recv(&mut s, 1, 1, 20_000, None, None);
     send(&mut s, 0, 1, 1, pattern(20_000, 1), None);
     run(&mut s);
@@ -798,17 +793,7 @@ fn data_is_segmented_to_what_the_peer_accepts() {
     // sender accepts. A 9000-byte engine talking to a 1472-byte one (an
     // AF_XDP socket without multi-buffer) sends it nothing larger, so
     // nothing is lost even though the link drops anything above 1500.
-    let f = Faults {
-        mtu: 1500,
-        loss: 0.02,
-        ..Faults::default()
-    };
-    let mut s = Sim::new(vec![Buffers::default(), Buffers::default()], f, 20, |i| {
-        Config {
-            mtu: if i == 0 { 9000 } else { 1472 },
-            ..cfg(i)
-        }
-    });
+    let mut s = sim_with_mtus(&[9000, 1472], 1500, 0.02, 20);
     for t in 1..=2 {
         let (from, to) = if t == 1 { (0, 1) } else { (1, 0) };
         recv(&mut s, to, t, 50_000, None, None);
