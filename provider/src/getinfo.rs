@@ -53,8 +53,6 @@ pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 /// Bytes of each UDP payload reserved for our protocol header (the
 /// reliability engine's header must fit; DGRAM sends a small one too).
 pub const PROTO_HEADER_RESERVE: usize = 64;
-/// XDP headroom kept at the front of each UMEM frame.
-pub const FRAME_HEADROOM: usize = 256;
 /// Largest RDM message (segmented by the engine).
 pub const RDM_MAX_MSG: usize = 1 << 30;
 /// Queue depths advertised in tx/rx attributes.
@@ -70,12 +68,17 @@ pub const PROTO_VERSION: u32 = 1;
 pub const MAX_ERR_DATA: usize = 64;
 
 /// Largest payload one datagram can carry on `iface` with `cfg`'s frames:
-/// bounded by the MTU and by a UMEM frame (no multi-buffer).
+/// bounded by the MTU and by a UMEM frame (no multi-buffer), as the link
+/// computes it, less our protocol's header reserve.
 pub fn max_datagram_payload(iface: &Iface, v6: bool, cfg: &Config) -> usize {
-    let ip_udp = if v6 { 40 + 8 } else { 20 + 8 };
-    let by_mtu = iface.mtu.saturating_sub(ip_udp);
-    let by_frame = cfg.frame_size.saturating_sub(FRAME_HEADROOM + 14 + ip_udp);
-    by_mtu.min(by_frame).saturating_sub(PROTO_HEADER_RESERVE)
+    let family: std::net::IpAddr = if v6 {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    ofi_xdp_link::max_payload(clamp(cfg.frame_size), clamp(iface.mtu), &family)
+        .saturating_sub(PROTO_HEADER_RESERVE)
 }
 
 /// Whether a hints `prov_name` asks for us (utility providers' layered
@@ -808,7 +811,7 @@ mod tests {
         big.mtu = 9000;
         assert_eq!(
             max_datagram_payload(&big, false, &c),
-            2048 - FRAME_HEADROOM - 14 - 28 - PROTO_HEADER_RESERVE
+            2048 - ofi_xdp_link::XDP_PACKET_HEADROOM as usize - 14 - 28 - PROTO_HEADER_RESERVE
         );
     }
 

@@ -176,12 +176,14 @@ impl RxFrame {
 /// into the chunk, so what we send must fit the peer's chunk that way, and
 /// the MTU.
 pub fn max_payload(frame_size: u32, mtu: u32, ip: &IpAddr) -> usize {
-    let header_len = wire::header_len(ip);
-    let ip_udp = header_len - wire::ETH_HLEN;
-    let by_frame =
-        (frame_size.saturating_sub(XDP_PACKET_HEADROOM) as usize).saturating_sub(header_len);
-    let by_mtu = (mtu as usize).saturating_sub(ip_udp);
-    by_frame.min(by_mtu)
+    let by_frame = (frame_size.saturating_sub(XDP_PACKET_HEADROOM) as usize)
+        .saturating_sub(wire::header_len(ip));
+    by_frame.min(payload_within_mtu(mtu, ip))
+}
+
+/// The largest UDP payload of an `mtu`-byte IP packet from `ip`.
+fn payload_within_mtu(mtu: u32, ip: &IpAddr) -> usize {
+    (mtu as usize).saturating_sub(wire::header_len(ip) - wire::ETH_HLEN)
 }
 
 /// Chunks per TX slot so that a frame of `frame_len` bytes fits one slot
@@ -512,9 +514,8 @@ impl Link {
                     // Our TX slot and the peer's chunks (it gathers them the
                     // same way) bound the datagram, besides the MTU.
                     let slot = link.pool.tx_slot_size() as usize;
-                    let by_mtu =
-                        (link.iface.mtu as usize).saturating_sub(header_len - wire::ETH_HLEN);
-                    link.max_payload = by_mtu.min(slot - header_len);
+                    link.max_payload =
+                        payload_within_mtu(link.iface.mtu, &ip).min(slot - header_len);
                     link.gather.reserve(slot);
                     return Ok(link);
                 }

@@ -236,8 +236,10 @@ impl Port {
         })
     }
 
-    /// Largest datagram payload, the same on both paths (a peer's AF_XDP
-    /// frame must hold what we send through the kernel).
+    /// Largest datagram payload, the same on both paths: what this port's
+    /// AF_XDP socket receives (one frame, or the MTU with multi-buffer), or
+    /// one frame on the kernel path. RDM states it in its HELLO and sends a
+    /// peer no more than the peer stated (PROTOCOL.md §2.3).
     pub fn max_payload(&self) -> usize {
         self.max_payload
     }
