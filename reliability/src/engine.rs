@@ -809,6 +809,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         Ok(())
     }
 
+    /// Whether [`Engine::poll_transmit`] may have a datagram to produce: a
+    /// control packet is queued or a peer has something ready. When false it
+    /// would return `None`, so callers can skip preparing a buffer.
+    pub fn wants_transmit(&self) -> bool {
+        !self.oneshots.is_empty() || !self.ready.is_empty()
+    }
+
     /// Next event, if any.
     pub fn poll_event(&mut self) -> Option<Event<P>> {
         self.events.pop_front()

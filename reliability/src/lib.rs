@@ -89,6 +89,7 @@ pub use api::*;
 pub use crc::crc32c;
 pub use engine::Engine;
 pub use rng::SplitMix64;
+pub use slab::{FxBuild, FxHasher};
 pub use time::{Instant, Nanos};
 
 /// Bytes of engine state per idle peer with a `u64` key: the peer record plus

@@ -71,7 +71,9 @@ impl<T> Slab<T> {
     }
 }
 
-/// FxHash (the rustc hasher): a fast non-cryptographic hash for peer keys.
+/// FxHash (the rustc hasher): a fast non-cryptographic hash for keys we
+/// choose ourselves (peer keys, operation tokens), never for keys an attacker
+/// picks.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FxHasher(u64);
 

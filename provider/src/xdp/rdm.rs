@@ -52,8 +52,11 @@ struct RecvState {
     multi: bool,
 }
 
-struct SendSide<'a>(&'a HashMap<u64, SendState>);
-struct RecvSide<'a>(&'a HashMap<u64, RecvState>);
+/// Operations by token. Tokens are ours (a counter), so the fast hash.
+type TokenMap<V> = HashMap<u64, V, rel::FxBuild>;
+
+struct SendSide<'a>(&'a TokenMap<SendState>);
+struct RecvSide<'a>(&'a TokenMap<RecvState>);
 
 impl rel::SendBuffers for SendSide<'_> {
     fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
@@ -78,7 +81,12 @@ impl rel::RecvBuffers for RecvSide<'_> {
 #[derive(Default)]
 struct Peers {
     addrs: Vec<XdpAddr>,
+    /// Keyed by what the network sends us, so the default (keyed SipHash)
+    /// hasher: a forged flood cannot pile up in one bucket.
     by_sock: HashMap<SocketAddr, u32>,
+    /// The last address looked up and its key: traffic comes in runs from
+    /// one peer, and a ping-pong has only one; this skips the hashing.
+    last: Option<(SocketAddr, u32)>,
 }
 
 /// Most source addresses an endpoint remembers: as many peers as the engine
@@ -102,16 +110,27 @@ impl Peers {
 
     fn key(&mut self, a: &XdpAddr) -> u32 {
         let sa = a.socket_addr();
-        if let Some(&k) = self.by_sock.get(&sa) {
-            let e = &mut self.addrs[k as usize];
-            if e.mac.is_none() {
-                e.mac = a.mac;
+        let known = match self.last {
+            Some((s, k)) if s == sa => Some(k),
+            _ => self.by_sock.get(&sa).copied(),
+        };
+        let k = match known {
+            Some(k) => {
+                if let Some(e) = self.addrs.get_mut(k as usize)
+                    && e.mac.is_none()
+                {
+                    e.mac = a.mac;
+                }
+                k
             }
-            return k;
-        }
-        let k = self.addrs.len() as u32;
-        self.addrs.push(*a);
-        self.by_sock.insert(sa, k);
+            None => {
+                let k = self.addrs.len() as u32;
+                self.addrs.push(*a);
+                self.by_sock.insert(sa, k);
+                k
+            }
+        };
+        self.last = Some((sa, k));
         k
     }
 }
@@ -121,8 +140,8 @@ pub struct Rdm {
     engine: Engine<u32>,
     peers: Peers,
     self_key: u32,
-    sends: HashMap<u64, SendState>,
-    recvs: HashMap<u64, RecvState>,
+    sends: TokenMap<SendState>,
+    recvs: TokenMap<RecvState>,
     next_token: u64,
     epoch: std::time::Instant,
     min_multi_recv: usize,
@@ -133,12 +152,16 @@ pub struct Rdm {
     /// Datagrams dropped because their source was new and the address table
     /// full ([`MAX_PEER_ADDRS`]).
     unknown_sources_dropped: u64,
+    /// Whether FI_LOG_LEVEL=debug traces every datagram. libfabric reads its
+    /// log settings once, when it initialises, so asking once is enough (the
+    /// question is a call into libfabric, twice per message otherwise).
+    trace_on: bool,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
 /// type, session ids, sequence and ack numbers (PROTOCOL.md common header).
-fn trace(dir: &str, key: u32, d: &[u8]) {
-    if d.len() >= 20 && crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA) {
+fn trace(on: bool, dir: &str, key: u32, d: &[u8]) {
+    if on && d.len() >= 20 {
         let rd = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
         crate::xdp_debug!(
             FI_LOG_EP_DATA,
@@ -248,14 +271,15 @@ impl Rdm {
             engine: Engine::new(cfg),
             peers,
             self_key,
-            sends: HashMap::new(),
-            recvs: HashMap::new(),
+            sends: TokenMap::default(),
+            recvs: TokenMap::default(),
             next_token: 1,
             epoch: std::time::Instant::now(),
             min_multi_recv: args.min_multi_recv,
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
             timeouts_seen: 0,
             unknown_sources_dropped: 0,
+            trace_on: crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA),
         }
     }
 
@@ -285,6 +309,7 @@ impl Rdm {
                 peers,
                 sends,
                 self_key,
+                trace_on,
                 ..
             } = self;
             for n in 0..TX_BATCH {
@@ -293,6 +318,12 @@ impl Rdm {
                     && let Err(e) = port.flush()
                 {
                     xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
+                }
+                // Most passes have nothing to send: skip taking a frame then
+                // (it is on the latency path of every receive and post).
+                if !engine.wants_transmit() {
+                    drained = true;
+                    break;
                 }
                 let Some(buf) = port.alloc_tx() else { break };
                 let t = match port.tx_payload_mut(buf) {
@@ -316,7 +347,7 @@ impl Rdm {
                     continue;
                 };
                 if let Some(b) = port.tx_payload_mut(buf) {
-                    trace("tx", t.dst, &b[..t.len]);
+                    trace(*trace_on, "tx", t.dst, &b[..t.len]);
                 }
                 match port.send(buf, &to, t.len) {
                     // No room (ring or socket buffer full) or no MAC yet:
@@ -535,6 +566,7 @@ impl DataPath for Rdm {
                 peers,
                 recvs,
                 unknown_sources_dropped,
+                trace_on,
                 ..
             } = self;
             let mut learnt = Vec::new();
@@ -549,7 +581,7 @@ impl DataPath for Rdm {
                     // allocation or second lookup per datagram otherwise).
                     learnt.push(src);
                 }
-                trace("rx", key, payload);
+                trace(*trace_on, "rx", key, payload);
                 engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs));
             });
             for a in &learnt {
