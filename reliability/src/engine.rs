@@ -196,6 +196,14 @@ impl Queues {
             && self.reorder.is_empty()
             && self.rx_msgs.is_empty()
     }
+
+    /// Whether sequenced packets wait to go out: retransmissions, or new
+    /// packets (control, rendezvous data, messages) if `window` allows.
+    fn has_output(&self, window: usize) -> bool {
+        !self.rtx.is_empty()
+            || (self.inflight.len() < window
+                && !(self.ctrl.is_empty() && self.rndv_ready.is_empty() && self.sendq.is_empty()))
+    }
 }
 
 /// Per-peer state. Kept small: an idle peer costs `size_of::<Peer<P>>()` plus
@@ -954,7 +962,12 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
         while let Some(&pi) = self.ready.front() {
             if let Some(len) = self.emit(pi, now, buf, bufs) {
-                if self.ready.len() > 1 {
+                if !self.may_emit(pi, now) {
+                    // That was its last for now: off the list, so that
+                    // wants_transmit is false and the caller kicks at once.
+                    self.ready.pop_front();
+                    self.peers[pi as usize].in_ready = false;
+                } else if self.ready.len() > 1 {
                     self.ready.rotate_left(1);
                 }
                 self.stats.tx_datagrams += 1;
@@ -1436,7 +1449,10 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             p.rnr_until = now + cfg.rnr_delay;
             p.rto_at = Instant::NEVER;
         }
-        if progressed {
+        // An ack that moved the window lets waiting packets go; with none
+        // waiting the peer has nothing to send (and stays off the ready list,
+        // so the caller's transmit pass costs nothing).
+        if progressed && q.has_output(usize::from(cfg.window.min(p.peer_window))) {
             self.mark_ready(pi);
         }
         self.arm_timers(pi);
@@ -1593,6 +1609,27 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             }
         }
         (p.expected, self.cfg.window, sack)
+    }
+
+    /// Whether [`Engine::emit`] could produce a packet for peer `pi` now. It
+    /// may say yes when emit then finds nothing (stale retransmission
+    /// entries), never no when emit has something: a peer taken off the ready
+    /// list is put back by whatever gives it output again.
+    fn may_emit(&self, pi: Idx, now: Instant) -> bool {
+        let p = &self.peers[pi as usize];
+        if p.send_hello {
+            return true;
+        }
+        if p.conn != Conn::Established {
+            return false;
+        }
+        if p.send_hello_ack || p.rnr_pending || p.ack_now || p.ack_at <= now {
+            return true;
+        }
+        p.rnr_until == Instant::NEVER
+            && p.q.as_ref().is_some_and(|q| {
+                q.has_output(usize::from(self.cfg.window.min(p.peer_window)))
+            })
     }
 
     /// Build the next packet for peer `pi`, if it has one.
