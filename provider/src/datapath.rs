@@ -29,16 +29,21 @@ pub enum Payload {
     /// The application's buffers as (address, length); valid until the
     /// operation's completion is reported.
     Iov(Vec<(usize, usize)>),
-    /// Already copied (FI_INJECT, fi_inject*): the buffer was reusable on return.
-    Owned(Vec<u8>),
+    /// FI_INJECT, fi_inject*: the application's buffers, but valid only until
+    /// the posting call returns (the caller may reuse them at once,
+    /// fi_msg(3)). The data path copies what it keeps before returning.
+    Inject(Vec<(usize, usize)>),
 }
 
 impl Payload {
-    pub fn len(&self) -> usize {
+    /// The buffers as (address, length).
+    pub fn iov(&self) -> &[(usize, usize)] {
         match self {
-            Payload::Iov(v) => v.iter().map(|(_, l)| *l).sum(),
-            Payload::Owned(b) => b.len(),
+            Payload::Iov(v) | Payload::Inject(v) => v,
         }
+    }
+    pub fn len(&self) -> usize {
+        self.iov().iter().map(|(_, l)| *l).sum()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -53,6 +58,25 @@ pub fn gather_iov(iov: &[(usize, usize)]) -> Vec<u8> {
     // call returns (fi_msg(3)); we are inside that call.
     unsafe { crate::xdp::gather(iov, 0, &mut b) };
     b
+}
+
+/// The bytes of `iov` as one slice: the application's buffer itself when it
+/// is in one piece (no copy: the caller copies what it keeps), else a
+/// gathered copy.
+///
+/// # Safety
+/// Only inside the posting call, while the caller guarantees its buffers
+/// (fi_msg(3)); the slice must not outlive that call.
+pub unsafe fn contiguous(iov: &[(usize, usize)]) -> std::borrow::Cow<'_, [u8]> {
+    match iov {
+        [] => std::borrow::Cow::Borrowed(&[]),
+        // SAFETY: the caller guarantees the buffer for this call (above);
+        // the endpoint checked that a non-empty buffer is not NULL.
+        [(addr, len)] if *addr != 0 => std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(*addr as *const u8, *len)
+        }),
+        _ => std::borrow::Cow::Owned(gather_iov(iov)),
+    }
 }
 
 /// A validated transmit operation.

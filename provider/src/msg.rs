@@ -10,7 +10,7 @@
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
-use crate::datapath::{Payload, Peek, RxOp, TxOp, gather_iov};
+use crate::datapath::{Payload, Peek, RxOp, TxOp};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
@@ -105,13 +105,13 @@ fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
         return Err(Errno::INVAL);
     }
     let mut st = lock(&e.state);
-    let av = st.av.clone().ok_or(Errno::NOAV)?;
+    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
     let dest = av.lookup(s.dest).ok_or(Errno::INVAL)?;
     if !st.enabled {
         return Err(Errno::OPBADSTATE);
     }
     let payload = if inject {
-        Payload::Owned(gather_iov(&s.iov))
+        Payload::Inject(s.iov)
     } else {
         Payload::Iov(s.iov)
     };
@@ -146,7 +146,7 @@ fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     let src = if r.src == FI_ADDR_UNSPEC || e.caps & FI_DIRECTED_RECV == 0 {
         None
     } else {
-        let av = st.av.clone().ok_or(Errno::NOAV)?;
+        let av = st.av.as_ref().ok_or(Errno::NOAV)?;
         Some((av.lookup(r.src).ok_or(Errno::INVAL)?, r.src))
     };
     if !st.enabled {

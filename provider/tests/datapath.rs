@@ -72,6 +72,8 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
     let mut b = open(&pair.b, ep_type, 22);
     let mut rbuf = vec![0u8; len + 16];
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    // An injected send's buffer is the caller's again once the post returns.
+    let mut inject_buf = data.clone();
     b.dp.post_recv(RxOp {
         src: None,
         iov: vec![(rbuf.as_mut_ptr() as usize, rbuf.len())],
@@ -87,7 +89,7 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
         dest: b.addr,
         dest_fi_addr: 0,
         payload: if inject {
-            Payload::Owned(data.clone())
+            Payload::Inject(vec![(inject_buf.as_ptr() as usize, len)])
         } else {
             Payload::Iov(vec![(data.as_ptr() as usize, len)])
         },
@@ -98,6 +100,7 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
         report: !inject,
     })
     .unwrap();
+    inject_buf.fill(0xee);
     let mut got = Vec::new();
     // The receive, and the send's completion (reported, or unreported but
     // still counted for counters).

@@ -1627,9 +1627,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             return true;
         }
         p.rnr_until == Instant::NEVER
-            && p.q.as_ref().is_some_and(|q| {
-                q.has_output(usize::from(self.cfg.window.min(p.peer_window)))
-            })
+            && p.q
+                .as_ref()
+                .is_some_and(|q| q.has_output(usize::from(self.cfg.window.min(p.peer_window))))
     }
 
     /// Build the next packet for peer `pi`, if it has one.

@@ -13,9 +13,7 @@ use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
-use crate::datapath::{
-    DataPath, Direction, DpCompletion, OpenArgs, Payload, RxOp, TxOp, gather_iov,
-};
+use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, RxOp, TxOp, gather_iov};
 use crate::sys::*;
 
 /// Datagrams taken off the RX ring per progress pass.
@@ -101,10 +99,7 @@ impl DataPath for Dgram {
             return Err(Errno::INVAL);
         }
         if op.dest.socket_addr() == self.local.socket_addr() {
-            let bytes = match &op.payload {
-                Payload::Owned(b) => b.clone(),
-                Payload::Iov(iov) => gather_iov(iov),
-            };
+            let bytes = gather_iov(op.payload.iov());
             self.loopback.push_back((self.local, bytes));
             self.tx_done(&op, len);
             return Ok(());
@@ -123,11 +118,8 @@ impl DataPath for Dgram {
             port.release_tx(buf);
             return Err(Errno::AGAIN);
         };
-        match &op.payload {
-            Payload::Owned(b) => dst[..len].copy_from_slice(b),
-            // SAFETY: the send's buffers are valid for this call.
-            Payload::Iov(iov) => unsafe { super::gather(iov, 0, &mut dst[..len]) },
-        }
+        // SAFETY: the send's buffers are valid for this call.
+        unsafe { super::gather(op.payload.iov(), 0, &mut dst[..len]) };
         port.send(buf, &to, len)
             .map_err(|e| link_err("dgram send", e))?;
         if op.flags & FI_MORE == 0 {

@@ -19,7 +19,7 @@ use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
 use crate::datapath::{
-    DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp, gather_iov,
+    DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp, contiguous,
 };
 use crate::sys::*;
 use crate::xdp_warn;
@@ -454,38 +454,40 @@ impl DataPath for Rdm {
             }
         }
         let level = completion_level(op.flags, op.payload.len(), self.engine.config().inject_size);
-        // An inject-complete send owns a copy: the engine retransmits from it
-        // after the caller has reused the buffer.
-        let copied = match &op.payload {
-            Payload::Iov(iov) if level == rel::CompletionLevel::Inject => Some(gather_iov(iov)),
-            _ => None,
-        };
+        // An injected or inject-complete send is copied into the engine: it
+        // retransmits from its copy after the caller has reused the buffer.
+        let injected = matches!(op.payload, Payload::Inject(_));
+        let copied = injected || level == rel::CompletionLevel::Inject;
         let token = self.token();
-        let payload = match (&op.payload, &copied) {
-            (_, Some(b)) | (Payload::Owned(b), None) => rel::Payload::Inject(b),
-            (Payload::Iov(_), None) => rel::Payload::Buffer {
-                len: op.payload.len(),
-            },
-        };
-        let r = self.engine.post_send(
-            now,
-            rel::SendOp {
-                token,
-                dst,
-                payload,
-                tag: op.tag,
-                data: op.data,
-                level,
-                report: true,
-            },
-        );
-        r.map_err(post_errno)?;
+        {
+            // SAFETY: we are inside the posting call (the engine copies now).
+            let bytes = copied.then(|| unsafe { contiguous(op.payload.iov()) });
+            let payload = match &bytes {
+                Some(b) => rel::Payload::Inject(b),
+                None => rel::Payload::Buffer {
+                    len: op.payload.len(),
+                },
+            };
+            let r = self.engine.post_send(
+                now,
+                rel::SendOp {
+                    token,
+                    dst,
+                    payload,
+                    tag: op.tag,
+                    data: op.data,
+                    level,
+                    report: true,
+                },
+            );
+            r.map_err(post_errno)?;
+        }
         // Keep the operation's context for its completion — or its error,
         // reported even without FI_COMPLETION. fi_inject has none to keep.
-        let state = match (op.payload, copied) {
-            (Payload::Iov(iov), None) => Some((iov, op.report)),
-            (Payload::Iov(_), Some(_)) => Some((Vec::new(), op.report)),
-            (Payload::Owned(_), _) => op.report.then(|| (Vec::new(), true)),
+        let state = match op.payload {
+            Payload::Inject(_) => op.report.then(|| (Vec::new(), true)),
+            Payload::Iov(_) if copied => Some((Vec::new(), op.report)),
+            Payload::Iov(iov) => Some((iov, op.report)),
         };
         if let Some((iov, report)) = state {
             self.sends.insert(
