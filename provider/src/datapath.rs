@@ -23,16 +23,50 @@ use crate::ifaces::Iface;
 use crate::params::Config;
 use crate::sys::fi_addr_t;
 
+/// An operation's buffers as (address, length). Nearly every operation has
+/// one, kept inline: no allocation per operation on the latency path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Iov {
+    One((usize, usize)),
+    Many(Vec<(usize, usize)>),
+}
+
+impl Iov {
+    /// No buffers (a zero-length operation).
+    pub fn empty() -> Iov {
+        Iov::Many(Vec::new())
+    }
+}
+
+impl std::ops::Deref for Iov {
+    type Target = [(usize, usize)];
+    fn deref(&self) -> &[(usize, usize)] {
+        match self {
+            Iov::One(b) => std::slice::from_ref(b),
+            Iov::Many(v) => v,
+        }
+    }
+}
+
+impl From<Vec<(usize, usize)>> for Iov {
+    fn from(v: Vec<(usize, usize)>) -> Iov {
+        match v[..] {
+            [b] => Iov::One(b),
+            _ => Iov::Many(v),
+        }
+    }
+}
+
 /// Where the bytes of an operation live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
     /// The application's buffers as (address, length); valid until the
     /// operation's completion is reported.
-    Iov(Vec<(usize, usize)>),
+    Iov(Iov),
     /// FI_INJECT, fi_inject*: the application's buffers, but valid only until
     /// the posting call returns (the caller may reuse them at once,
     /// fi_msg(3)). The data path copies what it keeps before returning.
-    Inject(Vec<(usize, usize)>),
+    Inject(Iov),
 }
 
 impl Payload {
@@ -122,7 +156,7 @@ pub enum Peek {
 pub struct RxOp {
     /// `Some` for directed receives (FI_DIRECTED_RECV).
     pub src: Option<(XdpAddr, fi_addr_t)>,
-    pub iov: Vec<(usize, usize)>,
+    pub iov: Iov,
     /// `Some((tag, ignore))` for tagged receives.
     pub tag: Option<(u64, u64)>,
     pub context: usize,

@@ -9,6 +9,7 @@
 //! them in [`crate::datapath`].
 
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use libc::{c_int, c_void, size_t, ssize_t};
@@ -42,8 +43,6 @@ pub struct EpState {
     pub eq: Option<Arc<Eq>>,
     pub send_cntr: Option<Arc<Cntr>>,
     pub recv_cntr: Option<Arc<Cntr>>,
-    pub tx_op_flags: u64,
-    pub rx_op_flags: u64,
     pub min_multi_recv: usize,
     pub local: XdpAddr,
     /// Holds the UDP port reservation (see module docs).
@@ -64,6 +63,10 @@ pub struct Endpoint {
     /// Largest message (ep_attr->max_msg_size).
     pub max_msg_size: usize,
     pub me: Weak<Endpoint>,
+    /// Default operation flags (fi_endpoint(3) FI_SETOPSFLAG), outside the
+    /// state lock: every data call reads them, fi_control rarely sets them.
+    pub tx_op_flags: AtomicU64,
+    pub rx_op_flags: AtomicU64,
     pub state: Mutex<EpState>,
 }
 
@@ -300,6 +303,8 @@ pub unsafe extern "C" fn xdp_endpoint(
                 payload
             },
             me: me.clone(),
+            tx_op_flags: AtomicU64::new(info.tx_op_flags),
+            rx_op_flags: AtomicU64::new(info.rx_op_flags),
             state: Mutex::new(EpState {
                 enabled: false,
                 tx_cq: None,
@@ -308,8 +313,6 @@ pub unsafe extern "C" fn xdp_endpoint(
                 eq: None,
                 send_cntr: None,
                 recv_cntr: None,
-                tx_op_flags: info.tx_op_flags,
-                rx_op_flags: info.rx_op_flags,
                 min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 local,
                 port_socket: Some(sock),
@@ -549,21 +552,20 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                 if dir != FI_TRANSMIT && dir != FI_RECV {
                     return Err(Errno::INVAL);
                 }
-                let mut st = lock(&e.state);
                 let (slot, allowed) = if dir == FI_TRANSMIT {
-                    (&mut st.tx_op_flags, getinfo::TX_OP_FLAGS)
+                    (&e.tx_op_flags, getinfo::TX_OP_FLAGS)
                 } else {
-                    (&mut st.rx_op_flags, getinfo::RX_OP_FLAGS)
+                    (&e.rx_op_flags, getinfo::RX_OP_FLAGS)
                 };
                 if command == FI_GETOPSFLAG {
                     // SAFETY: as above.
-                    unsafe { *p = *slot | dir };
+                    unsafe { *p = slot.load(Ordering::Relaxed) | dir };
                 } else {
                     let flags = v & !dir;
                     if flags & !allowed != 0 {
                         return Err(Errno::BADFLAGS);
                     }
-                    *slot = flags;
+                    slot.store(flags, Ordering::Relaxed);
                 }
                 Ok(0)
             }

@@ -7,10 +7,12 @@
 //! -FI_EOPBADSTATE before fi_enable. Valid operations go to the data path.
 //! RMA and atomics are not offered: their tables return -FI_ENOSYS.
 
+use std::sync::atomic::Ordering;
+
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
-use crate::datapath::{Payload, Peek, RxOp, TxOp};
+use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
@@ -21,7 +23,7 @@ const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
 const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE;
 
 struct Send {
-    iov: Vec<(usize, usize)>,
+    iov: Iov,
     dest: fi_addr_t,
     context: usize,
     tag: Option<u64>,
@@ -32,7 +34,7 @@ struct Send {
 }
 
 struct Recv {
-    iov: Vec<(usize, usize)>,
+    iov: Iov,
     src: fi_addr_t,
     context: usize,
     tag: Option<(u64, u64)>,
@@ -61,15 +63,18 @@ fn peek_of(flags: u64) -> Result<(Peek, u64)> {
 
 /// # Safety
 /// `iov` must be NULL or `count` readable iovecs.
-unsafe fn iovs(iov: *const iovec, count: size_t) -> Result<Vec<(usize, usize)>> {
+unsafe fn iovs(iov: *const iovec, count: size_t) -> Result<Iov> {
     if count > IOV_LIMIT || (iov.is_null() && count > 0) {
         return Err(Errno::INVAL);
     }
     if count == 0 {
-        return Ok(Vec::new());
+        return Ok(Iov::empty());
     }
     // SAFETY: per caller.
     let v = unsafe { std::slice::from_raw_parts(iov, count) };
+    if let [i] = v {
+        return one(i.iov_base, i.iov_len);
+    }
     v.iter()
         .map(|i| {
             if i.iov_base.is_null() && i.iov_len > 0 {
@@ -78,14 +83,15 @@ unsafe fn iovs(iov: *const iovec, count: size_t) -> Result<Vec<(usize, usize)>> 
                 Ok((i.iov_base as usize, i.iov_len))
             }
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .map(Iov::Many)
 }
 
-fn one(buf: *const c_void, len: size_t) -> Result<Vec<(usize, usize)>> {
+fn one(buf: *const c_void, len: size_t) -> Result<Iov> {
     if buf.is_null() && len > 0 {
         return Err(Errno::INVAL);
     }
-    Ok(vec![(buf as usize, len)])
+    Ok(Iov::One((buf as usize, len)))
 }
 
 fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
@@ -170,10 +176,10 @@ fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
 }
 
 fn tx_flags(e: &Endpoint) -> u64 {
-    lock(&e.state).tx_op_flags
+    e.tx_op_flags.load(Ordering::Relaxed)
 }
 fn rx_flags(e: &Endpoint) -> u64 {
-    lock(&e.state).rx_op_flags
+    e.rx_op_flags.load(Ordering::Relaxed)
 }
 
 // ------------------------------------------------------------ fi_ops_msg

@@ -76,7 +76,7 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
     let mut inject_buf = data.clone();
     b.dp.post_recv(RxOp {
         src: None,
-        iov: vec![(rbuf.as_mut_ptr() as usize, rbuf.len())],
+        iov: vec![(rbuf.as_mut_ptr() as usize, rbuf.len())].into(),
         tag: None,
         context: 2,
         flags: 0,
@@ -89,9 +89,9 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
         dest: b.addr,
         dest_fi_addr: 0,
         payload: if inject {
-            Payload::Inject(vec![(inject_buf.as_ptr() as usize, len)])
+            Payload::Inject(vec![(inject_buf.as_ptr() as usize, len)].into())
         } else {
-            Payload::Iov(vec![(data.as_ptr() as usize, len)])
+            Payload::Iov(vec![(data.as_ptr() as usize, len)].into())
         },
         tag: None,
         data: None,
@@ -163,7 +163,7 @@ fn rdm_self_unreported_sends_complete() {
     for (i, rb) in rbufs.iter_mut().enumerate() {
         a.dp.post_recv(RxOp {
             src: None,
-            iov: vec![(rb.as_mut_ptr() as usize, rb.len())],
+            iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
             tag: None,
             context: 100 + i,
             flags: 0,
@@ -177,7 +177,7 @@ fn rdm_self_unreported_sends_complete() {
         a.dp.post_send(TxOp {
             dest: a.addr,
             dest_fi_addr: 0,
-            payload: Payload::Iov(vec![(data.as_ptr() as usize, 64)]),
+            payload: Payload::Iov(vec![(data.as_ptr() as usize, 64)].into()),
             tag: None,
             data: None,
             context: i,

@@ -19,7 +19,7 @@ use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
 use crate::datapath::{
-    DataPath, Direction, DpCompletion, OpenArgs, Payload, Peek, RxOp, TxOp, contiguous,
+    DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, contiguous,
 };
 use crate::sys::*;
 use crate::xdp_warn;
@@ -41,13 +41,13 @@ const MAX_CLOSE_ROUNDS: usize = 64;
 
 struct SendState {
     context: usize,
-    iov: Vec<(usize, usize)>,
+    iov: Iov,
     report: bool,
 }
 
 struct RecvState {
     context: usize,
-    iov: Vec<(usize, usize)>,
+    iov: Iov,
     report: bool,
     multi: bool,
 }
@@ -485,8 +485,8 @@ impl DataPath for Rdm {
         // Keep the operation's context for its completion — or its error,
         // reported even without FI_COMPLETION. fi_inject has none to keep.
         let state = match op.payload {
-            Payload::Inject(_) => op.report.then(|| (Vec::new(), true)),
-            Payload::Iov(_) if copied => Some((Vec::new(), op.report)),
+            Payload::Inject(_) => op.report.then(|| (Iov::empty(), true)),
+            Payload::Iov(_) if copied => Some((Iov::empty(), op.report)),
             Payload::Iov(iov) => Some((iov, op.report)),
         };
         if let Some((iov, report)) = state {
