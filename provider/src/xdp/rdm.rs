@@ -554,8 +554,10 @@ impl DataPath for Rdm {
             return Err(post_errno(e));
         }
         // A matched unexpected rendezvous message answers with a CTS now.
-        let now = self.now();
-        self.transmit(now);
+        if self.engine.wants_transmit() {
+            let now = self.now();
+            self.transmit(now);
+        }
         Ok(())
     }
 
