@@ -252,7 +252,14 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 let now = self.now;
                 let mut frame = std::mem::take(&mut self.frame);
                 let node = &mut self.nodes[i];
+                // The provider skips its transmit pass when this is false:
+                // it must never hide a datagram (Engine::wants_transmit).
+                let wanted = node.engine.wants_transmit();
                 let t = node.engine.poll_transmit(now, &mut frame, &mut node.app);
+                assert!(
+                    wanted || t.is_none(),
+                    "node {i}: poll_transmit produced a datagram after wants_transmit said no"
+                );
                 match t {
                     Some(t) => {
                         self.send(i, t.dst, &frame[..t.len]);

@@ -1073,6 +1073,9 @@ fn inject(e: &mut Engine<u32>, now: Instant, token: u64, dst: u32, data: &[u8]) 
 /// With awaited acks at once (the provider's policy), an injected message,
 /// already complete at its sender, is not acknowledged on its own: the reply
 /// carries the ack, or the delayed-ack timer sends it (PROTOCOL.md §5.2).
+/// All along, `wants_transmit` is false exactly when `poll_transmit` has
+/// nothing (the provider skips its transmit pass on it, and kicks as soon as
+/// it turns false).
 #[test]
 fn injected_message_ack_rides_on_the_reply_or_waits_for_delay() {
     let c = |i| Config {
@@ -1098,24 +1101,33 @@ fn injected_message_ack_rides_on_the_reply_or_waits_for_delay() {
     assert_eq!(a.sends_outstanding(), 0);
     // Ping: complete at a as soon as it is sent, the data reaches b, b
     // sends no ack.
+    assert!(!a.wants_transmit() && !b.wants_transmit());
     inject(&mut a, later, 2, 1, b"ping");
+    assert!(a.wants_transmit());
     let t = a.poll_transmit(later, &mut f, &mut bufs).unwrap();
+    assert!(!a.wants_transmit(), "the ping was all a had to send");
     assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
     b.handle_datagram(later, 0, true, &f[..t.len], &mut bufs);
+    assert!(!b.wants_transmit());
     assert!(b.poll_transmit(later, &mut f, &mut bufs).is_none());
     assert_eq!(a.sends_outstanding(), 1);
     // Pong: it carries b's ack of the ping.
     inject(&mut b, later, 3, 0, b"pong");
     let t = b.poll_transmit(later, &mut f, &mut bufs).unwrap();
+    assert!(!b.wants_transmit());
     assert!(b.poll_transmit(later, &mut f, &mut bufs).is_none());
     a.handle_datagram(later, 1, true, &f[..t.len], &mut bufs);
     assert_eq!(a.sends_outstanding(), 0);
-    // Nobody answers the pong: a's ack leaves when its delay is up.
+    // Nobody answers the pong: a's ack leaves when its delay is up. The ack
+    // of the ping freed a's window, but nothing waits for it.
+    assert!(!a.wants_transmit());
     assert!(a.poll_transmit(later, &mut f, &mut bufs).is_none());
     let t_ack = later + Nanos::from_micros(200);
     assert!(a.poll_timeout().is_some_and(|t| t <= t_ack));
     a.handle_timeout(t_ack);
+    assert!(a.wants_transmit());
     let t = a.poll_transmit(t_ack, &mut f, &mut bufs).unwrap();
+    assert!(!a.wants_transmit());
     b.handle_datagram(t_ack, 0, true, &f[..t.len], &mut bufs);
     assert_eq!(b.sends_outstanding(), 0);
 }
