@@ -2,7 +2,7 @@
 //!
 //! An enabled endpoint owns one `Box<dyn DataPath>`, created by [`open`]
 //! from `fi_enable`. The endpoint validates every libfabric call (flags,
-//! iov limits, addresses resolved through the AV, FI_INJECT copying,
+//! iov limits, addresses resolved through the AV, FI_INJECT marking,
 //! completion selection) and hands the data path ready-to-run operations;
 //! the data path reports completions back from [`DataPath::progress`],
 //! which CQ/counter reads call (manual progress, DESIGN.md "Progress").

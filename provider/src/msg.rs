@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
+use ofi_xdp_reliability::probe::{self, Stage};
+
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
@@ -95,6 +97,7 @@ fn one(buf: *const c_void, len: size_t) -> Result<Iov> {
 }
 
 fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
+    probe::at(Stage::SendCalled);
     if s.flags & !SEND_FLAGS != 0 {
         return Err(Errno::BADFLAGS);
     }
@@ -138,6 +141,7 @@ fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
 }
 
 fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
+    probe::at(Stage::RecvCalled);
     if r.flags & !RECV_FLAGS != 0 {
         return Err(Errno::BADFLAGS);
     }

@@ -79,6 +79,7 @@
 mod api;
 mod crc;
 mod engine;
+pub mod probe;
 mod rng;
 pub mod sim;
 mod slab;

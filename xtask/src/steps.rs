@@ -73,6 +73,31 @@ pub fn build() -> Result<(), String> {
     Ok(())
 }
 
+/// Builds the provider with the `probes` feature (cycle counts along the small-message path)
+/// in a target directory of its own, so the normal build is not rebuilt after it; returns the
+/// directory holding it as `libxdp-fi.so`, for FI_PROVIDER_PATH.
+fn build_with_probes() -> Result<PathBuf, String> {
+    let target = target_dir().join("probes");
+    let target_arg = target.display().to_string();
+    run(cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "ofi-xdp-provider",
+        "--lib",
+        "--features",
+        "probes",
+        "--target-dir",
+        &target_arg,
+    ]))?;
+    let dir = target.join("libfabric");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let built = target.join("release").join("libxdp_fi.so");
+    std::fs::copy(&built, dir.join("libxdp-fi.so"))
+        .map_err(|e| format!("cannot copy {}: {e}", built.display()))?;
+    Ok(dir)
+}
+
 /// The project's tool binary, built by [`build`].
 fn tool() -> Command {
     let mut cmd = Command::new(target_dir().join("release").join("ofi-xdp"));
@@ -167,13 +192,21 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.arg("provider-bench");
         run(cmd)
     };
+    let latency_path = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("latency-path")
+            .env("FI_PROVIDER_PATH", build_with_probes()?);
+        run(cmd)
+    };
     match which {
         "link" => link(),
         "engine" => engine(),
         "provider" => provider(),
+        "latency-path" => latency_path(),
         "all" => link().and_then(|()| engine()).and_then(|()| provider()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider or all)"
+            "unknown benchmark `{other}` (link, engine, provider, latency-path or all)"
         )),
     }
 }

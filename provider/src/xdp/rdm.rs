@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
+use rel::probe::{self, Stage};
 use rel::{Engine, Event, Instant as RelInstant};
 
 use super::port::{Port, link_err};
@@ -319,6 +320,7 @@ impl Rdm {
     fn transmit(&mut self, now: RelInstant) -> bool {
         let mut loop_back: Vec<Vec<u8>> = Vec::new();
         let mut drained = false;
+        let mut built = false;
         {
             let Rdm {
                 port,
@@ -352,6 +354,8 @@ impl Rdm {
                     drained = true;
                     break;
                 };
+                probe::at(Stage::Built);
+                built = true;
                 if t.dst == *self_key {
                     if let Some(b) = port.tx_payload_mut(buf) {
                         loop_back.push(b[..t.len].to_vec());
@@ -374,6 +378,9 @@ impl Rdm {
                         let _ = link_err("rdm send", e);
                     }
                 }
+            }
+            if built {
+                probe::at(Stage::Kicked);
             }
             if let Err(e) = port.flush() {
                 xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
@@ -498,6 +505,7 @@ impl DataPath for Rdm {
                 },
             );
             r.map_err(post_errno)?;
+            probe::at(Stage::SendPosted);
         }
         // Keep the operation's context for its completion — or its error,
         // reported even without FI_COMPLETION. fi_inject has none to keep.
@@ -570,6 +578,7 @@ impl DataPath for Rdm {
             self.recvs.remove(&token);
             return Err(post_errno(e));
         }
+        probe::at(Stage::RecvPosted);
         // A matched unexpected rendezvous message answers with a CTS now.
         if self.engine.wants_transmit() {
             let now = self.now();
@@ -592,6 +601,7 @@ impl DataPath for Rdm {
             } = self;
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, payload| {
+                probe::arrived();
                 let known = peers.addrs.len();
                 let Some(key) = peers.key_of_source(&src) else {
                     *unknown_sources_dropped += 1;
@@ -604,6 +614,7 @@ impl DataPath for Rdm {
                 }
                 trace(*trace_on, "rx", key, payload);
                 engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs));
+                probe::at(Stage::EngineReceived);
             });
             for a in &learnt {
                 port.learn(a);
@@ -619,6 +630,7 @@ impl DataPath for Rdm {
                 Event::Completion(c) => {
                     if let Some(d) = self.completion(c) {
                         out(d);
+                        probe::at(Stage::Completed);
                     }
                 }
                 Event::PeerLost { peer, reason } => {
@@ -719,6 +731,10 @@ impl Rdm {
 
 impl Drop for Rdm {
     fn drop(&mut self) {
+        if let Some(table) = probe::report() {
+            // Only in a build with the `probes` feature (a benchmark's).
+            eprintln!("ofi-xdp probes (rdm endpoint):\n{table}");
+        }
         self.linger();
         // Tell every peer we had a session with that we are gone, with our
         // final ack (PROTOCOL.md §4.5): what we received completes at the

@@ -158,6 +158,53 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `ofi-xdp latency-path [--iters 20000]`: `fi_pingpong -S 64` over a provider built with the
+/// `probes` feature (`cargo xtask bench latency-path` builds one and points FI_PROVIDER_PATH
+/// at it), printing each side's mean cycles from a datagram's arrival to each step up to the
+/// TX kick of its answer — the part of the one-way latency the raw link does not have.
+pub fn latency_path(args: &[String]) -> Result<(), String> {
+    let a = Args::parse(args, &[])?;
+    let iterations: u32 = a.get("iters", 20_000)?;
+    preflight()?;
+    let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
+    let done = fi_pingpong::run_full(&pair, &pingpong("xdp", "64", iterations, false), &[])?;
+    if let Some(row) = done.rows.first() {
+        println!(
+            "fi_pingpong -p xdp -e rdm -m tagged -S 64 -I {iterations}: {:.2} us/xfer",
+            row.usec_per_xfer
+        );
+    }
+    let mut found = false;
+    for (side, stderr) in [
+        ("server", &done.server_stderr),
+        ("client", &done.client_stderr),
+    ] {
+        let Some(start) = stderr.find(PROBES_HEADER) else {
+            continue;
+        };
+        found = true;
+        let table: String = stderr[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        println!("\n{side}:\n{table}");
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(
+            "no probe table in fi_pingpong's output: the provider in FI_PROVIDER_PATH was \
+             not built with the `probes` feature (use `cargo xtask bench latency-path`)"
+                .into(),
+        )
+    }
+}
+
+/// What the provider prints before its probe table (provider/src/xdp/rdm.rs).
+const PROBES_HEADER: &str = "ofi-xdp probes (rdm endpoint):";
+
 /// The 64-byte latency runs: ours, the baseline, and the other baseline users compare with.
 const SMALL_PROVIDERS: [&str; 3] = ["xdp", "tcp", "udp;ofi_rxd"];
 /// The 1 MiB bandwidth runs: the target compares `xdp` with `tcp`.

@@ -72,6 +72,18 @@ const CLIENT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Runs the server in `pair.a` and the client in `pair.b`; returns the client's rows.
 /// `env` is added to both processes (e.g. `FI_PROVIDER_PATH`, `FI_XDP_*`).
 pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<Row>, String> {
+    run_full(pair, run, env).map(|f| f.rows)
+}
+
+/// A successful run: the client's rows and what each side wrote to stderr.
+pub struct Finished {
+    pub rows: Vec<Row>,
+    pub server_stderr: String,
+    pub client_stderr: String,
+}
+
+/// [`run`], keeping both processes' stderr (where a provider's diagnostics go).
+pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Finished, String> {
     let deadline = Instant::now() + run.timeout;
     let command = |host: &ofi_xdp_testhosts::Host| {
         let mut cmd = host.command("fi_pingpong");
@@ -125,7 +137,11 @@ pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<R
             run.provider, client_out.stdout
         ));
     }
-    Ok(rows)
+    Ok(Finished {
+        rows,
+        server_stderr: server_out.stderr,
+        client_stderr: client_out.stderr,
+    })
 }
 
 /// Parses the rows under fi_pingpong's `bytes #sent …` header; sizes look like `64`, `1k`,

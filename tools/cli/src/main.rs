@@ -8,6 +8,8 @@
 //! - `demo` — Debian's `fi_pingpong` over the `xdp` provider beside `tcp`.
 //! - `provider-bench` — the provider's latency and bandwidth beside `tcp`, `udp;ofi_rxd` and
 //!   the raw link floor, with the ratios the targets compare.
+//! - `latency-path` — cycles per step of the small-message path (provider built with the
+//!   `probes` feature).
 
 mod args;
 mod child;
@@ -30,6 +32,9 @@ commands:
   provider-bench  64 B latency and 1 MiB bandwidth of xdp beside tcp,
                   udp;ofi_rxd and the raw link floor, in interleaved rounds
                   [--rounds 5] [--iters 10000] [--big-iters 200]
+  latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
+                  step (needs a provider built with the probes feature:
+                  cargo xtask bench latency-path) [--iters 20000]
 
 All need root (network namespaces, XDP, AF_XDP).";
 
@@ -44,6 +49,7 @@ fn main() {
         "link-demo" => demo::main(rest),
         "demo" => compare::demo(rest),
         "provider-bench" => compare::bench(rest),
+        "latency-path" => compare::latency_path(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
