@@ -10,10 +10,9 @@
 use std::sync::atomic::Ordering;
 
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
-
-use crate::abi::{Errno, Result, guard_ssize, lock};
 use ofi_xdp_reliability::probe::{self, Stage};
 
+use crate::abi::{Errno, Result, guard_ssize, lock};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
 use crate::ep::{Endpoint, ep_of};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
