@@ -129,9 +129,10 @@ fn update_sse42(crc: u32, data: &[u8]) -> u32 {
     c
 }
 
-/// Continue a CRC-32C over `data` (`crc` is the raw register, not finalised).
+/// Continue a CRC-32C over `data` (`crc` is the raw register, not finalised:
+/// start from `!0`, finish with `!`).
 #[inline]
-fn update(crc: u32, data: &[u8]) -> u32 {
+pub(crate) fn update(crc: u32, data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("sse4.2") {

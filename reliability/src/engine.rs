@@ -12,7 +12,7 @@ use crate::api::*;
 use crate::rng::SplitMix64;
 use crate::slab::{FxBuild, Slab};
 use crate::time::{Instant, Nanos};
-use crate::wire::{self, CtrlExt, DataExt, Header, Packet, PacketType, flags as wf};
+use crate::wire::{self, Bytes, CtrlExt, DataExt, Header, Packet, PacketType, flags as wf};
 
 type Idx = u32;
 
@@ -885,8 +885,33 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         datagram: &[u8],
         bufs: &mut impl RecvBuffers,
     ) {
+        self.handle_decoded(now, from, known, wire::decode(datagram), bufs);
+    }
+
+    /// [`Engine::handle_datagram`] for a datagram that arrived in several
+    /// buffers (AF_XDP multi-buffer), in order: their concatenation is the
+    /// datagram. Its payload is copied from the pieces where they are.
+    pub fn handle_datagram_pieces(
+        &mut self,
+        now: Instant,
+        from: P,
+        known: bool,
+        pieces: &[&[u8]],
+        bufs: &mut impl RecvBuffers,
+    ) {
+        self.handle_decoded(now, from, known, wire::decode_pieces(pieces), bufs);
+    }
+
+    fn handle_decoded(
+        &mut self,
+        now: Instant,
+        from: P,
+        known: bool,
+        decoded: Result<Packet<'_>, wire::WireError>,
+        bufs: &mut impl RecvBuffers,
+    ) {
         self.stats.rx_datagrams += 1;
-        let pkt = match wire::decode(datagram) {
+        let pkt = match decoded {
             Ok(p) => p,
             Err(_) => {
                 self.stats.corrupt += 1;
@@ -1538,7 +1563,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 st.flags,
                 &st.data,
                 &st.ctrl,
-                &st.payload,
+                Bytes::One(&st.payload),
                 bufs,
             ) {
                 self.refuse(pi);
@@ -1928,7 +1953,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         flags: u16,
         data: &DataExt,
         ctrl: &CtrlExt,
-        payload: &[u8],
+        payload: Bytes,
         bufs: &mut impl RecvBuffers,
     ) -> bool {
         match ty {
@@ -1976,7 +2001,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     fn on_message_start(
         &mut self,
         info: MsgInfo,
-        payload: &[u8],
+        payload: Bytes,
         bufs: &mut impl RecvBuffers,
     ) -> bool {
         let tagged = info.hflags & wf::TAGGED != 0;
@@ -2035,7 +2060,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let mut buf = Vec::new();
         if !rndv {
             buf.resize(info.total as usize, 0);
-            buf[..payload.len()].copy_from_slice(payload);
+            payload.copy_to(&mut buf);
         }
         let received = payload.len() as u32;
         let complete = !rndv && received >= info.total;
@@ -2100,7 +2125,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         (base, room)
     }
 
-    fn write_dest(&mut self, dest: Dest, offset: u32, payload: &[u8], bufs: &mut impl RecvBuffers) {
+    fn write_dest(&mut self, dest: Dest, offset: u32, payload: Bytes, bufs: &mut impl RecvBuffers) {
         if payload.is_empty() {
             return;
         }
@@ -2112,14 +2137,18 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 }
                 let n = payload.len().min(cap - off);
                 if let Some(r) = self.recvs.get(recv) {
-                    bufs.write(r.token, base + off, &payload[..n]);
+                    // Piece by piece: a datagram that arrived in several
+                    // buffers is copied once, straight into the receive.
+                    payload.for_each(0, n, |at, piece| {
+                        bufs.write(r.token, base + off + at, piece)
+                    });
                 }
             }
             Dest::Unexp(ui) => {
                 if let Some(u) = self.unexp.get_mut(ui) {
                     let off = offset as usize;
                     if let Some(dst) = u.buf.get_mut(off..off + payload.len()) {
-                        dst.copy_from_slice(payload);
+                        payload.copy_to(dst);
                     }
                 }
             }
@@ -2152,7 +2181,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
     }
 
-    fn on_segment(&mut self, pi: Idx, data: &DataExt, payload: &[u8], bufs: &mut impl RecvBuffers) {
+    fn on_segment(&mut self, pi: Idx, data: &DataExt, payload: Bytes, bufs: &mut impl RecvBuffers) {
         let p = &mut self.peers[pi as usize];
         let Some(q) = p.q.as_mut() else { return };
         let Some(pos) = q.rx_msgs.iter().position(|m| m.info.msg_id == data.msg_id) else {

@@ -31,6 +31,10 @@ pub struct Faults {
     pub jitter: Nanos,
     /// Link MTU: longer datagrams are dropped (as a switch drops oversized frames).
     pub mtu: usize,
+    /// Probability a datagram is handed over in pieces, cut at random points
+    /// (as AF_XDP multi-buffer delivers one per UMEM chunk):
+    /// [`Engine::handle_datagram_pieces`].
+    pub split: f64,
 }
 
 impl Default for Faults {
@@ -42,6 +46,7 @@ impl Default for Faults {
             latency: Nanos::from_micros(5),
             jitter: Nanos(0),
             mtu: usize::MAX,
+            split: 0.0,
         }
     }
 }
@@ -147,6 +152,19 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             frame: vec![0; mtu.max(128)],
             counts: NetCounts::default(),
         }
+    }
+
+    /// 0, up to three random cut points in `0..=len` (sorted; empty pieces
+    /// allowed), and `len`: the bounds of the pieces a datagram is split into.
+    fn cuts(&mut self, len: usize) -> Vec<usize> {
+        let n = 1 + (self.rng.next_u64() % 3) as usize;
+        let mut c: Vec<usize> = (0..n)
+            .map(|_| (self.rng.next_u64() % (len as u64 + 1)) as usize)
+            .collect();
+        c.push(0);
+        c.push(len);
+        c.sort_unstable();
+        c
     }
 
     fn chance(&mut self, p: f64) -> bool {
@@ -299,6 +317,14 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             };
             self.counts.delivered += 1;
             let now = self.now;
+            if self.chance(self.faults.split) {
+                let cuts = self.cuts(d.bytes.len());
+                let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &d.bytes[w[0]..w[1]]).collect();
+                let node = &mut self.nodes[d.dst];
+                node.engine
+                    .handle_datagram_pieces(now, d.src, true, &pieces, &mut node.app);
+                continue;
+            }
             let node = &mut self.nodes[d.dst];
             node.engine
                 .handle_datagram(now, d.src, true, &d.bytes, &mut node.app);

@@ -165,6 +165,7 @@ fn large_messages_under_loss_eager_and_rendezvous() {
         dup: 0.05,
         corrupt: 0.01,
         jitter: Nanos::from_micros(30),
+        split: 0.5,
         ..Faults::default()
     };
     let mut s = sim(2, f, 2);

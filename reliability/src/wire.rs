@@ -158,6 +158,90 @@ pub struct CtrlExt {
     pub b: u32,
 }
 
+/// Received bytes, in one piece or spread over the buffers their datagram
+/// arrived in (AF_XDP multi-buffer: one per UMEM chunk). The engine copies
+/// them out piece by piece, so such a datagram is never gathered first
+/// (DESIGN.md: one userspace copy per direction).
+#[derive(Clone, Copy, Debug)]
+pub enum Bytes<'a> {
+    One(&'a [u8]),
+    /// `len` bytes from `skip` bytes into the concatenation of `pieces`.
+    Pieces {
+        pieces: &'a [&'a [u8]],
+        skip: usize,
+        len: usize,
+    },
+}
+
+impl<'a> Bytes<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Bytes::One(b) => b.len(),
+            Bytes::Pieces { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hands `f` the bytes `from..from + n` (clamped to the length) in
+    /// order, as (offset from `from`, piece).
+    pub fn for_each(&self, from: usize, n: usize, mut f: impl FnMut(usize, &'a [u8])) {
+        let end = from.saturating_add(n).min(self.len());
+        if from >= end {
+            return;
+        }
+        match *self {
+            Bytes::One(b) => f(0, &b[from..end]),
+            Bytes::Pieces { pieces, skip, .. } => {
+                // Absolute positions in the concatenation of `pieces`.
+                let (want, stop) = (skip + from, skip + end);
+                let mut at = 0;
+                for p in pieces {
+                    let (lo, hi) = (at, at + p.len());
+                    at = hi;
+                    if hi <= want {
+                        continue;
+                    }
+                    if lo >= stop {
+                        break;
+                    }
+                    let (a, b) = (want.max(lo), stop.min(hi));
+                    if a < b {
+                        f(a - want, &p[a - lo..b - lo]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies the first `dst.len()` bytes (at most all of them) into `dst`;
+    /// returns how many.
+    pub fn copy_to(&self, dst: &mut [u8]) -> usize {
+        let mut n = 0;
+        self.for_each(0, dst.len(), |off, p| {
+            dst[off..off + p.len()].copy_from_slice(p);
+            n = off + p.len();
+        });
+        n
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len()];
+        self.copy_to(&mut v);
+        v
+    }
+}
+
+impl PartialEq for Bytes<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.to_vec() == other.to_vec()
+    }
+}
+
+impl Eq for Bytes<'_> {}
+
 /// A decoded, verified packet borrowing its payload from the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet<'a> {
@@ -170,7 +254,7 @@ pub struct Packet<'a> {
     /// Control extension (zero for other types).
     pub ctrl: CtrlExt,
     /// Payload (DATA only).
-    pub payload: &'a [u8],
+    pub payload: Bytes<'a>,
 }
 
 #[inline]
@@ -198,6 +282,51 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
     if crc32c(&buf[..body_end]) != rd32(buf, body_end) {
         return Err(WireError::Checksum);
     }
+    parse(&buf[..body_end.min(DATA_HDR_LEN)], body_end, |a, b| {
+        Bytes::One(&buf[a..b])
+    })
+}
+
+/// [`decode`] for a datagram that arrived in `pieces` (their concatenation
+/// is the datagram): the headers are read through a small copy, the CRC runs
+/// over the pieces in turn, and the payload stays where it is.
+pub fn decode_pieces<'a>(pieces: &'a [&'a [u8]]) -> Result<Packet<'a>, WireError> {
+    let total: usize = pieces.iter().map(|p| p.len()).sum();
+    if total < COMMON_LEN + TRAILER_LEN {
+        return Err(WireError::Truncated);
+    }
+    let body_end = total - TRAILER_LEN;
+    let all = Bytes::Pieces {
+        pieces,
+        skip: 0,
+        len: total,
+    };
+    let mut crc = !0;
+    all.for_each(0, body_end, |_, p| crc = crate::crc::update(crc, p));
+    let mut trailer = [0u8; TRAILER_LEN];
+    all.for_each(body_end, TRAILER_LEN, |off, p| {
+        trailer[off..off + p.len()].copy_from_slice(p)
+    });
+    if !crc != u32::from_le_bytes(trailer) {
+        return Err(WireError::Checksum);
+    }
+    let mut head = [0u8; DATA_HDR_LEN];
+    let n = all.copy_to(&mut head[..body_end.min(DATA_HDR_LEN)]);
+    parse(&head[..n], body_end, |a, b| Bytes::Pieces {
+        pieces,
+        skip: a,
+        len: b - a,
+    })
+}
+
+/// The checks and fields after the CRC: `head` is the start of the body (up
+/// to [`DATA_HDR_LEN`] bytes), `body_end` its length; `payload(a, b)` gives
+/// the body's bytes `a..b`.
+fn parse<'a>(
+    buf: &[u8],
+    body_end: usize,
+    payload: impl FnOnce(usize, usize) -> Bytes<'a>,
+) -> Result<Packet<'a>, WireError> {
     if buf[0] != VERSION {
         return Err(WireError::Version);
     }
@@ -221,7 +350,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
         hdr,
         data: DataExt::default(),
         ctrl: CtrlExt::default(),
-        payload: &[],
+        payload: Bytes::One(&[]),
     };
     match ty {
         PacketType::Ack => {
@@ -255,7 +384,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
             if hdr.flags & flags::FIRST != 0 && p.data.offset != 0 {
                 return Err(WireError::Malformed);
             }
-            p.payload = &buf[DATA_HDR_LEN..body_end];
+            p.payload = payload(DATA_HDR_LEN, body_end);
         }
         _ => {
             if body_end != COMMON_LEN + CTRL_EXT_LEN || hdr.payload_len != 0 {
@@ -361,7 +490,7 @@ mod tests {
         assert_eq!(p.hdr.seq, 42);
         assert_eq!(p.hdr.sack, 0b101);
         assert_eq!(p.data.tag, 0xABCD);
-        assert_eq!(p.payload, b"hello");
+        assert_eq!(p.payload, Bytes::One(b"hello"));
     }
 
     #[test]
@@ -397,6 +526,53 @@ mod tests {
         let p = decode(&buf[..n]).unwrap();
         assert_eq!(p.ty, PacketType::Cts);
         assert_eq!(p.ctrl, CtrlExt { a: 11, b: 22 });
+    }
+
+    /// Every way of cutting a datagram in two or three pieces (through the
+    /// header, the payload, the CRC trailer; empty pieces too) decodes to
+    /// the same packet as the whole, and corruption is still caught.
+    #[test]
+    fn pieces_decode_like_the_whole() {
+        let payload: Vec<u8> = (0..40u8).collect();
+        let buf = data_packet(&payload);
+        let whole = decode(&buf).unwrap();
+        let n = buf.len();
+        for a in 0..=n {
+            for b in (a..=n).step_by(7).chain([n]) {
+                let pieces = [&buf[..a], &buf[a..b], &buf[b..]];
+                let p = decode_pieces(&pieces).unwrap();
+                assert_eq!(p, whole, "cut at {a}, {b}");
+                assert_eq!(p.payload.to_vec(), payload);
+                let mut corrupt = buf.clone();
+                corrupt[(a + b) / 2 % n] ^= 0x10;
+                let pieces = [&corrupt[..a], &corrupt[a..b], &corrupt[b..]];
+                assert!(decode_pieces(&pieces).is_err(), "cut at {a}, {b}");
+            }
+        }
+        for k in 0..n {
+            assert!(decode_pieces(&[&buf[..k]]).is_err(), "truncated to {k}");
+        }
+    }
+
+    #[test]
+    fn bytes_in_pieces_copy_out_by_range() {
+        let pieces: [&[u8]; 4] = [b"abc", b"", b"defg", b"hij"];
+        let b = Bytes::Pieces {
+            pieces: &pieces,
+            skip: 2,
+            len: 7,
+        };
+        assert_eq!(b.to_vec(), b"cdefghi");
+        let mut got = Vec::new();
+        b.for_each(0, 4, |off, p| got.push((off, p.to_vec())));
+        assert_eq!(got, vec![(0, b"c".to_vec()), (1, b"def".to_vec())]);
+        got.clear();
+        b.for_each(4, 10, |off, p| got.push((off, p.to_vec())));
+        assert_eq!(got, vec![(0, b"g".to_vec()), (1, b"hi".to_vec())]);
+        let mut short = [0u8; 3];
+        assert_eq!(b.copy_to(&mut short), 3);
+        assert_eq!(&short, b"cde");
+        b.for_each(7, 5, |_, _| panic!("nothing past the end"));
     }
 
     #[test]

@@ -242,12 +242,21 @@ fn fuzz_decoder_and_engine() {
             if r.is_ok() {
                 accepted += 1;
             }
+            // The same bytes in two pieces (as AF_XDP multi-buffer hands them
+            // over) decode to the same packet, or are refused alike.
+            let cut = (rng.next_u64() as usize) % (dg.len() + 1);
+            let pieces = [&dg[..cut], &dg[cut..]];
+            assert_eq!(wire::decode_pieces(&pieces), r, "cut at {cut}");
             let from = if rng.next_u64().is_multiple_of(8) {
                 (rng.next_u64() % 40) as u32
             } else {
                 1
             };
-            b.handle_datagram(now, from, from == 1, &dg, &mut rb);
+            if rng.next_u64().is_multiple_of(2) {
+                b.handle_datagram_pieces(now, from, from == 1, &pieces, &mut rb);
+            } else {
+                b.handle_datagram(now, from, from == 1, &dg, &mut rb);
+            }
             if rng.next_u64().is_multiple_of(4) {
                 now = now + Nanos((rng.next_u64() % 50_000_000) + 1);
                 b.handle_timeout(now);

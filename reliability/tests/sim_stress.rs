@@ -121,6 +121,9 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         latency: Nanos::from_micros(5),
         jitter: Nanos::from_micros(40),
         mtu: 1472,
+        // A third of the datagrams arrive in pieces, as AF_XDP multi-buffer
+        // hands them over.
+        split: 0.3,
     };
     let mut sim: Sim<App> = Sim::new(
         (0..N).map(|_| App::default()).collect(),
