@@ -92,6 +92,11 @@ pub struct LinkConfig {
     /// chunks; without it (or on older kernels) datagrams are limited to one
     /// chunk.
     pub multi_buffer: bool,
+    /// Hand a datagram that arrived in several chunks over in its chunks
+    /// ([`RxDatagram::pieces`]) instead of gathering it into one buffer
+    /// first. For callers that read `pieces`; ignored with
+    /// `verify_checksums` (the UDP checksum needs the datagram whole).
+    pub rx_pieces: bool,
 }
 
 impl LinkConfig {
@@ -112,6 +117,7 @@ impl LinkConfig {
             verify_checksums: true,
             huge_pages: false,
             multi_buffer: false,
+            rx_pieces: false,
         }
     }
 
@@ -196,18 +202,28 @@ fn slot_chunks(frame_len: u32, frame_size: u32) -> u32 {
         .clamp(1, 16)
 }
 
+/// Most chunks one received frame may span: the kernel builds a
+/// multi-buffer frame from at most MAX_SKB_FRAGS (17) fragments besides its
+/// head; anything longer is dropped as malformed.
+const MAX_RX_PIECES: usize = 18;
+
 /// One received datagram, as handed to the [`Link::recv`] callback.
 #[derive(Debug)]
 pub struct RxDatagram<'a> {
     /// Handle to keep if the callback returns [`RxAction::Hold`]. `None` for
-    /// a datagram that arrived in several chunks (multi-buffer): it was
-    /// gathered into a link buffer, its chunks are already recycled, and
-    /// `Hold` acts as `Consume`.
+    /// a datagram that arrived in several chunks (multi-buffer): its chunks
+    /// are recycled once the callback returns, and `Hold` acts as `Consume`.
     pub frame: Option<RxFrame>,
     /// Sender MAC, IP and UDP port.
     pub src: LinkAddr,
-    /// UDP payload, in place in the UMEM.
+    /// UDP payload, in place in the UMEM — or, for a datagram that arrived
+    /// in several chunks, gathered into a link buffer; with
+    /// [`LinkConfig::rx_pieces`] only its first piece (read `pieces`).
     pub payload: &'a [u8],
+    /// The UDP payload in order, in place: one piece (`payload`) unless the
+    /// datagram arrived in several chunks and the link hands them over as
+    /// they are ([`LinkConfig::rx_pieces`]).
+    pub pieces: &'a [&'a [u8]],
 }
 
 /// What the [`Link::recv`] callback does with a datagram.
@@ -285,6 +301,8 @@ pub struct Link {
     multi_buffer: bool,
     /// Where a multi-chunk datagram is gathered on receive.
     gather: Vec<u8>,
+    /// [`LinkConfig::rx_pieces`], and no checksum to verify.
+    rx_pieces: bool,
     header_len: usize,
     max_payload: usize,
     iface: IfaceInfo,
@@ -492,6 +510,7 @@ impl Link {
             frame_size: cfg.frame_size,
             multi_buffer: false,
             gather: Vec::new(),
+            rx_pieces: cfg.rx_pieces && !cfg.verify_checksums,
             header_len,
             max_payload: max_payload(cfg.frame_size, iface.mtu, &ip),
             iface,
@@ -942,7 +961,11 @@ impl Link {
                 }
                 break;
             };
-            delivered += usize::from(self.deliver_gathered(i, last, &mut f));
+            delivered += usize::from(if self.rx_pieces {
+                self.deliver_pieces(i, last, &mut f)
+            } else {
+                self.deliver_gathered(i, last, &mut f)
+            });
             i = last + 1;
         }
         self.rx.release(i);
@@ -980,6 +1003,7 @@ impl Link {
             frame: Some(frame),
             src,
             payload,
+            pieces: &[payload],
         };
         if f(dgram) == RxAction::Consume {
             let _ = self.pool.release_rx(d.addr);
@@ -1021,6 +1045,7 @@ impl Link {
                             frame: None,
                             src,
                             payload,
+                            pieces: &[payload],
                         });
                     }
                     None => self.stats.rx_malformed += 1,
@@ -1031,6 +1056,82 @@ impl Link {
             self.stats.rx_malformed += 1;
         }
         self.gather = gather;
+        delivered
+    }
+
+    /// One datagram in RX descriptors `first..=last` (multi-buffer), handed
+    /// over in its chunks ([`LinkConfig::rx_pieces`]): the headers are read
+    /// from the first, the UDP payload is the rest of the first and all of
+    /// the others (cut at the UDP length). The chunks are recycled once the
+    /// callback returns.
+    fn deliver_pieces<F>(&mut self, first: u32, last: u32, f: &mut F) -> bool
+    where
+        F: FnMut(RxDatagram<'_>) -> RxAction,
+    {
+        let n = (last - first + 1) as usize;
+        if n > MAX_RX_PIECES {
+            self.drop_descs(first, last + 1);
+            return false;
+        }
+        let mut descs = [(0u64, 0usize); MAX_RX_PIECES];
+        let mut ok = true;
+        for (k, j) in (first..=last).enumerate() {
+            let d = self.rx.read(j);
+            if self.pool.received(d.addr).is_err() {
+                self.stats.bad_descs += 1;
+                ok = false;
+            }
+            descs[k] = (d.addr, d.len as usize);
+        }
+        let total: usize = descs[..n].iter().map(|&(_, len)| len).sum();
+        let verdict = if ok {
+            let head = self.frame_slice(descs[0].0, descs[0].1).unwrap_or(&[]);
+            wire::decode_head(head, total, false)
+                .ok()
+                .filter(|d| {
+                    d.dst_port == self.local.port
+                        && d.dst_ip == self.local.ip
+                        && d.payload_offset <= descs[0].1
+                })
+                .map(|d| (d.payload_offset, d.payload_len, d.src))
+        } else {
+            None
+        };
+        let delivered = if let Some((off, len, src)) = verdict {
+            let mut pieces: [&[u8]; MAX_RX_PIECES] = [&[]; MAX_RX_PIECES];
+            // Chunk k's share of the payload: what lies within
+            // [off, off + len) of the frame.
+            let (mut at, mut count) = (0usize, 0usize);
+            for &(addr, dlen) in &descs[..n] {
+                let lo = off.max(at).min(at + dlen);
+                let hi = (off + len).min(at + dlen).max(lo);
+                if hi > lo
+                    && let Some(b) = self.frame_slice(addr + (lo - at) as u64, hi - lo)
+                {
+                    pieces[count] = b;
+                    count += 1;
+                }
+                at += dlen;
+            }
+            let _ = f(RxDatagram {
+                frame: None,
+                src,
+                payload: pieces[0],
+                pieces: &pieces[..count],
+            });
+            true
+        } else {
+            false
+        };
+        for &(addr, _) in &descs[..n] {
+            let _ = self.pool.release_rx(addr);
+        }
+        if delivered {
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += verdict.map_or(0, |(_, len, _)| len as u64);
+        } else {
+            self.stats.rx_malformed += 1;
+        }
         delivered
     }
 

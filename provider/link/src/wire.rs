@@ -290,6 +290,23 @@ pub struct Decoded {
 /// host whose checksum offload was never completed — veth passes them on,
 /// and the kernel trusts them on its own receive path.
 pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeError> {
+    decode_head(frame, frame.len(), verify_checksums)
+}
+
+/// [`decode`] for a frame of `frame_len` bytes of which only the start,
+/// `head`, is at hand (a multi-buffer frame's first chunk): the headers must
+/// lie in `head`, lengths are checked against `frame_len`. The UDP checksum
+/// covers the whole datagram, so with `verify_checksums` `head` must be all
+/// of it (else `Unsupported`).
+pub fn decode_head(
+    head: &[u8],
+    frame_len: usize,
+    verify_checksums: bool,
+) -> Result<Decoded, DecodeError> {
+    if head.len() > frame_len || (verify_checksums && head.len() != frame_len) {
+        return Err(DecodeError::Unsupported);
+    }
+    let frame = head;
     let mut off = ETH_HLEN;
     let eth = frame.get(..ETH_HLEN).ok_or(DecodeError::Truncated)?;
     let mut src_mac = [0u8; 6];
@@ -301,18 +318,20 @@ pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeErr
         off += 4;
     }
     let (src_ip, dst_ip, l4_off, l4_end) = match ethertype {
-        ETHERTYPE_IPV4 => decode_ipv4(frame, off, verify_checksums)?,
-        ETHERTYPE_IPV6 => decode_ipv6(frame, off)?,
+        ETHERTYPE_IPV4 => decode_ipv4(frame, frame_len, off, verify_checksums)?,
+        ETHERTYPE_IPV6 => decode_ipv6(frame, frame_len, off)?,
         _ => return Err(DecodeError::Unsupported),
     };
-    let udp = frame.get(l4_off..l4_end).ok_or(DecodeError::Truncated)?;
-    if udp.len() < UDP_HLEN {
+    if l4_end - l4_off < UDP_HLEN {
         return Err(DecodeError::Truncated);
     }
+    let udp = frame
+        .get(l4_off..l4_off + UDP_HLEN)
+        .ok_or(DecodeError::Truncated)?;
     let src_port = u16::from_be_bytes([udp[0], udp[1]]);
     let dst_port = u16::from_be_bytes([udp[2], udp[3]]);
     let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if udp_len < UDP_HLEN || udp_len > udp.len() {
+    if udp_len < UDP_HLEN || udp_len > l4_end - l4_off {
         return Err(DecodeError::BadLength);
     }
     let wire_csum = u16::from_be_bytes([udp[6], udp[7]]);
@@ -320,7 +339,11 @@ pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeErr
         let required = dst_ip.is_ipv6();
         if wire_csum != 0 || required {
             let pseudo = pseudo_header_sum(&src_ip, &dst_ip, udp_len);
-            let sum = ones_complement_add(pseudo, &udp[..udp_len]);
+            // `head` is the whole frame here (checked above).
+            let udp = frame
+                .get(l4_off..l4_off + udp_len)
+                .ok_or(DecodeError::Truncated)?;
+            let sum = ones_complement_add(pseudo, udp);
             // Summing a correct datagram including its checksum gives 0xffff,
             // i.e. a folded complement of zero.
             if fold_complement(sum) != 0 && wire_csum != !fold_complement(pseudo) {
@@ -343,7 +366,12 @@ pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeErr
 
 type IpParts = (IpAddr, IpAddr, usize, usize);
 
-fn decode_ipv4(frame: &[u8], off: usize, verify: bool) -> Result<IpParts, DecodeError> {
+fn decode_ipv4(
+    frame: &[u8],
+    frame_len: usize,
+    off: usize,
+    verify: bool,
+) -> Result<IpParts, DecodeError> {
     let h = frame
         .get(off..off + IPV4_HLEN)
         .ok_or(DecodeError::Truncated)?;
@@ -356,7 +384,7 @@ fn decode_ipv4(frame: &[u8], off: usize, verify: bool) -> Result<IpParts, Decode
     }
     let full = frame.get(off..off + ihl).ok_or(DecodeError::Truncated)?;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    if total < ihl || off + total > frame.len() {
+    if total < ihl || off + total > frame_len {
         return Err(DecodeError::BadLength);
     }
     // More-fragments flag or a non-zero offset: a fragment (RFC 791 §3.2).
@@ -372,7 +400,7 @@ fn decode_ipv4(frame: &[u8], off: usize, verify: bool) -> Result<IpParts, Decode
     Ok((src.into(), dst.into(), off + ihl, off + total))
 }
 
-fn decode_ipv6(frame: &[u8], off: usize) -> Result<IpParts, DecodeError> {
+fn decode_ipv6(frame: &[u8], frame_len: usize, off: usize) -> Result<IpParts, DecodeError> {
     let h = frame
         .get(off..off + IPV6_HLEN)
         .ok_or(DecodeError::Truncated)?;
@@ -385,7 +413,7 @@ fn decode_ipv6(frame: &[u8], off: usize) -> Result<IpParts, DecodeError> {
     }
     let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
     let start = off + IPV6_HLEN;
-    if start + plen > frame.len() {
+    if start + plen > frame_len {
         return Err(DecodeError::BadLength);
     }
     let mut s = [0u8; 16];
@@ -555,6 +583,39 @@ mod tests {
                     assert_eq!(udp_csum == 0, !v6 && !csum);
                 }
             }
+        }
+    }
+
+    /// The first chunk of a multi-buffer frame decodes like the whole frame
+    /// when its headers are in it; lengths are checked against the whole.
+    #[test]
+    fn head_of_a_frame_decodes_like_the_frame() {
+        for v6 in [false, true] {
+            let (src, dst) = addrs(v6);
+            let hl = header_len(&src.ip);
+            let len = 9000 - hl;
+            let mut f = vec![0u8; hl + len];
+            let opts = EncodeOptions {
+                udp_checksum_ipv4: true,
+                ipv4_id: 1,
+            };
+            encode_headers(&mut f, &src, &dst, len, &opts).expect("encode");
+            let whole = decode(&f, false).expect("decode");
+            for cut in [hl, hl + 1, 3840, f.len()] {
+                assert_eq!(
+                    decode_head(&f[..cut], f.len(), false),
+                    Ok(whole),
+                    "cut {cut}"
+                );
+            }
+            // Headers cut short, a frame shorter than its IP length says, and
+            // checksums that would need the rest.
+            assert!(decode_head(&f[..hl - 1], f.len(), false).is_err());
+            assert_eq!(
+                decode_head(&f[..hl], f.len() - 1, false),
+                Err(DecodeError::BadLength)
+            );
+            assert!(decode_head(&f[..hl], f.len(), true).is_err());
         }
     }
 

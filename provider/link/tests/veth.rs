@@ -88,7 +88,14 @@ fn collect(rx: &mut Link, want: usize, out: &mut Vec<(LinkAddr, Vec<u8>)>) {
     }
 }
 
-fn send_all(tx: &mut Link, to: &LinkAddr, payloads: &[Vec<u8>], rx: &mut Link) -> Vec<Vec<u8>> {
+/// Sends every payload and returns what arrived: each datagram's payload
+/// (its pieces joined) and how many pieces it came in.
+fn send_all(
+    tx: &mut Link,
+    to: &LinkAddr,
+    payloads: &[Vec<u8>],
+    rx: &mut Link,
+) -> Vec<(Vec<u8>, usize)> {
     let mut got = Vec::new();
     let mut sent = 0;
     for chunk in payloads.chunks(32) {
@@ -113,7 +120,7 @@ fn send_all(tx: &mut Link, to: &LinkAddr, payloads: &[Vec<u8>], rx: &mut Link) -
         let deadline = Instant::now() + WAIT;
         while got.len() < sent && Instant::now() < deadline {
             rx.recv(64, |d| {
-                got.push(d.payload.to_vec());
+                got.push((d.pieces.concat(), d.pieces.len()));
                 RxAction::Consume
             });
             if got.len() < sent {
@@ -151,7 +158,10 @@ fn all_sizes_arrive_intact(mode: AttachMode, v6: bool) {
     };
     let payloads: Vec<Vec<u8>> = sizes.iter().map(|&s| payload(s, s as u32)).collect();
     let before = counters(&r.steering);
-    let got = send_all(&mut tx, &to, &payloads, &mut r.link);
+    let got: Vec<Vec<u8>> = send_all(&mut tx, &to, &payloads, &mut r.link)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     let delta = counters(&r.steering).since(&before);
 
     assert_eq!(got.len(), payloads.len(), "all datagrams arrive ({mode})");
@@ -211,15 +221,20 @@ fn sizes_native_ipv6() {
 /// sent as several TX descriptors and gathered from several RX descriptors
 /// (XDP_USE_SG, Linux 6.6+). Older kernels refuse the flag: the link falls
 /// back to one chunk per datagram, and the sizes up to that still arrive.
-#[test]
-fn jumbo_frames_span_chunks() {
+/// `pieces`: the receiver takes multi-chunk datagrams in their chunks
+/// (`LinkConfig::rx_pieces`) instead of gathered.
+fn jumbo_frames_span_chunks(pieces: bool) {
     let pair = HostPair::with_mtu(9000).unwrap();
     let (ip_a, ip_b): (IpAddr, IpAddr) = (pair.a.ipv4().into(), pair.b.ipv4().into());
     let jumbo = |c: &mut LinkConfig| {
         c.frame_size = 4096;
         c.multi_buffer = true;
     };
-    let rx = open_link_with(&pair.b, PORT_B, ip_b, jumbo);
+    let rx = open_link_with(&pair.b, PORT_B, ip_b, |c| {
+        jumbo(c);
+        c.rx_pieces = pieces;
+        c.verify_checksums = !pieces;
+    });
     let mut r = receiver_with(&pair.b, AttachMode::Generic, rx);
     let mut tx = open_link_with(&pair.a, PORT_A, ip_a, jumbo);
     let to = resolve(&pair.a, &tx, ip_b, PORT_B);
@@ -246,13 +261,17 @@ fn jumbo_frames_span_chunks() {
     let payloads: Vec<Vec<u8>> = sizes.iter().map(|&s| payload(s, s as u32)).collect();
     let got = send_all(&mut tx, &to, &payloads, &mut r.link);
     assert_eq!(got.len(), payloads.len(), "all datagrams arrive");
-    for (g, p) in got.iter().zip(&payloads) {
+    for ((g, n), p) in got.iter().zip(&payloads) {
         assert!(
             g == p,
             "payload of {} bytes intact (got {})",
             p.len(),
             g.len()
         );
+        // In pieces, a datagram beyond the first chunk's room comes in
+        // more than one; gathered, always in one.
+        let spans = p.len() > one_chunk;
+        assert_eq!(*n > 1, pieces && spans, "{} bytes in {n} pieces", p.len());
     }
     let stats = r.link.stats().unwrap();
     assert_eq!(
@@ -269,6 +288,16 @@ fn jumbo_frames_span_chunks() {
         tx.send_copy(&to, &vec![0u8; max + 1]),
         Err(LinkError::PayloadTooLarge { .. })
     ));
+}
+
+#[test]
+fn jumbo_frames_span_chunks_gathered() {
+    jumbo_frames_span_chunks(false);
+}
+
+#[test]
+fn jumbo_frames_span_chunks_in_pieces() {
+    jumbo_frames_span_chunks(true);
 }
 
 fn lost_with_fault_injection(one_in: u32, n: usize) -> (usize, Counters) {

@@ -153,9 +153,13 @@ impl DataPath for Dgram {
             Self::deliver(recvs, done, dropped, src, &bytes);
         }
         let mut learnt = Vec::new();
-        port.recv(RX_BATCH, |src, payload| {
+        port.recv(RX_BATCH, |src, pieces| {
             learnt.push(src);
-            Self::deliver(recvs, done, dropped, src, payload);
+            match pieces {
+                [payload] => Self::deliver(recvs, done, dropped, src, payload),
+                // Not asked for on DGRAM ports (LinkConfig::rx_pieces).
+                _ => Self::deliver(recvs, done, dropped, src, &pieces.concat()),
+            }
         });
         for a in &learnt {
             port.learn(a);

@@ -385,11 +385,13 @@ impl Port {
     }
 
     /// Hand up to `max` received datagrams per path to `f` with their
-    /// sender. MACs of new senders are learnt by [`Port::learn`].
-    pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[u8])) {
+    /// sender, each as its payload's pieces in order: one, unless it arrived
+    /// in several UMEM chunks on an RDM port (`LinkConfig::rx_pieces`).
+    /// MACs of new senders are learnt by [`Port::learn`].
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]])) {
         if let Some(x) = self.xsk.as_mut() {
             x.link.recv(max, |d| {
-                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.payload);
+                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces);
                 RxAction::Consume
             });
         }
@@ -407,7 +409,7 @@ impl Port {
                     self.kernel_busy = KERNEL_BUSY_PASSES;
                     // A datagram larger than the buffer arrives truncated
                     // to it; the protocol rejects it.
-                    f(sender(from.ip(), from.port(), None), &self.rx_buf[..n]);
+                    f(sender(from.ip(), from.port(), None), &[&self.rx_buf[..n]]);
                 }
                 Err(_) => break,
             }
@@ -495,6 +497,9 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     // promised by fi_getinfo before any socket exists, so it stays at what
     // one frame holds on every kernel.
     lc.multi_buffer = cfg.multi_buffer && args.ep_type == FI_EP_RDM;
+    // The engine takes such a datagram in its chunks (one copy, straight
+    // into the receive buffer: DESIGN.md "Copies").
+    lc.rx_pieces = args.ep_type == FI_EP_RDM;
     // RDM datagrams carry the engine's CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
     // without the optional UDP checksum (RFC 768: zero = none) — one

@@ -600,7 +600,7 @@ impl DataPath for Rdm {
                 ..
             } = self;
             let mut learnt = Vec::new();
-            port.recv(RX_BATCH, |src, payload| {
+            port.recv(RX_BATCH, |src, pieces| {
                 probe::arrived();
                 let known = peers.addrs.len();
                 let Some(key) = peers.key_of_source(&src) else {
@@ -612,8 +612,17 @@ impl DataPath for Rdm {
                     // allocation or second lookup per datagram otherwise).
                     learnt.push(src);
                 }
-                trace(*trace_on, "rx", key, payload);
-                engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs));
+                trace(*trace_on, "rx", key, pieces.first().copied().unwrap_or(&[]));
+                match pieces {
+                    [payload] => {
+                        engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs))
+                    }
+                    // A jumbo datagram in its UMEM chunks: the engine copies
+                    // its payload from them straight into the receive.
+                    _ => {
+                        engine.handle_datagram_pieces(now, key, true, pieces, &mut RecvSide(recvs))
+                    }
+                }
                 probe::at(Stage::EngineReceived);
             });
             for a in &learnt {
