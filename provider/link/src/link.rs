@@ -535,7 +535,9 @@ impl Link {
                     let slot = link.pool.tx_slot_size() as usize;
                     link.max_payload =
                         payload_within_mtu(link.iface.mtu, &ip).min(slot - header_len);
-                    link.gather.reserve(slot);
+                    if !link.rx_pieces {
+                        link.gather.reserve(slot);
+                    }
                     return Ok(link);
                 }
                 // Kernels before 6.6 refuse the flag (EINVAL), and so does a
