@@ -315,7 +315,7 @@ struct SendState {
     /// Inject complete: report it when its last packet is first sent, and
     /// never again (not even an error: the application has its completion).
     complete_on_send: bool,
-    inject: Option<Box<[u8]>>,
+    inject: Option<Vec<u8>>,
 }
 
 impl SendState {
@@ -381,7 +381,7 @@ pub struct Engine<P> {
     oneshots: VecDeque<(P, Header, CtrlExt)>,
     events: VecDeque<Event<P>>,
     stats: Stats,
-    inject_bytes: usize,
+    injects: InjectStore,
     unexp_bytes: usize,
     reorder_bytes: usize,
 }
@@ -424,7 +424,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             oneshots: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
-            inject_bytes: 0,
+            injects: InjectStore::default(),
             unexp_bytes: 0,
             reorder_bytes: 0,
         }
@@ -540,7 +540,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             if b.len() > self.cfg.inject_size {
                 return Err(PostError::TooLarge);
             }
-            if self.inject_bytes + b.len() > self.cfg.inject_budget {
+            if self.injects.bytes + b.len() > self.cfg.inject_budget {
                 return Err(PostError::QueueFull);
             }
         }
@@ -567,9 +567,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         // network (`emit_new`), not before — with manual progress a message
         // still waiting for its session must not look sent.
         let complete_on_send = inject.is_some() && op.level == CompletionLevel::Inject && op.report;
-        if let Some(b) = inject {
-            self.inject_bytes += b.len();
-        }
+        let inject = inject.map(|b| self.injects.copy_of(b));
         if op.report && !complete_on_send {
             // The completion waits for the peer's ack: ask for it promptly.
             hflags |= wf::AR;
@@ -594,7 +592,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             done_rcvd: false,
             report: op.report,
             complete_on_send,
-            inject: inject.map(Box::from),
+            inject,
         };
         let oi = self.sends.insert(st);
         let peer = &mut self.peers[pi as usize];
@@ -1374,7 +1372,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             sends,
             cfg,
             events,
-            inject_bytes,
+            injects,
             stats,
             ..
         } = self;
@@ -1397,7 +1395,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 {
                     st.unacked = st.unacked.saturating_sub(1);
                     if send_done(st) {
-                        finish_send(sends, events, inject_bytes, q, op);
+                        finish_send(sends, events, injects, q, op);
                     }
                 }
             }
@@ -2463,7 +2461,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             peers,
             sends,
             events,
-            inject_bytes,
+            injects,
             ..
         } = self;
         let p = &mut peers[pi as usize];
@@ -2480,7 +2478,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if st.send_len == 0 {
             st.all_sent = true;
             if send_done(st) {
-                finish_send(sends, events, inject_bytes, q, oi);
+                finish_send(sends, events, injects, q, oi);
             }
         } else {
             q.rndv_ready.push_back(oi);
@@ -2493,7 +2491,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             peers,
             sends,
             events,
-            inject_bytes,
+            injects,
             ..
         } = self;
         let p = &mut peers[pi as usize];
@@ -2507,7 +2505,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let Some(st) = sends.get_mut(oi) else { return };
         st.done_rcvd = true;
         if send_done(st) {
-            finish_send(sends, events, inject_bytes, q, oi);
+            finish_send(sends, events, injects, q, oi);
         }
     }
 
@@ -2532,13 +2530,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             let Some(st) = self.sends.remove(oi) else {
                 continue;
             };
-            if let Some(b) = st.inject.as_ref() {
-                self.inject_bytes -= b.len();
-            }
             // An inject-complete send already reported its completion.
             if !st.reported_early() {
                 self.events
                     .push_back(Event::Completion(send_completion(&st, Some(reason))));
+            }
+            if let Some(b) = st.inject {
+                self.injects.give_back(b);
             }
         }
         // Messages being received.
@@ -2623,7 +2621,7 @@ fn send_done(st: &SendState) -> bool {
 fn finish_send<P>(
     sends: &mut Slab<SendState>,
     events: &mut VecDeque<Event<P>>,
-    inject_bytes: &mut usize,
+    injects: &mut InjectStore,
     q: &mut Queues,
     oi: Idx,
 ) {
@@ -2633,11 +2631,43 @@ fn finish_send<P>(
     {
         q.waiting.swap_remove(pos);
     }
-    if let Some(b) = st.inject.as_ref() {
-        *inject_bytes -= b.len();
-    }
     if st.report {
         events.push_back(Event::Completion(send_completion(&st, None)));
+    }
+    if let Some(b) = st.inject {
+        injects.give_back(b);
+    }
+}
+
+/// Copies of injected payloads (fi_inject, FI_INJECT, inject complete): the
+/// bytes they hold, counted against `Config::inject_budget`, and a few
+/// buffers kept from acknowledged ones — a ping-pong of small messages then
+/// allocates nothing per message.
+#[derive(Debug, Default)]
+struct InjectStore {
+    bytes: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+/// Buffers [`InjectStore`] keeps for reuse, and the largest it keeps (so at
+/// most 256 KiB stay allocated).
+const SPARE_INJECT_BUFFERS: usize = 64;
+const SPARE_INJECT_CAPACITY: usize = 4096;
+
+impl InjectStore {
+    fn copy_of(&mut self, b: &[u8]) -> Vec<u8> {
+        self.bytes += b.len();
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(b);
+        v
+    }
+
+    fn give_back(&mut self, v: Vec<u8>) {
+        self.bytes -= v.len();
+        if self.spare.len() < SPARE_INJECT_BUFFERS && v.capacity() <= SPARE_INJECT_CAPACITY {
+            self.spare.push(v);
+        }
     }
 }
 
