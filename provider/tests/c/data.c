@@ -228,11 +228,26 @@ static void rdm_pair(int server)
 		one_way(!server, n, 0, i, buf);
 		one_way(server, n, 1, i + 50, buf);
 	}
-	/* inject: no completion; the data arrives. */
+	/* inject: no completion; the data arrives, though the buffer is
+	 * overwritten as soon as each call returns (fi_msg(3): reusable at
+	 * once). FI_INJECT through fi_sendmsg gathers three pieces. */
 	if (!server) {
 		fill(buf, 32, 7);
 		POST(fi_inject(ep, buf, 32, peer));
+		fill(buf, 32, 8);
 		POST(fi_tinject(ep, buf, 32, peer, 77));
+		memset(buf, 0, 32);
+		uint8_t whole[48];
+		fill(whole, sizeof(whole), 9);
+		memcpy(buf, whole, 10);
+		memcpy(buf + 200, whole + 10, 38);
+		struct iovec iov[3] = {{buf, 10}, {buf + 100, 0}, {buf + 200, 38}};
+		struct fi_msg m = {.msg_iov = iov, .iov_count = 3, .addr = peer,
+				   .context = (void *)0x49};
+		POST(fi_sendmsg(ep, &m, FI_INJECT | FI_COMPLETION));
+		memset(buf, 0, 256);
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x49 && (e.flags & FI_SEND));
 	} else {
 		uint8_t b[64];
 		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
@@ -240,7 +255,10 @@ static void rdm_pair(int server)
 		CHECK(e.len == 32 && check(b, 32, 7));
 		POST(fi_trecv(ep, b, sizeof(b), NULL, peer, 77, 0, NULL));
 		wait_ok(rxcq, &e, NULL);
-		CHECK(e.len == 32 && e.tag == 77 && check(b, 32, 7));
+		CHECK(e.len == 32 && e.tag == 77 && check(b, 32, 8));
+		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 48 && check(b, 48, 9));
 	}
 	/* senddata: remote CQ data with FI_REMOTE_CQ_DATA. */
 	if (!server) {
