@@ -929,7 +929,8 @@ impl Link {
     /// Hands up to `max` (≤ [`BURST`]) received datagrams to `f`, then tops
     /// the fill ring up. Frames that are not UDP to our IP and port are
     /// counted and recycled without reaching `f`. A datagram that arrived in
-    /// several chunks (multi-buffer) is gathered into one buffer first.
+    /// several chunks (multi-buffer) is handed over in them
+    /// ([`LinkConfig::rx_pieces`]) or gathered into one buffer first.
     pub fn recv<F>(&mut self, max: usize, mut f: F) -> usize
     where
         F: FnMut(RxDatagram<'_>) -> RxAction,
@@ -985,7 +986,7 @@ impl Link {
             return false;
         }
         let bytes = self.frame_slice(d.addr, d.len as usize).unwrap_or(&[]);
-        let (off, len, src) = match self.classify(bytes) {
+        let (off, len, src) = match self.classify(bytes, bytes.len()) {
             Ok(c) => c,
             Err(bad_csum) => {
                 self.count_bad(bad_csum);
@@ -1037,7 +1038,7 @@ impl Link {
         }
         let mut delivered = false;
         if ok {
-            match self.classify(&gather) {
+            match self.classify(&gather, gather.len()) {
                 Ok((off, len, src)) => match gather.get(off..off + len) {
                     Some(payload) => {
                         self.stats.rx_packets += 1;
@@ -1086,20 +1087,15 @@ impl Link {
             descs[k] = (d.addr, d.len as usize);
         }
         let total: usize = descs[..n].iter().map(|&(_, len)| len).sum();
+        // The headers must lie in the first chunk (decode_head checks), so
+        // the payload starts there.
         let verdict = if ok {
             let head = self.frame_slice(descs[0].0, descs[0].1).unwrap_or(&[]);
-            wire::decode_head(head, total, false)
-                .ok()
-                .filter(|d| {
-                    d.dst_port == self.local.port
-                        && d.dst_ip == self.local.ip
-                        && d.payload_offset <= descs[0].1
-                })
-                .map(|d| (d.payload_offset, d.payload_len, d.src))
+            self.classify(head, total)
         } else {
-            None
+            Err(false)
         };
-        let delivered = if let Some((off, len, src)) = verdict {
+        if let Ok((off, len, src)) = verdict {
             let mut pieces: [&[u8]; MAX_RX_PIECES] = [&[]; MAX_RX_PIECES];
             // Chunk k's share of the payload: what lies within
             // [off, off + len) of the frame.
@@ -1121,20 +1117,21 @@ impl Link {
                 payload: pieces[0],
                 pieces: &pieces[..count],
             });
-            true
-        } else {
-            false
-        };
+        }
         for &(addr, _) in &descs[..n] {
             let _ = self.pool.release_rx(addr);
         }
-        if delivered {
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += verdict.map_or(0, |(_, len, _)| len as u64);
-        } else {
-            self.stats.rx_malformed += 1;
+        match verdict {
+            Ok((_, len, _)) => {
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += len as u64;
+                true
+            }
+            Err(bad_csum) => {
+                self.count_bad(bad_csum);
+                false
+            }
         }
-        delivered
     }
 
     /// Recycles RX descriptors `first..end` unread, counted as malformed.
@@ -1158,12 +1155,13 @@ impl Link {
         }
     }
 
-    /// Decodes a received frame into (payload offset, payload length,
-    /// sender); `Err(true)` = bad checksum, `Err(false)` = anything else that
-    /// is not for us.
-    fn classify(&self, bytes: &[u8]) -> Result<(usize, usize, LinkAddr), bool> {
-        let d =
-            wire::decode(bytes, self.verify).map_err(|e| e == wire::DecodeError::BadChecksum)?;
+    /// Decodes a received frame of `frame_len` bytes, of which `head` (all
+    /// of it, or a multi-buffer frame's first chunk) holds the headers, into
+    /// (payload offset, payload length, sender); `Err(true)` = bad checksum,
+    /// `Err(false)` = anything else that is not for us.
+    fn classify(&self, head: &[u8], frame_len: usize) -> Result<(usize, usize, LinkAddr), bool> {
+        let d = wire::decode_head(head, frame_len, self.verify)
+            .map_err(|e| e == wire::DecodeError::BadChecksum)?;
         if d.dst_port != self.local.port || d.dst_ip != self.local.ip {
             return Err(false);
         }
