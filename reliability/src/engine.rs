@@ -206,6 +206,12 @@ impl Queues {
     }
 }
 
+/// Packets a peer may have in flight from us: our configured window, or
+/// less if the peer advertised less (its `window` field).
+fn send_window(ours: u16, peers: u16) -> usize {
+    usize::from(ours.min(peers))
+}
+
 /// Per-peer state. Kept small: an idle peer costs `size_of::<Peer<P>>()` plus
 /// its hash-map entry; queues live in `q` only while the peer is active.
 #[derive(Debug)]
@@ -1475,7 +1481,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         // An ack that moved the window lets waiting packets go; with none
         // waiting the peer has nothing to send (and stays off the ready list,
         // so the caller's transmit pass costs nothing).
-        if progressed && q.has_output(usize::from(cfg.window.min(p.peer_window))) {
+        if progressed && q.has_output(send_window(cfg.window, p.peer_window)) {
             self.mark_ready(pi);
         }
         self.arm_timers(pi);
@@ -1652,7 +1658,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         p.rnr_until == Instant::NEVER
             && p.q
                 .as_ref()
-                .is_some_and(|q| q.has_output(usize::from(self.cfg.window.min(p.peer_window))))
+                .is_some_and(|q| q.has_output(send_window(self.cfg.window, p.peer_window)))
     }
 
     /// Build the next packet for peer `pi`, if it has one.
@@ -1767,7 +1773,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let cfg_window = self.cfg.window;
         let p = &mut self.peers[pi as usize];
         let maxp = (buf.len().min(p.peer_mtu) - wire::DATA_OVERHEAD).min(usize::from(u16::MAX));
-        let window = usize::from(cfg_window.min(p.peer_window));
+        let window = send_window(cfg_window, p.peer_window);
         let q = p.q.as_mut()?;
         if q.inflight.len() >= window {
             return None;
