@@ -67,9 +67,6 @@ pub struct Endpoint {
     /// state lock: every data call reads them, fi_control rarely sets them.
     pub tx_op_flags: AtomicU64,
     pub rx_op_flags: AtomicU64,
-    /// Whether FI_LOG_LEVEL=debug logs every completion. libfabric reads its
-    /// log settings once, when it initialises, so asking once is enough.
-    pub log_completions: bool,
     pub state: Mutex<EpState>,
 }
 
@@ -95,17 +92,15 @@ impl Endpoint {
             Direction::Rx => (&st.rx_cq, &st.recv_cntr),
         };
         let failed = c.completion.error.is_some();
-        if self.log_completions {
-            crate::xdp_debug!(
-                FI_LOG_EP_DATA,
-                "completion {:?} ctx {:#x} len {} report {} error {:?}",
-                c.dir,
-                c.completion.op_context,
-                c.completion.len,
-                c.report,
-                c.completion.error
-            );
-        }
+        crate::xdp_debug!(
+            FI_LOG_EP_DATA,
+            "completion {:?} ctx {:#x} len {} report {} error {:?}",
+            c.dir,
+            c.completion.op_context,
+            c.completion.len,
+            c.report,
+            c.completion.error
+        );
         if let Some(k) = cntr {
             if failed { k.add_err(1) } else { k.add(1) }
         }
@@ -310,7 +305,6 @@ pub unsafe extern "C" fn xdp_endpoint(
             me: me.clone(),
             tx_op_flags: AtomicU64::new(info.tx_op_flags),
             rx_op_flags: AtomicU64::new(info.rx_op_flags),
-            log_completions: crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA),
             state: Mutex::new(EpState {
                 enabled: false,
                 tx_cq: None,

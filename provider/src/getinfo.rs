@@ -683,6 +683,7 @@ pub unsafe extern "C" fn xdp_getinfo(
     info: *mut *mut fi_info,
 ) -> c_int {
     guard_int("getinfo", || {
+        crate::log::mark_settled();
         if info.is_null() {
             return Err(Errno::INVAL);
         }

@@ -4,7 +4,7 @@
 //! Rust unit tests, messages are dropped: the core's log state is not ready.
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use libc::c_int;
 
@@ -22,10 +22,49 @@ pub fn registered() -> bool {
     REGISTERED.load(Ordering::Acquire)
 }
 
+/// Set by the first `fi_getinfo` that reaches us: libfabric has read its
+/// log settings (`fi_log_init`) and applied `FI_LOG_PROV` to us (at
+/// registration) by then, and changes neither afterwards, so its answers
+/// can be kept.
+static SETTLED: AtomicBool = AtomicBool::new(false);
+
+/// Log levels (`FI_LOG_WARN`..=`FI_LOG_DEBUG`) and subsystems (room for
+/// fi_log.h's ten) whose answers are kept.
+const LEVELS: usize = 4;
+const SUBSYSTEMS: usize = 16;
+
+/// `fi_log_enabled`'s answer per level and subsystem once settled: 0 = not
+/// asked yet, 1 = no, 2 = yes. Data-path code asks per datagram and per
+/// completion; this makes that a load instead of a call into libfabric.
+static ANSWERS: [AtomicU8; LEVELS * SUBSYSTEMS] = [const { AtomicU8::new(0) }; LEVELS * SUBSYSTEMS];
+
+/// Called from `fi_getinfo`: see [`SETTLED`].
+pub fn mark_settled() {
+    SETTLED.store(true, Ordering::Release);
+}
+
 /// Whether `level`/`subsys` would be printed; lets callers skip formatting.
 pub fn enabled(level: c_int, subsys: c_int) -> bool {
+    if !registered() {
+        return false;
+    }
+    let slot = match (usize::try_from(level), usize::try_from(subsys)) {
+        (Ok(l), Ok(s)) if l < LEVELS && s < SUBSYSTEMS && SETTLED.load(Ordering::Acquire) => {
+            Some(l * SUBSYSTEMS + s)
+        }
+        _ => None,
+    };
+    if let Some(answer) = slot.map(|i| ANSWERS[i].load(Ordering::Relaxed))
+        && answer != 0
+    {
+        return answer == 2;
+    }
     // SAFETY: PROVIDER is a valid, registered fi_provider.
-    registered() && unsafe { ffi::fi_log_enabled(crate::provider_ptr(), level, subsys) } != 0
+    let on = unsafe { ffi::fi_log_enabled(crate::provider_ptr(), level, subsys) } != 0;
+    if let Some(i) = slot {
+        ANSWERS[i].store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
+    on
 }
 
 /// Emit one message (use the `xdp_warn!`/`xdp_info!`/… macros).

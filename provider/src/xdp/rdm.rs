@@ -154,10 +154,6 @@ pub struct Rdm {
     /// Datagrams dropped because their source was new and the address table
     /// full ([`MAX_PEER_ADDRS`]).
     unknown_sources_dropped: u64,
-    /// Whether FI_LOG_LEVEL=debug traces every datagram. libfabric reads its
-    /// log settings once, when it initialises, so asking once is enough (the
-    /// question is a call into libfabric, twice per message otherwise).
-    trace_on: bool,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds. Read on every progress pass and every
@@ -178,8 +174,8 @@ fn monotonic_ns() -> u64 {
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
 /// type, session ids, sequence and ack numbers (PROTOCOL.md common header).
-fn trace(on: bool, dir: &str, key: u32, d: &[u8]) {
-    if on && d.len() >= 20 {
+fn trace(dir: &str, key: u32, d: &[u8]) {
+    if d.len() >= 20 && crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA) {
         let rd = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
         crate::xdp_debug!(
             FI_LOG_EP_DATA,
@@ -297,7 +293,6 @@ impl Rdm {
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
             timeouts_seen: 0,
             unknown_sources_dropped: 0,
-            trace_on: crate::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA),
         }
     }
 
@@ -328,7 +323,6 @@ impl Rdm {
                 peers,
                 sends,
                 self_key,
-                trace_on,
                 ..
             } = self;
             for n in 0..TX_BATCH {
@@ -368,7 +362,7 @@ impl Rdm {
                     continue;
                 };
                 if let Some(b) = port.tx_payload_mut(buf) {
-                    trace(*trace_on, "tx", t.dst, &b[..t.len]);
+                    trace("tx", t.dst, &b[..t.len]);
                 }
                 match port.send(buf, &to, t.len) {
                     // No room (ring or socket buffer full) or no MAC yet:
@@ -596,7 +590,6 @@ impl DataPath for Rdm {
                 peers,
                 recvs,
                 unknown_sources_dropped,
-                trace_on,
                 ..
             } = self;
             let mut learnt = Vec::new();
@@ -612,7 +605,7 @@ impl DataPath for Rdm {
                     // allocation or second lookup per datagram otherwise).
                     learnt.push(src);
                 }
-                trace(*trace_on, "rx", key, pieces.first().copied().unwrap_or(&[]));
+                trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
                     [payload] => {
                         engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs))
