@@ -389,7 +389,8 @@ fn c_data_self() {
     for ep in ["rdm", "dgram"] {
         let out = run_in(&pair.a, &pair.b, &bin, &["self", "/nonexistent", ep], &[]);
         assert_passed("data self", &out);
-        // The same with FI_SELECTIVE_COMPLETION on the transmit CQ.
+        // The same with FI_SELECTIVE_COMPLETION on both CQs (and, for RDM,
+        // a multi-recv buffer whose release must still be reported).
         let out = run_in(
             &pair.a,
             &pair.b,

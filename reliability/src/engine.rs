@@ -727,7 +727,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 len: 0,
                 buf_offset: 0,
                 data: 0,
-                tag: 0,
+                // No message: report the tag that was asked for.
+                tag: tag.map_or(0, |t| t.tag),
                 src: None,
                 error: Some(OpError::NoMessage),
                 olen: 0,

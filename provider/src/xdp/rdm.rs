@@ -199,9 +199,8 @@ fn fabric_flags(f: rel::Flags) -> u64 {
         (rel::Flags::TAGGED, FI_TAGGED),
         (rel::Flags::REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA),
         (rel::Flags::MULTI_RECV, FI_MULTI_RECV),
-        (rel::Flags::PEEK, FI_PEEK),
-        (rel::Flags::CLAIM, FI_CLAIM),
-        (rel::Flags::DISCARD, FI_DISCARD),
+        // PEEK, CLAIM and DISCARD stay inside: fi_cq(3) defines none of them
+        // as a completion flag (FI_CLAIM only for FI_BUFFERED_RECV).
     ] {
         if f.contains(e) {
             o |= fl;
@@ -405,7 +404,9 @@ impl Rdm {
             if release {
                 self.recvs.remove(&c.token);
             }
-            found
+            // The release of a multi-recv buffer is always reported, even
+            // where receive completions are suppressed (fi_msg(3) FI_MULTI_RECV).
+            (found.0, found.1 || flags & FI_MULTI_RECV != 0, found.2)
         } else {
             match self.sends.remove(&c.token) {
                 Some(s) => (s.context, s.report, 0),
@@ -427,7 +428,12 @@ impl Rdm {
                 op_context: context,
                 flags,
                 len: c.len,
-                buf: if recv { base + c.buf_offset } else { 0 },
+                // A peek copies no data, which fi_tagged(3) says with a NULL buf.
+                buf: if recv && !c.flags.contains(rel::Flags::PEEK) {
+                    base + c.buf_offset
+                } else {
+                    0
+                },
                 data: c.data,
                 tag: c.tag,
                 src: FI_ADDR_NOTAVAIL,

@@ -122,7 +122,7 @@ static void setup(int ep_type)
 	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
 	selective = getenv("XT_SELECTIVE") != NULL;
 	REQUIRE(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0);
-	REQUIRE(fi_ep_bind(ep, &rxcq->fid, FI_RECV) == 0);
+	REQUIRE(fi_ep_bind(ep, &rxcq->fid, FI_RECV | (selective ? FI_SELECTIVE_COMPLETION : 0)) == 0);
 	struct fi_cntr_attr cattr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
 	REQUIRE(fi_cntr_open(r.domain, &cattr, &cntr, NULL) == 0);
 	REQUIRE(fi_ep_bind(ep, &cntr->fid, FI_SEND | FI_RECV) == 0);
@@ -299,12 +299,17 @@ static void rdm_pair(int server)
 				CHECK(!"peek failed with something else than FI_ENOMSG");
 				break;
 			}
+			/* No message: the tag asked for, no data. */
+			CHECK(err.tag == 4242 && err.buf == NULL);
 			misses++;
 		}
+		/* A peek copies no data: buf NULL (fi_tagged(3)); flags are
+		 * completion flags only (fi_cq(3)), not FI_PEEK. */
 		CHECK(e.len == 40 && e.tag == 4242 && e.op_context == &ctx);
+		CHECK(e.buf == NULL && e.flags == (FI_TAGGED | FI_RECV));
 		POST(fi_trecvmsg(ep, &tm, FI_PEEK | FI_CLAIM));
 		wait_ok(rxcq, &e, NULL);
-		CHECK(e.len == 40 && e.tag == 4242);
+		CHECK(e.len == 40 && e.tag == 4242 && e.buf == NULL);
 		memset(pb, 0, sizeof(pb));
 		POST(fi_trecvmsg(ep, &tm, FI_CLAIM));
 		wait_ok(rxcq, &e, NULL);
@@ -431,7 +436,14 @@ static void self_test(void)
 	unsigned cnt = sizeof(ns) / sizeof(ns[0]);
 	for (unsigned i = 0; i < cnt; i++) {
 		size_t n = ns[i];
-		POST(fi_recv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, (void *)0x61));
+		if (selective) {
+			struct iovec riov = {buf, n + 16};
+			struct fi_msg rm = {.msg_iov = &riov, .iov_count = 1,
+					    .addr = FI_ADDR_UNSPEC, .context = (void *)0x61};
+			POST(fi_recvmsg(ep, &rm, FI_COMPLETION));
+		} else {
+			POST(fi_recv(ep, buf, n + 16, NULL, FI_ADDR_UNSPEC, (void *)0x61));
+		}
 		fill(out, n, i);
 		if (selective) {
 			/* fi_send: no completion; fi_sendmsg with FI_COMPLETION: one. */
@@ -465,6 +477,25 @@ static void self_test(void)
 	if (fi_cntr_read(cntr) != 2 * cnt)
 		fprintf(stderr, "counter %" PRIu64 " want %u (%s, selective %d)\n", fi_cntr_read(cntr), 2 * cnt, rdm ? "rdm" : "dgram", selective);
 	CHECK(fi_cntr_readerr(cntr) == 0);
+	if (selective && rdm) {
+		/* A multi-recv buffer posted without FI_COMPLETION: its messages
+		 * are not reported, but its release is (fi_msg(3) FI_MULTI_RECV). */
+		size_t min = 1100;
+		CHECK_RET(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+		struct iovec riov = {buf, 4096};
+		struct fi_msg rm = {.msg_iov = &riov, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+				    .context = (void *)0x64};
+		POST(fi_recvmsg(ep, &rm, FI_MULTI_RECV));
+		for (unsigned k = 0; k < 2; k++) {
+			fill(out, 1500, 40 + k);
+			POST(fi_send(ep, out, 1500, NULL, self_addr, NULL));
+		}
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x64 && (e.flags & FI_MULTI_RECV));
+		CHECK(e.len == 1500 && e.buf == buf + 1500 && check(buf + 1500, 1500, 41));
+		CHECK(check(buf, 1500, 40));
+		CHECK_RET(fi_cq_read(rxcq, &e, 1), -FI_EAGAIN);
+	}
 	free(buf);
 	free(out);
 }
