@@ -164,6 +164,26 @@ pub unsafe fn write_out<T>(p: *mut T, v: T) -> Result<()> {
     Ok(())
 }
 
+/// Write an error entry (`fi_cq_err_entry`, `fi_eq_err_entry`) for an
+/// application that asked for API `api`. Before 1.5 the structs ended
+/// before `err_data_size` (libfabric's `fi_cq_err_entry_1_0` and
+/// `fi_eq_err_entry_1_0`, which its 1.0 ABI entry points still use), so such
+/// an application's buffer is only that long: write just the prefix.
+///
+/// # Safety
+/// `dst` must be non-NULL and valid for a write of the struct its API has.
+pub unsafe fn write_err_entry<T: Copy>(dst: *mut T, entry: &T, api: u32, prefix_1_0: usize) {
+    let len = if api >= fi_version(1, 5) {
+        size_of::<T>()
+    } else {
+        prefix_1_0.min(size_of::<T>())
+    };
+    // SAFETY: `dst` holds at least `len` bytes (caller); `entry` is a T.
+    unsafe {
+        std::ptr::copy_nonoverlapping((entry as *const T).cast::<u8>(), dst.cast::<u8>(), len)
+    };
+}
+
 /// Count of live references from other objects (children opened from a
 /// domain, endpoints bound to a CQ, …): `fi_close` on an object whose count
 /// is non-zero returns -FI_EBUSY (fi_domain(3), fi_cq(3), fi_av(3)).

@@ -13,9 +13,10 @@
 //! - The queue grows instead of overrunning: FI_EOVERRUN never happens.
 
 use std::collections::VecDeque;
+use std::mem::offset_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
@@ -117,6 +118,28 @@ impl FdWait {
         // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
         unsafe { libc::read(self.evfd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
     }
+
+    /// Block until the eventfd or a member socket is readable, or `limit`
+    /// passes. `Err(Interrupted)` when a signal arrived: ppoll is never
+    /// restarted, so a signalled thread gets back to its caller (fi_cq(3)
+    /// fi_cq_sread).
+    fn wait(&self, limit: Duration) -> std::io::Result<()> {
+        let mut p = libc::pollfd {
+            fd: self.epfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: limit.as_secs() as libc::time_t,
+            tv_nsec: limit.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 /// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
@@ -135,15 +158,19 @@ pub struct Cq {
     pub wait_obj: c_int,
     wait_cond: c_int,
     state: Mutex<CompletionQueue>,
-    cond: Condvar,
     signaled: AtomicBool,
+    /// Threads blocked in sread: only then does a completion on an
+    /// FI_WAIT_UNSPEC CQ write the eventfd (a syscall per completion
+    /// otherwise).
+    waiters: AtomicU32,
     /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
     /// on).
     yield_when_idle: bool,
     /// Reads in a row that found nothing: the yield waits for
     /// [`SPIN_BEFORE_YIELD`] of them.
     empty_reads: AtomicU32,
-    /// FI_WAIT_FD support.
+    /// FI_WAIT_FD's wait object; FI_WAIT_UNSPEC blocks on one too, so that
+    /// sread wakes when datagrams arrive or a signal comes.
     fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
     progress: ProgressSet,
@@ -165,7 +192,9 @@ impl CompletionQueue {
 
     /// fi_cq_read: up to `count` successful completions from the head, in
     /// order, stopping before the first error; -FI_EAVAIL if an error is at
-    /// the head, -FI_EAGAIN if the queue is empty ("RETURN VALUES").
+    /// the head, -FI_EAGAIN if the queue is empty ("RETURN VALUES"). A zero
+    /// `count` (only driving progress) reads nothing and returns 0 when
+    /// successes wait.
     pub fn read_into(
         &mut self,
         count: usize,
@@ -186,7 +215,8 @@ impl CompletionQueue {
             return Ok(n);
         }
         match self.entries.front() {
-            Some(_) => Err(Errno::AVAIL),
+            Some(c) if c.error.is_some() => Err(Errno::AVAIL),
+            Some(_) => Ok(0),
             None => Err(Errno::AGAIN),
         }
     }
@@ -228,16 +258,16 @@ impl Cq {
     /// Queue a completion (called by endpoints during progress).
     pub fn push(&self, c: Completion) {
         lock(&self.state).push(c);
-        if self.wait_obj != FI_WAIT_NONE {
-            self.cond.notify_all();
-        }
-        if let Some(w) = &self.fd_wait {
+        // FI_WAIT_FD: the application may block on the fd itself.
+        if let Some(w) = &self.fd_wait
+            && (self.wait_obj == FI_WAIT_FD || self.waiters.load(Ordering::SeqCst) > 0)
+        {
             w.notify();
         }
     }
 
-    /// Whether this CQ waits on an fd (FI_WAIT_FD), so endpoints' sockets
-    /// must join it.
+    /// Whether this CQ waits on an fd (FI_WAIT_FD, FI_WAIT_UNSPEC), so
+    /// endpoints' sockets must join it.
     pub fn wants_wait_fd(&self) -> bool {
         self.fd_wait.is_some()
     }
@@ -419,10 +449,15 @@ pub unsafe extern "C" fn xdp_cq_open(
             }
             _ => return Err(Errno::INVAL),
         };
-        if a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD {
+        // fi_cq(3) wait_cond: "ignored if wait_obj is set to FI_WAIT_NONE".
+        let wait_cond = if wait_obj == FI_WAIT_NONE {
+            FI_CQ_COND_NONE
+        } else if a.wait_cond == FI_CQ_COND_NONE || a.wait_cond == FI_CQ_COND_THRESHOLD {
+            a.wait_cond
+        } else {
             return Err(Errno::INVAL);
-        }
-        let fd_wait = if wait_obj == FI_WAIT_FD {
+        };
+        let fd_wait = if wait_obj == FI_WAIT_FD || wait_obj == FI_WAIT_UNSPEC {
             Some(FdWait::new().map_err(|e| Errno::from_os(&e))?)
         } else {
             None
@@ -433,10 +468,10 @@ pub unsafe extern "C" fn xdp_cq_open(
             domain: domain.clone(),
             format,
             wait_obj,
-            wait_cond: a.wait_cond,
+            wait_cond,
             state: Mutex::default(),
-            cond: Condvar::new(),
             signaled: AtomicBool::new(false),
+            waiters: AtomicU32::new(0),
             yield_when_idle: domain.cfg.yield_when_idle,
             empty_reads: AtomicU32::new(0),
             progress: ProgressSet::default(),
@@ -486,11 +521,11 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
             }
             FI_GETWAIT => match &o.inner.fd_wait {
                 // SAFETY: with FI_WAIT_FD, arg is an int * (fi_eq(3) FI_GETWAIT).
-                Some(w) => {
+                Some(w) if o.inner.wait_obj == FI_WAIT_FD => {
                     unsafe { abi::write_out(arg.cast::<c_int>(), w.epfd.as_raw_fd()) }.map(|_| 0)
                 }
                 // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
-                None => Err(Errno::NOSYS),
+                _ => Err(Errno::NOSYS),
             },
             _ => Err(Errno::NOSYS),
         }
@@ -510,9 +545,12 @@ unsafe fn read_common(
 ) -> Result<ssize_t> {
     // SAFETY: validated by obj().
     let o = unsafe { obj::<CqObj>(cq.cast()) }?;
-    if count > 0 && (buf.is_null() || (want_src && src.is_null())) {
+    if count > 0 && buf.is_null() {
         return Err(Errno::INVAL);
     }
+    // readfrom without room for addresses reads like fi_cq_read (as the
+    // tcp provider does), rather than failing a read that can succeed.
+    let want_src = want_src && !src.is_null();
     o.inner.run_progress();
     let format = o.inner.format;
     let n = o.inner.read_into(count, |i, c| {
@@ -536,8 +574,6 @@ unsafe fn read_common(
             o.inner.empty_reads.store(0, Ordering::Relaxed);
             Ok(n as ssize_t)
         }
-        // A zero count only drives progress (fi_cq(3) fi_cq_read).
-        Err(Errno::AGAIN) if count == 0 => Ok(0),
         Err(Errno::AGAIN) => {
             // Nothing yet: the application will poll again at once. When
             // that keeps happening, give the CPU away first, so that on a
@@ -582,23 +618,21 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
         if buf.is_null() {
             return Err(Errno::INVAL);
         }
-        if flags != 0 {
-            return Err(Errno::BADFLAGS);
-        }
+        // fi_cq(3) defines no readerr flags; like libfabric's own CQs, the
+        // argument is ignored rather than failing the read.
+        let _ = flags;
         let (c, e) = o.inner.take_error().ok_or(Errno::AGAIN)?;
-        // SAFETY: buf checked non-NULL and points to a caller fi_cq_err_entry.
-        let user = unsafe { &mut *buf };
         let api = o.inner.domain.fabric.api_version;
-        let (err_data, err_data_size) = if api >= fi_version(1, 5)
-            && user.err_data_size > 0
-            && !user.err_data.is_null()
-        {
-            let n = user.err_data_size.min(e.err_data.len());
+        // Only a 1.5+ entry has err_data_size, and with it a user buffer.
+        // SAFETY: buf is non-NULL; the fields read exist for api >= 1.5.
+        let user_data = (api >= fi_version(1, 5))
+            .then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) })
+            .filter(|(p, n)| !p.is_null() && *n > 0);
+        let (err_data, err_data_size) = if let Some((user_buf, user_len)) = user_data {
+            let n = user_len.min(e.err_data.len());
             // SAFETY: the caller's buffer holds err_data_size bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user.err_data.cast::<u8>(), n)
-            };
-            (user.err_data, n)
+            unsafe { std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user_buf.cast::<u8>(), n) };
+            (user_buf, n)
         } else {
             let mut st = lock(&o.inner.state);
             st.last_err_data = e.err_data;
@@ -609,7 +643,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
             };
             (p, st.last_err_data.len())
         };
-        *user = fi_cq_err_entry {
+        let entry = fi_cq_err_entry {
             op_context: c.op_context as *mut c_void,
             flags: c.flags,
             len: c.len,
@@ -621,6 +655,10 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
             prov_errno: e.prov_errno,
             err_data,
             err_data_size,
+        };
+        // SAFETY: buf is non-NULL and holds the entry of the caller's API.
+        unsafe {
+            abi::write_err_entry(buf, &entry, api, offset_of!(fi_cq_err_entry, err_data_size))
         };
         Ok(1)
     })
@@ -655,6 +693,7 @@ unsafe fn sread_common(
         1
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let _waiting = Waiting::new(&q.waiters);
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -673,12 +712,41 @@ unsafe fn sread_common(
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
         // Progress is ours to drive, so wait only briefly between passes.
-        if q.wait_obj == FI_WAIT_YIELD {
-            std::thread::yield_now();
-        } else {
-            let st = lock(&q.state);
-            let _ = q.cond.wait_timeout(st, Duration::from_micros(200));
+        let Some(w) = &q.fd_wait else {
+            std::thread::yield_now(); // FI_WAIT_YIELD
+            continue;
+        };
+        match w.wait(Duration::from_micros(200)) {
+            // "If the timeout expires or the calling thread is signaled and
+            // no data is available ..., returns -FI_EAGAIN" (fi_cq(3)).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                q.run_progress();
+                // SAFETY: forwarded contract.
+                return unsafe { read_common(cq, buf, count, src, want_src) };
+            }
+            _ => {}
         }
+        // The eventfd has done its job; an FI_WAIT_FD one stays readable
+        // while completions are queued (level-triggered, as read_common keeps it).
+        if q.wait_obj != FI_WAIT_FD || q.queued() == 0 {
+            w.drain();
+        }
+    }
+}
+
+/// Counts a thread blocked in sread for as long as it is there.
+struct Waiting<'a>(&'a AtomicU32);
+
+impl<'a> Waiting<'a> {
+    fn new(n: &'a AtomicU32) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -718,7 +786,6 @@ unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
             return Err(Errno::INVAL);
         }
         o.inner.signaled.store(true, Ordering::Release);
-        o.inner.cond.notify_all();
         if let Some(w) = &o.inner.fd_wait {
             w.notify();
         }
@@ -789,6 +856,20 @@ mod tests {
         assert_eq!((c.op_context, e.err, e.olen), (3, FI_ETRUNC, 3));
         assert_eq!(q.read_into(8, |_, c| assert_eq!(c.op_context, 4)), Ok(1));
         assert_eq!(q.read_into(8, |_, _| {}), Err(Errno::AGAIN));
+    }
+
+    /// fi_cq_read with count 0 drives progress: 0 when successes wait,
+    /// -FI_EAVAIL only when an error is at the head, -FI_EAGAIN when empty.
+    #[test]
+    fn zero_count_reads_nothing() {
+        let mut q = CompletionQueue::default();
+        assert_eq!(q.read_into(0, |_, _| {}), Err(Errno::AGAIN));
+        q.push(ok(1));
+        assert_eq!(q.read_into(0, |_, _| {}), Ok(0));
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.read_into(1, |_, _| {}), Ok(1));
+        q.push(err(2, FI_ETRUNC));
+        assert_eq!(q.read_into(0, |_, _| {}), Err(Errno::AVAIL));
     }
 
     #[test]

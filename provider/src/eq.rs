@@ -2,6 +2,7 @@
 //! AV insertion (FI_AV_COMPLETE) and application writes (fi_eq_write).
 
 use std::collections::VecDeque;
+use std::mem::offset_of;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -251,21 +252,22 @@ unsafe extern "C" fn eq_readerr(eq: *mut fid_eq, buf: *mut fi_eq_err_entry, flag
                 let mut e = *entry;
                 e.err_data = std::ptr::null_mut();
                 e.err_data_size = 0;
-                // SAFETY: buf checked non-NULL.
-                unsafe { *buf = e };
+                // SAFETY: buf checked non-NULL, holding the caller's API's entry.
+                unsafe { abi::write_err_entry(buf, &e, api, ERR_ENTRY_1_0) };
             }
-            return Ok(size_of::<fi_eq_err_entry>() as ssize_t);
+            return Ok(err_entry_len(api) as ssize_t);
         };
-        // SAFETY: buf checked non-NULL.
-        let user = unsafe { &mut *buf };
+        // Only a 1.5+ entry has err_data_size, and with it a user buffer.
+        // SAFETY: buf is non-NULL; the fields read exist for api >= 1.5.
+        let user_data = (api >= fi_version(1, 5))
+            .then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) })
+            .filter(|(p, n)| !p.is_null() && *n > 0);
         let mut e = entry;
-        if api >= fi_version(1, 5) && user.err_data_size > 0 && !user.err_data.is_null() {
-            let n = user.err_data_size.min(err_data.len());
+        if let Some((user_buf, user_len)) = user_data {
+            let n = user_len.min(err_data.len());
             // SAFETY: the caller's buffer holds err_data_size bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(err_data.as_ptr(), user.err_data.cast::<u8>(), n)
-            };
-            e.err_data = user.err_data;
+            unsafe { std::ptr::copy_nonoverlapping(err_data.as_ptr(), user_buf.cast::<u8>(), n) };
+            e.err_data = user_buf;
             e.err_data_size = n;
         } else {
             st.last_err_data = err_data;
@@ -276,9 +278,22 @@ unsafe extern "C" fn eq_readerr(eq: *mut fid_eq, buf: *mut fi_eq_err_entry, flag
             };
             e.err_data_size = st.last_err_data.len();
         }
-        *user = e;
-        Ok(size_of::<fi_eq_err_entry>() as ssize_t)
+        // SAFETY: buf is non-NULL and holds the entry of the caller's API.
+        unsafe { abi::write_err_entry(buf, &e, api, ERR_ENTRY_1_0) };
+        Ok(err_entry_len(api) as ssize_t)
     })
+}
+
+/// Size of `fi_eq_err_entry` before libfabric 1.5 added `err_data_size`.
+const ERR_ENTRY_1_0: usize = offset_of!(fi_eq_err_entry, err_data_size);
+
+/// What fi_eq_readerr returns: the size of the caller's entry.
+fn err_entry_len(api: u32) -> usize {
+    if api >= fi_version(1, 5) {
+        size_of::<fi_eq_err_entry>()
+    } else {
+        ERR_ENTRY_1_0
+    }
 }
 
 /// fi_eq_write: queue an application event; returns the bytes written.

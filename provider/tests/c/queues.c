@@ -1,10 +1,25 @@
 /* Completion queues, event queues and counters without traffic: opening
  * with each format and wait object, the empty-queue return codes of
- * fi_cq(3)/fi_eq(3)/fi_cntr(3), blocking reads with timeouts and signals,
- * strerror, and bad arguments. */
+ * fi_cq(3)/fi_eq(3)/fi_cntr(3), blocking reads with timeouts, fi_cq_signal
+ * and POSIX signals, strerror, and bad arguments. */
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "xt.h"
+
+static void on_signal(int sig)
+{
+	(void)sig;
+}
+
+static void *signal_after_100ms(void *arg)
+{
+	usleep(100 * 1000);
+	pthread_kill(*(pthread_t *)arg, SIGUSR1);
+	return NULL;
+}
 
 static double now_ms(void)
 {
@@ -28,12 +43,14 @@ static void cq_tests(struct xt_res *r)
 		CHECK_RET(fi_cq_read(cq, ent, 4), -FI_EAGAIN);
 		CHECK_RET(fi_cq_readfrom(cq, ent, 4, src), -FI_EAGAIN);
 		CHECK_RET(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
-		/* count 0 only drives progress. */
-		CHECK_RET(fi_cq_read(cq, NULL, 0), 0);
+		/* count 0 only drives progress; an empty CQ still says so. */
+		CHECK_RET(fi_cq_read(cq, NULL, 0), -FI_EAGAIN);
 		CHECK_RET(fi_cq_read(cq, NULL, 1), -FI_EINVAL);
-		CHECK_RET(fi_cq_readfrom(cq, ent, 1, NULL), -FI_EINVAL);
+		/* readfrom with no address array reads like fi_cq_read. */
+		CHECK_RET(fi_cq_readfrom(cq, ent, 1, NULL), -FI_EAGAIN);
 		CHECK_RET(fi_cq_readerr(cq, NULL, 0), -FI_EINVAL);
-		CHECK_RET(fi_cq_readerr(cq, &err, FI_PEEK), -FI_EBADFLAGS);
+		/* fi_cq(3) defines no readerr flags: ignored. */
+		CHECK_RET(fi_cq_readerr(cq, &err, FI_PEEK), -FI_EAGAIN);
 		/* FI_WAIT_NONE (default): no blocking reads, no signal. */
 		CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 0), -FI_EINVAL);
 		CHECK_RET(fi_cq_signal(cq), -FI_EINVAL);
@@ -55,6 +72,20 @@ static void cq_tests(struct xt_res *r)
 	t0 = now_ms();
 	CHECK_RET(fi_cq_sreadfrom(cq, ent, 1, src, NULL, 5000), -FI_EAGAIN);
 	CHECK(now_ms() - t0 < 1000);
+	/* So does a POSIX signal, even with no timeout: "Threads blocking in
+	 * this function will return to the caller if they are signaled by some
+	 * external source" (fi_cq(3)). */
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t killer;
+	pthread_t self = pthread_self();
+	REQUIRE(pthread_create(&killer, NULL, signal_after_100ms, &self) == 0);
+	t0 = now_ms();
+	CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, -1), -FI_EAGAIN);
+	dt = now_ms() - t0;
+	CHECK(dt >= 90 && dt < 3000);
+	pthread_join(killer, NULL);
 	void *wait;
 	CHECK_RET(fi_control(&cq->fid, FI_GETWAIT, &wait), -FI_ENOSYS);
 	char buf[64];
@@ -105,8 +136,12 @@ static void cq_tests(struct xt_res *r)
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
 	attr.wait_obj = 99;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
+	/* wait_cond is "ignored if wait_obj is set to FI_WAIT_NONE". */
 	attr.wait_obj = FI_WAIT_NONE;
 	attr.wait_cond = 7;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	attr.wait_obj = FI_WAIT_UNSPEC;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
 }
 
@@ -177,6 +212,52 @@ static void cntr_tests(struct xt_res *r)
 	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_ENOSYS);
 }
 
+/* An application of API 1.4 has the 1.0 error entries, which end before
+ * err_data_size: fi_cq_readerr must not write past them. The error is a
+ * cancelled receive. */
+static void old_api_readerr(void)
+{
+	struct fi_info *h = xt_hints(FI_EP_RDM), *info = NULL;
+	h->domain_attr->name = strdup(xt_iface);
+	CHECK_RET(fi_getinfo(FI_VERSION(1, 4), NULL, NULL, 0, h, &info), 0);
+	fi_freeinfo(h);
+	if (!info)
+		return;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT};
+	REQUIRE(fi_fabric(info->fabric_attr, &fab, NULL) == 0);
+	REQUIRE(fi_domain(fab, info, &dom, NULL) == 0);
+	REQUIRE(fi_av_open(dom, &av_attr, &av, NULL) == 0);
+	REQUIRE(fi_cq_open(dom, &cq_attr, &cq, NULL) == 0);
+	REQUIRE(fi_endpoint(dom, info, &ep, NULL) == 0);
+	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
+	REQUIRE(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	REQUIRE(fi_enable(ep) == 0);
+	char buf[16];
+	CHECK_RET(fi_recv(ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, (void *)0x51), 0);
+	CHECK_RET(fi_cancel(&ep->fid, (void *)0x51), 0);
+	struct fi_cq_err_entry err;
+	memset(&err, 0, sizeof(err));
+	err.err_data_size = 0x5a5a5a5a; /* past the 1.0 struct: must stay */
+	ssize_t n;
+	while ((n = fi_cq_readerr(cq, &err, 0)) == -FI_EAGAIN)
+		fi_cq_read(cq, NULL, 0);
+	CHECK_RET(n, 1);
+	CHECK(err.err == FI_ECANCELED && err.op_context == (void *)0x51);
+	CHECK(err.err_data_size == 0x5a5a5a5a);
+	CHECK_RET(fi_close(&ep->fid), 0);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	CHECK_RET(fi_close(&av->fid), 0);
+	CHECK_RET(fi_close(&dom->fid), 0);
+	CHECK_RET(fi_close(&fab->fid), 0);
+	fi_freeinfo(info);
+}
+
 int main(int argc, char **argv)
 {
 	struct xt_res r;
@@ -186,5 +267,6 @@ int main(int argc, char **argv)
 	eq_tests(&r);
 	cntr_tests(&r);
 	xt_close(&r);
+	old_api_readerr();
 	return xt_done("queues");
 }
