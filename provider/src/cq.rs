@@ -24,6 +24,7 @@ use libc::{c_char, c_int, c_void, size_t, ssize_t};
 use crate::abi::{
     self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
 };
+use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::{Endpoint, ProgressSet};
 use crate::sys::*;
@@ -63,6 +64,9 @@ pub struct Completion {
 pub struct FdWait {
     epfd: OwnedFd,
     evfd: OwnedFd,
+    /// Armed by fi_trywait for the endpoints' next protocol timer, so that
+    /// an application blocked on the fd wakes to run it.
+    timer: OwnedFd,
 }
 
 impl FdWait {
@@ -81,8 +85,21 @@ impl FdWait {
         }
         // SAFETY: evfd is a fresh fd we own.
         let evfd = unsafe { OwnedFd::from_raw_fd(evfd) };
-        let w = FdWait { epfd, evfd };
+        // SAFETY: as above.
+        let timer = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if timer < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: timer is a fresh fd we own.
+        let timer = unsafe { OwnedFd::from_raw_fd(timer) };
+        let w = FdWait { epfd, evfd, timer };
         w.add(w.evfd.as_raw_fd());
+        w.add(w.timer.as_raw_fd());
         Ok(w)
     }
 
@@ -115,8 +132,33 @@ impl FdWait {
 
     fn drain(&self) {
         let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
-        unsafe { libc::read(self.evfd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        for fd in [&self.evfd, &self.timer] {
+            // SAFETY: reads 8 bytes into a valid u64 from our non-blocking
+            // eventfd / timerfd.
+            unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+
+    /// Make the fd readable after `after` (`None`: disarm).
+    fn arm(&self, after: Option<Duration>) {
+        let d = after.unwrap_or_default();
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            // An all-zero value disarms; a due timer gets 1 ns.
+            it_value: libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: if after.is_some() && d.is_zero() {
+                    1
+                } else {
+                    d.subsec_nanos() as libc::c_long
+                },
+            },
+        };
+        // SAFETY: our timerfd, a valid itimerspec, no old value wanted.
+        unsafe { libc::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
     }
 
     /// Block until the eventfd or a member socket is readable, or `limit`
@@ -169,8 +211,9 @@ pub struct Cq {
     /// Reads in a row that found nothing: the yield waits for
     /// [`SPIN_BEFORE_YIELD`] of them.
     empty_reads: AtomicU32,
-    /// FI_WAIT_FD's wait object; FI_WAIT_UNSPEC blocks on one too, so that
-    /// sread wakes when datagrams arrive or a signal comes.
+    /// FI_WAIT_FD's wait object; FI_WAIT_UNSPEC blocks on one too (without
+    /// the sockets), so that sread wakes for completions pushed by another
+    /// thread and for signals.
     fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
     progress: ProgressSet,
@@ -266,10 +309,12 @@ impl Cq {
         }
     }
 
-    /// Whether this CQ waits on an fd (FI_WAIT_FD, FI_WAIT_UNSPEC), so
-    /// endpoints' sockets must join it.
+    /// Whether endpoints' sockets must join this CQ's wait fd: only for
+    /// FI_WAIT_FD, since watching an AF_XDP socket costs every packet a
+    /// wake-up (`Port::wait_fd`). An FI_WAIT_UNSPEC sread finds arrivals
+    /// by its progress passes instead.
     pub fn wants_wait_fd(&self) -> bool {
-        self.fd_wait.is_some()
+        self.wait_obj == FI_WAIT_FD
     }
 
     /// An enabled endpoint's socket joins the wait fd (FI_WAIT_FD).
@@ -285,18 +330,30 @@ impl Cq {
         }
     }
 
-    /// fi_trywait(3) for this CQ: drive progress; -FI_EAGAIN if completions
-    /// are ready, else reset the wait fd so blocking on it is safe.
+    /// fi_trywait (fi_poll(3)) for this CQ: drive progress; -FI_EAGAIN if
+    /// completions are ready or an endpoint has work now. Otherwise reset
+    /// the wait fd, with its timer armed for the endpoints' next protocol
+    /// timer, so that blocking on it is safe: the peer may be waiting for
+    /// our retransmission or ack, which only a progress call sends.
     pub fn trywait(&self) -> Result<()> {
         self.run_progress();
-        let st = lock(&self.state);
-        if !st.is_empty() {
-            return Err(Errno::AGAIN);
-        }
+        // Drain before looking: a completion pushed after this point
+        // leaves the fd readable.
         if let Some(w) = &self.fd_wait {
             w.drain();
         }
-        Ok(())
+        if !lock(&self.state).is_empty() {
+            return Err(Errno::AGAIN);
+        }
+        match self.progress.wait_state() {
+            WaitState::Busy => Err(Errno::AGAIN),
+            WaitState::Idle { timer } => {
+                if let Some(w) = &self.fd_wait {
+                    w.arm(timer);
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Register an endpoint whose progress reads of this CQ drive.

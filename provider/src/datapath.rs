@@ -223,6 +223,23 @@ pub trait DataPath: Send {
     fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
         Ok(None)
     }
+    /// For fi_trywait (fi_poll(3)): after a progress pass, may the
+    /// application block on the wait fd, and until when at the latest?
+    fn wait_state(&self) -> WaitState {
+        WaitState::Idle { timer: None }
+    }
+}
+
+/// What a data path needs before its application may block (fi_trywait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitState {
+    /// Progress has work now (datagrams waiting for the transmit ring).
+    Busy,
+    /// Nothing until a datagram arrives or, if `timer` is set, that much
+    /// time passes (a retransmission or delayed ack falls due: with manual
+    /// progress only the application's next call runs it, and the peer may
+    /// be waiting for it).
+    Idle { timer: Option<std::time::Duration> },
 }
 
 /// Start the data path for an endpoint being enabled: an AF_XDP socket

@@ -19,7 +19,7 @@ use crate::addr::{AddrFormat, XdpAddr};
 use crate::av::Av;
 use crate::cntr::Cntr;
 use crate::cq::Cq;
-use crate::datapath::{self, DataPath, Direction, DpCompletion};
+use crate::datapath::{self, DataPath, Direction, DpCompletion, WaitState};
 use crate::domain::Domain;
 use crate::eq::Eq;
 use crate::getinfo::{self, InfoView};
@@ -82,6 +82,15 @@ impl Endpoint {
             self.route(&st, c);
         }
         st.pass_done = done;
+    }
+
+    /// What the data path needs before the application may block
+    /// (fi_trywait); an endpoint not enabled needs nothing.
+    pub fn wait_state(&self) -> WaitState {
+        lock(&self.state)
+            .core
+            .as_ref()
+            .map_or(WaitState::Idle { timer: None }, |c| c.wait_state())
     }
 
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
@@ -788,6 +797,23 @@ impl ProgressSet {
     /// Forget an endpoint (on endpoint close), and any that are gone.
     pub fn detach(&self, ep: &Weak<Endpoint>) {
         Arc::make_mut(&mut lock(&self.0)).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+    }
+
+    /// What the registered endpoints need before their application may
+    /// block: `Busy` if any has work now, else the soonest timer.
+    pub fn wait_state(&self) -> WaitState {
+        let snapshot = Arc::clone(&lock(&self.0));
+        let mut soonest: Option<std::time::Duration> = None;
+        for ep in snapshot.iter().filter_map(Weak::upgrade) {
+            match ep.wait_state() {
+                WaitState::Busy => return WaitState::Busy,
+                WaitState::Idle { timer: Some(d) } => {
+                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
+                }
+                WaitState::Idle { timer: None } => {}
+            }
+        }
+        WaitState::Idle { timer: soonest }
     }
 
     /// One manual-progress pass over the registered endpoints.

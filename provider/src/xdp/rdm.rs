@@ -20,7 +20,8 @@ use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::cq::{Completion, CompletionError};
 use crate::datapath::{
-    DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, contiguous,
+    DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, WaitState,
+    contiguous,
 };
 use crate::sys::*;
 use crate::xdp_warn;
@@ -679,6 +680,20 @@ impl DataPath for Rdm {
 
     fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
         self.port.wait_fd().map(Some)
+    }
+
+    fn wait_state(&self) -> WaitState {
+        if self.engine.wants_transmit() {
+            return WaitState::Busy;
+        }
+        let timer = self
+            .engine
+            .poll_timeout()
+            .map(|t| std::time::Duration::from_nanos(t.since(self.now()).0));
+        match timer {
+            Some(d) if d.is_zero() => WaitState::Busy,
+            timer => WaitState::Idle { timer },
+        }
     }
 
     fn set_min_multi_recv(&mut self, bytes: usize) {

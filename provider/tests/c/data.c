@@ -421,6 +421,40 @@ static void rdm_pair(int server)
 			POST(fi_send(ep, buf, 16, NULL, peer, NULL));
 			wait_ok(txcq, &e, NULL);
 		}
+		/* A peer that does not progress for 500 ms: our send waits for
+		 * its ack and will be retransmitted. Blocking on the fd after
+		 * fi_trywait must still wake us for that timer (fi_poll(3): the
+		 * provider has work only a progress call does), long before the
+		 * ack can come. */
+		if (server) {
+			usleep(500000);
+		} else {
+			int fd = -1;
+			CHECK_RET(fi_control(&rxcq->fid, FI_GETWAIT, &fd), 0);
+			/* Let the server's last acks arrive and take them in. */
+			usleep(100000);
+			fi_cq_read(rxcq, NULL, 0);
+			fill(buf, 16, 78);
+			struct iovec iov = {buf, 16};
+			struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = peer,
+					   .context = (void *)0x89};
+			POST(fi_sendmsg(ep, &m, FI_TRANSMIT_COMPLETE));
+			struct fid *fids[1] = {&rxcq->fid};
+			struct timespec t0, t1;
+			int ready = -1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			while (fi_trywait(r.fabric, fids, 1) != 0)
+				;
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			ready = poll(&p, 1, 1000);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+			CHECK(ready == 1 && ms < 300);
+			if (ready != 1 || ms >= 300)
+				fprintf(stderr, "fd wait with a timer due: poll %d after %.0f ms\n", ready, ms);
+			wait_ok(txcq, &e, NULL);
+			CHECK(e.op_context == (void *)0x89);
+		}
 	}
 	/* finish: the server tells the client it is done. */
 	one_way(server, 4, 0, 99, buf);
