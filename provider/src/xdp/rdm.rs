@@ -222,6 +222,13 @@ fn op_errno(e: rel::OpError) -> libc::c_int {
     }
 }
 
+/// Sends and receives an endpoint accepts before -FI_EAGAIN. Far above the
+/// advertised tx/rx `size`: MPI posts every receive an application asks for,
+/// retrying on -FI_EAGAIN with progress, so two ranks that each pre-post more
+/// receives than we accept, before either sends, wait for each other for
+/// ever (10,000 MPI_Irecv each way did). Each costs memory only while posted.
+const MAX_POSTED: usize = 1 << 20;
+
 fn post_errno(e: rel::PostError) -> Errno {
     match e {
         rel::PostError::QueueFull | rel::PostError::TooManyPeers => Errno::AGAIN,
@@ -276,6 +283,8 @@ impl Rdm {
             window: port.rx_capacity().map_or(default_window, |c| {
                 c.clamp(16, usize::from(default_window)) as u16
             }),
+            tx_queue_len: MAX_POSTED,
+            rx_queue_len: MAX_POSTED,
             ..rel::Config::default()
         };
         let mut peers = Peers::default();

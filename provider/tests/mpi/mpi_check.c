@@ -2,8 +2,8 @@
  * tests/mpi.rs with two or more ranks. It checks what MPI applications lean
  * on: blocking ping-pong with data verification from 1 B to 4 MiB (eager and
  * rendezvous), many non-blocking messages in flight with MPI_ANY_SOURCE and
- * MPI_ANY_TAG, and collectives. Prints one line per rank; exit status 0 only
- * when every check passed. */
+ * MPI_ANY_TAG, 10,000 receives posted ahead of their sends, and collectives.
+ * Prints one line per rank; exit status 0 only when every check passed. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +127,41 @@ static void collectives(int rank, int size)
 	MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Ranks 0 and 1 each post 10,000 receives before either sends: more than
+ * an endpoint took at first (4,096), and MPI retries a refused receive with
+ * progress but never gets to its sends, so both ranks waited for ever. */
+#define PREPOSTED 10000
+static void preposted_receives(int rank)
+{
+	if (rank > 1) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		return;
+	}
+	int peer = 1 - rank;
+	int *in = malloc(sizeof(int) * PREPOSTED), *out = malloc(sizeof(int) * PREPOSTED);
+	MPI_Request *r = malloc(sizeof(MPI_Request) * 2 * PREPOSTED);
+	CHECK(in && out && r);
+	if (!in || !out || !r)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	for (int i = 0; i < PREPOSTED; i++) {
+		in[i] = -1;
+		MPI_Irecv(&in[i], 1, MPI_INT, peer, i, MPI_COMM_WORLD, &r[i]);
+	}
+	for (int i = 0; i < PREPOSTED; i++) {
+		out[i] = rank * 1000000 + i;
+		MPI_Isend(&out[i], 1, MPI_INT, peer, i, MPI_COMM_WORLD, &r[PREPOSTED + i]);
+	}
+	MPI_Waitall(2 * PREPOSTED, r, MPI_STATUSES_IGNORE);
+	int bad = 0;
+	for (int i = 0; i < PREPOSTED; i++)
+		bad += in[i] != peer * 1000000 + i;
+	CHECK(bad == 0);
+	free(in);
+	free(out);
+	free(r);
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
@@ -139,6 +174,7 @@ int main(int argc, char **argv)
 	}
 	pingpong(rank);
 	all_to_all_nonblocking(rank, size);
+	preposted_receives(rank);
 	collectives(rank, size);
 	printf("mpi_check rank %d of %d: %d failures\n", rank, size, failures);
 	fflush(stdout);
