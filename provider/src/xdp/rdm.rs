@@ -229,6 +229,17 @@ fn op_errno(e: rel::OpError) -> libc::c_int {
 /// ever (10,000 MPI_Irecv each way did). Each costs memory only while posted.
 const MAX_POSTED: usize = 1 << 20;
 
+/// Unexpected messages an endpoint buffers before it refuses the next
+/// (receiver not ready), and their bytes (eager messages only: those above
+/// 64 KiB wait at the sender by rendezvous). With FI_ORDER_SAS nothing
+/// overtakes a refused message, so a limit can deadlock a correct MPI
+/// program: rank 1 sends 10,000 small messages, then a "ready" message that
+/// rank 0 waits for before it posts any receive. The engine's defaults (8,192
+/// messages, 16 MiB) did; tcp buffers without a limit. These bound memory at
+/// about what such a program itself holds in its send buffers.
+const MAX_UNEXPECTED: usize = 1 << 20;
+const UNEXPECTED_BUDGET: usize = 1 << 30;
+
 fn post_errno(e: rel::PostError) -> Errno {
     match e {
         rel::PostError::QueueFull | rel::PostError::TooManyPeers => Errno::AGAIN,
@@ -285,6 +296,8 @@ impl Rdm {
             }),
             tx_queue_len: MAX_POSTED,
             rx_queue_len: MAX_POSTED,
+            unexpected_max: MAX_UNEXPECTED,
+            unexpected_budget: UNEXPECTED_BUDGET,
             ..rel::Config::default()
         };
         let mut peers = Peers::default();

@@ -2,7 +2,8 @@
  * tests/mpi.rs with two or more ranks. It checks what MPI applications lean
  * on: blocking ping-pong with data verification from 1 B to 4 MiB (eager and
  * rendezvous), many non-blocking messages in flight with MPI_ANY_SOURCE and
- * MPI_ANY_TAG, 10,000 receives posted ahead of their sends, and collectives.
+ * MPI_ANY_TAG, 10,000 receives posted ahead of their sends, 10,000 messages
+ * arriving before any receive for them, and collectives.
  * Prints one line per rank; exit status 0 only when every check passed. */
 #include <mpi.h>
 #include <stdio.h>
@@ -162,6 +163,54 @@ static void preposted_receives(int rank)
 	MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Rank 1 sends 10,000 messages (20 MB) that rank 0 has no receive for,
+ * then a "ready" message on another tag; rank 0 waits for "ready" before it
+ * receives the rest. Messages from one sender arrive in order, so the
+ * provider must buffer them all: with a limit (at first 8,192 messages,
+ * 16 MiB) "ready" waited behind the refused ones for ever. */
+#define STORM 10000
+static size_t storm_len(int i)
+{
+	return i % 4 == 0 ? 8000 : 8;
+}
+
+static void unexpected_storm(int rank)
+{
+	if (rank == 1) {
+		unsigned char *b = malloc(8000 * (size_t)STORM);
+		MPI_Request *r = malloc(sizeof(MPI_Request) * STORM);
+		CHECK(b && r);
+		if (!b || !r)
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		for (int i = 0; i < STORM; i++) {
+			unsigned char *m = b + 8000 * (size_t)i;
+			for (size_t k = 0; k < storm_len(i); k++)
+				m[k] = pattern(k, i);
+			MPI_Isend(m, (int)storm_len(i), MPI_BYTE, 0, i, MPI_COMM_WORLD, &r[i]);
+		}
+		int ready = 1;
+		MPI_Send(&ready, 1, MPI_INT, 0, STORM + 1, MPI_COMM_WORLD);
+		MPI_Waitall(STORM, r, MPI_STATUSES_IGNORE);
+		free(b);
+		free(r);
+	} else if (rank == 0) {
+		int ready = 0, bad = 0;
+		unsigned char m[8000];
+		MPI_Recv(&ready, 1, MPI_INT, 1, STORM + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		for (int i = STORM - 1; i >= 0; i--) {
+			MPI_Status st;
+			int n = -1;
+			MPI_Recv(m, (int)sizeof(m), MPI_BYTE, 1, i, MPI_COMM_WORLD, &st);
+			MPI_Get_count(&st, MPI_BYTE, &n);
+			bad += n != (int)storm_len(i);
+			for (size_t k = 0; n == (int)storm_len(i) && k < storm_len(i); k++)
+				bad += m[k] != pattern(k, i);
+		}
+		CHECK(ready == 1 && bad == 0);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
@@ -175,6 +224,7 @@ int main(int argc, char **argv)
 	pingpong(rank);
 	all_to_all_nonblocking(rank, size);
 	preposted_receives(rank);
+	unexpected_storm(rank);
 	collectives(rank, size);
 	printf("mpi_check rank %d of %d: %d failures\n", rank, size, failures);
 	fflush(stdout);
