@@ -252,6 +252,12 @@ unsafe fn finish_insert(
     match eq {
         Some(eq) => {
             let fid = &o.fid as *const fid_av as *mut fid;
+            // fi_av(3) FI_EVENT: "one EQ error entry generated for each
+            // failed address insertion" (its index in `data`), "followed by
+            // one non-error event" with the number inserted.
+            for (i, _) in results.iter().enumerate().filter(|(_, r)| r.is_none()) {
+                eq.push_error(fid, context, i as u64, FI_EINVAL);
+            }
             eq.push_entry(FI_AV_COMPLETE, fid, context, ok as u64);
             Ok(0)
         }

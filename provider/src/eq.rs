@@ -50,6 +50,23 @@ impl Eq {
         self.cond.notify_all();
     }
 
+    /// Queue an error entry about `fid` (fi_eq_readerr), with `data` and
+    /// the positive fabric errno `err`.
+    pub fn push_error(&self, fid: *mut fid, context: *mut c_void, data: u64, err: c_int) {
+        self.push(EqEvent::Error {
+            entry: fi_eq_err_entry {
+                fid,
+                context,
+                data,
+                err,
+                prov_errno: err,
+                err_data: std::ptr::null_mut(),
+                err_data_size: 0,
+            },
+            err_data: Vec::new(),
+        });
+    }
+
     /// Queue a standard `fi_eq_entry` event.
     pub fn push_entry(&self, event: u32, fid: *mut fid, context: *mut c_void, data: u64) {
         let e = fi_eq_entry { fid, context, data };

@@ -124,6 +124,27 @@ static void async_av(struct xt_res *r)
 	struct fi_eq_entry e;
 	CHECK_RET(fi_eq_sread(eq, &event, &e, sizeof(e), 1000, 0), sizeof(e));
 	CHECK(event == FI_AV_COMPLETE && e.data == 3 && e.context == &ctx && e.fid == &av->fid);
+	/* A bad address in the middle: one error entry with its index, then
+	 * the completion counting the two inserted (fi_av(3) FI_EVENT). */
+	uint8_t nat[3][64];
+	size_t nlen = sizeof(nat[0]);
+	CHECK_RET(fi_av_lookup(av, fa[0], nat[0], &nlen), 0);
+	REQUIRE(nlen <= sizeof(nat[0]));
+	size_t n2 = nlen;
+	CHECK_RET(fi_av_lookup(av, fa[2], nat[1], &n2), 0);
+	memcpy(nat[2], nat[1], nlen);
+	memset(nat[1], 0xff, nlen);
+	/* the three native addresses back to back */
+	memmove(nat[0] + nlen, nat[1], nlen);
+	memmove(nat[0] + 2 * nlen, nat[2], nlen);
+	CHECK_RET(fi_av_insert(av, nat, 3, fa, 0, &ctx), 0);
+	CHECK_RET(fi_eq_sread(eq, &event, &e, sizeof(e), 1000, 0), -FI_EAVAIL);
+	struct fi_eq_err_entry err = {0};
+	CHECK_RET(fi_eq_readerr(eq, &err, 0), sizeof(err));
+	CHECK(err.fid == &av->fid && err.context == &ctx && err.data == 1 && err.err > 0);
+	CHECK_RET(fi_eq_sread(eq, &event, &e, sizeof(e), 1000, 0), sizeof(e));
+	CHECK(event == FI_AV_COMPLETE && e.data == 2 && e.context == &ctx);
+	CHECK(fa[1] == FI_ADDR_NOTAVAIL && fa[0] != FI_ADDR_NOTAVAIL && fa[2] != FI_ADDR_NOTAVAIL);
 	CHECK_RET(fi_close(&av->fid), 0);
 	CHECK_RET(fi_close(&eq->fid), 0);
 }
