@@ -181,6 +181,7 @@ impl Port {
             // queued error would fail the next kernel-path send instead.
             report_icmp_errors(&udp, args.local.ip.is_ipv6());
         }
+        grow_receive_buffer(&udp);
         let local_ips = ofi_xdp_link::if_addrs()
             .map(|v| {
                 v.into_iter()
@@ -244,10 +245,15 @@ impl Port {
         self.max_payload
     }
 
-    /// Full-size datagrams the AF_XDP socket takes before we recycle frames
-    /// (`None` on the kernel path, whose socket buffer the kernel sizes).
+    /// Full-size datagrams we can take in before we next run: what the
+    /// AF_XDP fill ring holds, or on the kernel path what the UDP socket's
+    /// receive buffer holds (`None` if unknown). Beyond it a burst is
+    /// dropped whenever we are slow to run, and recovering costs timeouts.
     pub fn rx_capacity(&self) -> Option<usize> {
-        self.xsk.as_ref().map(|x| x.link.rx_capacity())
+        match &self.xsk {
+            Some(x) => Some(x.link.rx_capacity()),
+            None => kernel_rx_capacity(&self.udp, self.max_payload),
+        }
     }
 
     /// A file descriptor that is readable when datagrams wait on either path
@@ -599,6 +605,57 @@ fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
         }
     }
     Ok(ep)
+}
+
+/// Receive buffer we ask for on the kernel UDP socket. The default
+/// (net.core.rmem_default, ≈ 208 KiB) holds about a dozen jumbo datagrams,
+/// far below an RDM window, and with manual progress the socket fills
+/// whenever the application is busy elsewhere.
+const KERNEL_RCVBUF: libc::c_int = 8 << 20;
+
+/// Raise the socket's receive buffer to [`KERNEL_RCVBUF`]: SO_RCVBUFFORCE
+/// (we hold CAP_NET_ADMIN) passes net.core.rmem_max; plain SO_RCVBUF,
+/// capped by it, is the fallback (socket(7)).
+fn grow_receive_buffer(udp: &UdpSocket) {
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with a valid fd and a c_int option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                udp.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&KERNEL_RCVBUF as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+}
+
+/// Full-size datagrams the UDP socket's receive buffer holds. The kernel
+/// charges each its buffer's true size: for a jumbo datagram a
+/// power-of-two allocation plus the skb, against the doubled value
+/// SO_RCVBUF reports (socket(7)).
+fn kernel_rx_capacity(udp: &UdpSocket, max_payload: usize) -> Option<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt with a valid fd, a c_int buffer and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            udp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || v <= 0 {
+        return None;
+    }
+    let truesize = (max_payload + 128).next_power_of_two() + 768;
+    Some(v as usize / truesize)
 }
 
 /// Ask the kernel to queue ICMP errors for our datagrams on the socket's
