@@ -4,7 +4,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use libc::{c_int, ssize_t};
+use libc::{c_int, c_void, ssize_t};
 
 use crate::sys::*;
 
@@ -182,6 +182,42 @@ pub unsafe fn write_err_entry<T: Copy>(dst: *mut T, entry: &T, api: u32, prefix_
     unsafe {
         std::ptr::copy_nonoverlapping((entry as *const T).cast::<u8>(), dst.cast::<u8>(), len)
     };
+}
+
+/// Keep `data` in `slot` until the next readerr (the fi_cq(3)/fi_eq(3)
+/// compatibility note) and return where it lives (NULL when empty).
+pub fn hold_err_data(slot: &mut Vec<u8>, data: Vec<u8>) -> (*mut c_void, usize) {
+    *slot = data;
+    let p = if slot.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        slot.as_mut_ptr().cast()
+    };
+    (p, slot.len())
+}
+
+/// Where a readerr's `err_data` goes: into the application's buffer
+/// (`user`: its `err_data` and `err_data_size`), when an application of
+/// API 1.5+ supplies one, truncated to its size; otherwise into provider
+/// storage through `hold` ([`hold_err_data`]). Returns the entry's
+/// `err_data` and `err_data_size`.
+///
+/// # Safety
+/// With API 1.5+, a non-NULL `user.0` must be writable for `user.1` bytes.
+pub unsafe fn place_err_data(
+    api: u32,
+    user: (*mut c_void, usize),
+    data: Vec<u8>,
+    hold: impl FnOnce(Vec<u8>) -> (*mut c_void, usize),
+) -> (*mut c_void, usize) {
+    let (buf, len) = user;
+    if api < fi_version(1, 5) || buf.is_null() || len == 0 {
+        return hold(data);
+    }
+    let n = len.min(data.len());
+    // SAFETY: the caller's buffer holds `len` bytes (caller).
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.cast::<u8>(), n) };
+    (buf, n)
 }
 
 /// Count of live references from other objects (children opened from a

@@ -275,13 +275,7 @@ impl CompletionQueue {
     /// Keep `err_data` alive until the next readerr (fi_cq(3) compatibility
     /// note) and return where it lives.
     pub fn hold_err_data(&mut self, data: Vec<u8>) -> (*mut c_void, usize) {
-        self.last_err_data = data;
-        let p = if self.last_err_data.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            self.last_err_data.as_mut_ptr().cast()
-        };
-        (p, self.last_err_data.len())
+        abi::hold_err_data(&mut self.last_err_data, data)
     }
 
     pub fn len(&self) -> usize {
@@ -681,24 +675,17 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
         let (c, e) = o.inner.take_error().ok_or(Errno::AGAIN)?;
         let api = o.inner.domain.fabric.api_version;
         // Only a 1.5+ entry has err_data_size, and with it a user buffer.
-        // SAFETY: buf is non-NULL; the fields read exist for api >= 1.5.
-        let user_data = (api >= fi_version(1, 5))
-            .then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) })
-            .filter(|(p, n)| !p.is_null() && *n > 0);
-        let (err_data, err_data_size) = if let Some((user_buf, user_len)) = user_data {
-            let n = user_len.min(e.err_data.len());
-            // SAFETY: the caller's buffer holds err_data_size bytes.
-            unsafe { std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user_buf.cast::<u8>(), n) };
-            (user_buf, n)
+        let user = if api >= fi_version(1, 5) {
+            // SAFETY: buf is non-NULL and, for API 1.5+, has these fields.
+            unsafe { ((*buf).err_data, (*buf).err_data_size) }
         } else {
-            let mut st = lock(&o.inner.state);
-            st.last_err_data = e.err_data;
-            let p = if st.last_err_data.is_empty() {
-                std::ptr::null_mut()
-            } else {
-                st.last_err_data.as_mut_ptr().cast()
-            };
-            (p, st.last_err_data.len())
+            (std::ptr::null_mut(), 0)
+        };
+        // SAFETY: `user` is the application's err_data buffer and its size.
+        let (err_data, err_data_size) = unsafe {
+            abi::place_err_data(api, user, e.err_data, |d| {
+                lock(&o.inner.state).hold_err_data(d)
+            })
         };
         let entry = fi_cq_err_entry {
             op_context: c.op_context as *mut c_void,

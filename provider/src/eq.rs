@@ -274,27 +274,20 @@ unsafe extern "C" fn eq_readerr(eq: *mut fid_eq, buf: *mut fi_eq_err_entry, flag
             }
             return Ok(err_entry_len(api) as ssize_t);
         };
-        // Only a 1.5+ entry has err_data_size, and with it a user buffer.
-        // SAFETY: buf is non-NULL; the fields read exist for api >= 1.5.
-        let user_data = (api >= fi_version(1, 5))
-            .then(|| unsafe { ((*buf).err_data, (*buf).err_data_size) })
-            .filter(|(p, n)| !p.is_null() && *n > 0);
         let mut e = entry;
-        if let Some((user_buf, user_len)) = user_data {
-            let n = user_len.min(err_data.len());
-            // SAFETY: the caller's buffer holds err_data_size bytes.
-            unsafe { std::ptr::copy_nonoverlapping(err_data.as_ptr(), user_buf.cast::<u8>(), n) };
-            e.err_data = user_buf;
-            e.err_data_size = n;
+        // Only a 1.5+ entry has err_data_size, and with it a user buffer.
+        let user = if api >= fi_version(1, 5) {
+            // SAFETY: buf is non-NULL and, for API 1.5+, has these fields.
+            unsafe { ((*buf).err_data, (*buf).err_data_size) }
         } else {
-            st.last_err_data = err_data;
-            e.err_data = if st.last_err_data.is_empty() {
-                std::ptr::null_mut()
-            } else {
-                st.last_err_data.as_mut_ptr().cast()
-            };
-            e.err_data_size = st.last_err_data.len();
-        }
+            (std::ptr::null_mut(), 0)
+        };
+        // SAFETY: `user` is the application's err_data buffer and its size.
+        (e.err_data, e.err_data_size) = unsafe {
+            abi::place_err_data(api, user, err_data, |d| {
+                abi::hold_err_data(&mut st.last_err_data, d)
+            })
+        };
         // SAFETY: buf is non-NULL and holds the entry of the caller's API.
         unsafe { abi::write_err_entry(buf, &e, api, ERR_ENTRY_1_0) };
         Ok(err_entry_len(api) as ssize_t)
