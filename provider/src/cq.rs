@@ -713,7 +713,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
 /// threshold, fi_cq_signal or the timeout (ms, negative = infinite).
 ///
 /// # Safety
-/// As for [`read_common`]; `cond` NULL or a `size_t` threshold.
+/// As for [`read_common`]; `cond` is a value (a threshold), never dereferenced.
 unsafe fn sread_common(
     cq: *mut fid_cq,
     buf: *mut c_void,
@@ -730,9 +730,12 @@ unsafe fn sread_common(
         // fi_cq(3): sread is invalid on a CQ without a wait object.
         return Err(Errno::INVAL);
     }
-    let threshold = if q.wait_cond == FI_CQ_COND_THRESHOLD && !cond.is_null() {
-        // SAFETY: with FI_CQ_COND_THRESHOLD, cond points to a size_t.
-        unsafe { *cond.cast::<size_t>() }.clamp(1, count.max(1))
+    let threshold = if q.wait_cond == FI_CQ_COND_THRESHOLD {
+        // fi_cq(3) fi_cq_sread: with FI_CQ_COND_THRESHOLD "the cond field
+        // is interpreted as a size_t threshold value" — the pointer's value
+        // itself, never something it points to (libfabric's own CQs read
+        // `(size_t) cond` too). At most `count` entries can be returned.
+        (cond as usize).clamp(1, count.max(1))
     } else {
         1
     };

@@ -399,6 +399,15 @@ fn c_data_self() {
             &[("XT_SELECTIVE", "1")],
         );
         assert_passed("data self selective", &out);
+        // fi_cq_sread on an FI_CQ_COND_THRESHOLD CQ with cond = (void *)4.
+        let out = run_in(
+            &pair.a,
+            &pair.b,
+            &bin,
+            &["self", "/nonexistent", ep],
+            &[("XT_THRESHOLD", "1")],
+        );
+        assert_passed("data self sread threshold", &out);
     }
 }
 

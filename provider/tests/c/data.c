@@ -117,6 +117,10 @@ static void setup(int ep_type)
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &txcq, NULL) == 0);
 	if (getenv("XT_WAIT_FD"))
 		cq_attr.wait_obj = FI_WAIT_FD;
+	if (getenv("XT_THRESHOLD")) {
+		cq_attr.wait_obj = FI_WAIT_UNSPEC;
+		cq_attr.wait_cond = FI_CQ_COND_THRESHOLD;
+	}
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &rxcq, NULL) == 0);
 	REQUIRE(fi_endpoint(r.domain, r.info, &ep, NULL) == 0);
 	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
@@ -500,6 +504,33 @@ static void self_test(void)
 			wait_ok(txcq, &e, NULL);
 			CHECK(e.op_context == (void *)0x63);
 		}
+	}
+	if (getenv("XT_THRESHOLD")) {
+		/* fi_cq_sread on an FI_CQ_COND_THRESHOLD CQ: cond is the
+		 * threshold itself, (void *)4 (fi_cq(3)), and sread returns once
+		 * four entries are there - all four receives, in one call. */
+		struct fi_cq_tagged_entry four[8];
+		for (unsigned k = 0; k < 4; k++)
+			POST(fi_recv(ep, buf + 64 * k, 64, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(0x70 + k)));
+		for (unsigned k = 0; k < 4; k++) {
+			fill(out + 64 * k, 64, 80 + k);
+			POST(fi_send(ep, out + 64 * k, 64, NULL, self_addr, NULL));
+		}
+		ssize_t got = 0;
+		for (int tries = 0; got < 4 && tries < 50; tries++) {
+			ssize_t ret = fi_cq_sread(rxcq, four + got, 8 - got, (void *)(uintptr_t)(4 - got), 100);
+			if (ret > 0)
+				got += ret;
+			else
+				CHECK_RET(ret, -FI_EAGAIN);
+		}
+		CHECK_RET(got, 4);
+		for (unsigned k = 0; k < 4 && k < got; k++)
+			CHECK(four[k].op_context == (void *)(uintptr_t)(0x70 + k) && four[k].len == 64 &&
+			      check(buf + 64 * k, 64, 80 + k));
+		for (unsigned k = 0; k < 4; k++)
+			wait_ok(txcq, &e, NULL);
+		cnt += 4; /* four more sends and receives for the counter below */
 	}
 	if (selective) {
 		/* The sends without FI_COMPLETION left nothing behind. */

@@ -97,8 +97,11 @@ static void cq_tests(struct xt_res *r)
 	attr.wait_obj = FI_WAIT_YIELD;
 	attr.wait_cond = FI_CQ_COND_THRESHOLD;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
-	size_t threshold = 2;
-	CHECK_RET(fi_cq_sread(cq, ent, 4, &threshold, 10), -FI_EAGAIN);
+	/* fi_cq(3): "the cond field is interpreted as a size_t threshold
+	 * value" - the value itself, not a pointer to one. */
+	CHECK_RET(fi_cq_sread(cq, ent, 4, (void *)(uintptr_t)2, 10), -FI_EAGAIN);
+	CHECK_RET(fi_cq_sread(cq, ent, 4, (void *)(uintptr_t)SIZE_MAX, 10), -FI_EAGAIN);
+	CHECK_RET(fi_cq_sread(cq, ent, 4, NULL, 10), -FI_EAGAIN);
 	CHECK_RET(fi_close(&cq->fid), 0);
 
 	/* Open errors. */
