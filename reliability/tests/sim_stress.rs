@@ -447,14 +447,18 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         out.rnr += s.rnr_sent;
     }
     println!(
-        "{total} messages: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}",
+        "{total} messages: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
         out.now.0 as f64 / 1e9,
         out.retransmits,
         out.corrupt,
         out.duplicates,
         out.rnr,
-        sim.counts
+        sim.counts,
+        out.digest
     );
+    for (i, n) in sim.nodes.iter().enumerate() {
+        println!("  node {i}: {:?}", n.engine.stats());
+    }
     out
 }
 
