@@ -5,14 +5,18 @@
 //! reliability layer (acks, retransmission); the messaging layer (matching,
 //! unexpected queue, rendezvous, multi-recv); failure handling.
 
-use std::collections::{HashMap, VecDeque};
+mod peers;
+
+use std::collections::VecDeque;
 use std::hash::Hash;
 
 use crate::api::*;
 use crate::rng::SplitMix64;
-use crate::slab::{FxBuild, Slab};
+use crate::slab::Slab;
+
 use crate::time::{Instant, Nanos};
 use crate::wire::{self, Bytes, CtrlExt, DataExt, Header, Packet, PacketType, flags as wf};
+use peers::{PeerId, PeerTable};
 
 type Idx = u32;
 
@@ -145,7 +149,7 @@ enum Dest {
 /// Matching information of an incoming message.
 #[derive(Clone, Copy, Debug)]
 struct MsgInfo {
-    peer: Idx,
+    peer: PeerId,
     known: bool,
     msg_id: u32,
     total: u32,
@@ -301,7 +305,7 @@ impl<P> Peer<P> {
 #[derive(Debug)]
 struct SendState {
     token: u64,
-    peer: Idx,
+    peer: PeerId,
     len: u32,
     /// Bytes that will be sent: `len`, or for rendezvous what the CTS accepted.
     send_len: u32,
@@ -370,9 +374,7 @@ struct Unexp {
 pub struct Engine<P> {
     cfg: Config,
     rng: SplitMix64,
-    peers: Vec<Peer<P>>,
-    peer_map: HashMap<P, Idx, FxBuild>,
-    last_peer: Option<(P, Idx)>,
+    peers: PeerTable<P, Peer<P>>,
     sends: Slab<SendState>,
     recvs: Slab<Recv<P>>,
     unexp: Slab<Unexp>,
@@ -380,8 +382,8 @@ pub struct Engine<P> {
     posted_tagged: VecDeque<Idx>,
     unexp_msg: VecDeque<Idx>,
     unexp_tagged: VecDeque<Idx>,
-    ready: VecDeque<Idx>,
-    timers: Vec<Idx>,
+    ready: VecDeque<PeerId>,
+    timers: Vec<PeerId>,
     /// RESET replies and CLOSE notices: control packets sent once, outside
     /// any session's queues.
     oneshots: VecDeque<(P, Header, CtrlExt)>,
@@ -415,9 +417,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         Engine {
             cfg,
             rng,
-            peers: Vec::new(),
-            peer_map: HashMap::default(),
-            last_peer: None,
+            peers: PeerTable::new(),
             sends: Slab::default(),
             recvs: Slab::default(),
             unexp: Slab::default(),
@@ -461,7 +461,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     /// Whether every send still outstanding to peer `pi` was already
     /// reported complete (and at least one is).
-    fn only_reported_sends_to(&self, pi: Idx) -> bool {
+    fn only_reported_sends_to(&self, pi: PeerId) -> bool {
         let mut any = false;
         for oi in self.sends.indices() {
             if let Some(st) = self.sends.get(oi)
@@ -501,7 +501,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     where
         P: core::fmt::Debug,
     {
-        let pi = *self.peer_map.get(&peer)?;
+        let pi = self.peers.get(peer)?;
         let ops: Vec<&SendState> = self
             .sends
             .indices()
@@ -509,14 +509,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             .filter(|s| s.peer == pi)
             .take(4)
             .collect();
-        let msgs = self.peers[pi as usize]
+        let msgs = self.peers[pi]
             .q
             .as_ref()
             .map(|q| q.rx_msgs.len())
             .unwrap_or(0);
         Some(format!(
             "{:?}\n  first send ops: {ops:?}\n  messages being received: {msgs}",
-            self.peers[pi as usize]
+            self.peers[pi]
         ))
     }
 
@@ -578,7 +578,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             // The completion waits for the peer's ack: ask for it promptly.
             hflags |= wf::AR;
         }
-        let peer = &mut self.peers[pi as usize];
+        let peer = &mut self.peers[pi];
         let msg_id = peer.next_msg_id;
         peer.next_msg_id = peer.next_msg_id.wrapping_add(1);
         let st = SendState {
@@ -601,7 +601,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             inject,
         };
         let oi = self.sends.insert(st);
-        let peer = &mut self.peers[pi as usize];
+        let peer = &mut self.peers[pi];
         let q = peer.q();
         q.sendq.push_back(oi);
         if rndv || hflags & wf::DC != 0 {
@@ -842,7 +842,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// `fi_endpoint(3)` says of `fi_close`. Drain `poll_transmit` afterwards to
     /// send the notices; the engine is not meant to be used after that.
     pub fn close(&mut self) {
-        for pi in 0..self.peers.len() {
+        for pi in self.peers.ids() {
             let p = &self.peers[pi];
             if p.conn != Conn::Established {
                 continue;
@@ -855,7 +855,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             for _ in 0..CLOSE_COPIES {
                 self.oneshots.push_back((p.key, hdr, ctrl));
             }
-            self.fail_peer(pi as Idx, OpError::Canceled);
+            self.fail_peer(pi, OpError::Canceled);
         }
         self.events.clear();
     }
@@ -868,7 +868,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let Some(pi) = self.lookup(peer) else {
             return;
         };
-        if self.peers[pi as usize].conn != Conn::Idle {
+        if self.peers[pi].conn != Conn::Idle {
             self.fail_peer(pi, OpError::PeerUnreachable);
         }
     }
@@ -937,11 +937,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let mut i = 0;
         while i < self.timers.len() {
             let pi = self.timers[i];
-            let p = &self.peers[pi as usize];
+            let p = &self.peers[pi];
             if p.next_deadline() <= now {
                 self.fire_timers(pi, now);
             }
-            let p = &mut self.peers[pi as usize];
+            let p = &mut self.peers[pi];
             if p.next_deadline() == Instant::NEVER {
                 p.in_timers = false;
                 self.timers.swap_remove(i);
@@ -956,7 +956,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         let t = self
             .timers
             .iter()
-            .map(|&pi| self.peers[pi as usize].next_deadline())
+            .map(|&pi| self.peers[pi].next_deadline())
             .min()?;
         (t != Instant::NEVER).then_some(t)
     }
@@ -996,18 +996,18 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                     // That was its last for now: off the list, so that
                     // wants_transmit is false and the caller kicks at once.
                     self.ready.pop_front();
-                    self.peers[pi as usize].in_ready = false;
+                    self.peers[pi].in_ready = false;
                 } else if self.ready.len() > 1 {
                     self.ready.rotate_left(1);
                 }
                 self.stats.tx_datagrams += 1;
                 return Some(Transmit {
-                    dst: self.peers[pi as usize].key,
+                    dst: self.peers[pi].key,
                     len,
                 });
             }
             self.ready.pop_front();
-            self.peers[pi as usize].in_ready = false;
+            self.peers[pi].in_ready = false;
         }
         None
     }
@@ -1016,43 +1016,32 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // Internals: peers, readiness, timers
     // ------------------------------------------------------------------
 
-    fn peer_for(&mut self, key: P) -> Result<Idx, PostError> {
+    fn peer_for(&mut self, key: P) -> Result<PeerId, PostError> {
         if let Some(pi) = self.lookup(key) {
             return Ok(pi);
         }
         if self.peers.len() >= self.cfg.max_peers {
             return Err(PostError::TooManyPeers);
         }
-        let pi = self.peers.len() as Idx;
-        self.peers.push(Peer::new(key, &self.cfg));
-        self.peer_map.insert(key, pi);
-        Ok(pi)
+        let cfg = &self.cfg;
+        Ok(self.peers.insert(key, |_| Peer::new(key, cfg)))
     }
 
-    /// Peer index of `key`: a one-entry cache in front of the hash map (traffic
-    /// comes in runs from the same peer).
     #[inline]
-    fn lookup(&mut self, key: P) -> Option<Idx> {
-        if let Some((k, pi)) = self.last_peer
-            && k == key
-        {
-            return Some(pi);
-        }
-        let pi = *self.peer_map.get(&key)?;
-        self.last_peer = Some((key, pi));
-        Some(pi)
+    fn lookup(&mut self, key: P) -> Option<PeerId> {
+        self.peers.lookup(key)
     }
 
-    fn mark_ready(&mut self, pi: Idx) {
-        let p = &mut self.peers[pi as usize];
+    fn mark_ready(&mut self, pi: PeerId) {
+        let p = &mut self.peers[pi];
         if !p.in_ready {
             p.in_ready = true;
             self.ready.push_back(pi);
         }
     }
 
-    fn arm_timers(&mut self, pi: Idx) {
-        let p = &mut self.peers[pi as usize];
+    fn arm_timers(&mut self, pi: PeerId) {
+        let p = &mut self.peers[pi];
         if !p.in_timers && p.next_deadline() != Instant::NEVER {
             p.in_timers = true;
             self.timers.push(pi);
@@ -1065,19 +1054,19 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn source(&self, info: &MsgInfo) -> Source<P> {
         Source {
-            peer: self.peers[info.peer as usize].key,
+            peer: self.peers[info.peer].key,
             known: info.known,
         }
     }
 
-    fn fire_timers(&mut self, pi: Idx, now: Instant) {
-        let p = &mut self.peers[pi as usize];
+    fn fire_timers(&mut self, pi: PeerId, now: Instant) {
+        let p = &mut self.peers[pi];
         if p.ack_at <= now {
             p.ack_at = Instant::NEVER;
             p.ack_now = true;
             self.mark_ready(pi);
         }
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         if p.rnr_until <= now {
             // The receiver-not-ready wait is over: probe with the refused packet.
             p.rnr_until = Instant::NEVER;
@@ -1095,11 +1084,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             p.rto_at = now + Nanos(p.rtt.rto);
             self.mark_ready(pi);
         }
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         if p.rto_at <= now {
             self.on_rto(pi, now);
         }
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         if p.idle_at <= now {
             p.idle_at = Instant::NEVER;
             let idle = p.q.as_ref().is_none_or(|q| q.quiescent())
@@ -1116,9 +1105,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     /// Retransmission timeout (RFC 6298 §5.4–5.7).
-    fn on_rto(&mut self, pi: Idx, now: Instant) {
+    fn on_rto(&mut self, pi: PeerId, now: Instant) {
         let cfg_retries = self.cfg.max_retries;
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         p.rto_at = Instant::NEVER;
         self.stats.timeouts += 1;
         match p.conn {
@@ -1155,7 +1144,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                     // without calling us, as manual progress allows).
                     self.stats.patient_retries += 1;
                 }
-                let p = &mut self.peers[pi as usize];
+                let p = &mut self.peers[pi];
                 let Some(q) = p.q.as_mut() else {
                     return;
                 };
@@ -1183,9 +1172,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // Handshake (PROTOCOL.md §4)
     // ------------------------------------------------------------------
 
-    fn start_handshake(&mut self, pi: Idx, now: Instant) {
+    fn start_handshake(&mut self, pi: PeerId, now: Instant) {
         let sess = self.rng.nonzero_u32();
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         p.local_sess = sess;
         p.conn = Conn::HelloSent;
         p.send_hello = true;
@@ -1198,10 +1187,10 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     /// `peer_mtu`: word b of the peer's HELLO or HELLO_ACK (0 = not stated:
     /// assume our own MTU, as before the field existed).
-    fn establish(&mut self, pi: Idx, remote_sess: u32, remote_inc: u32, peer_mtu: u32) {
+    fn establish(&mut self, pi: PeerId, remote_sess: u32, remote_inc: u32, peer_mtu: u32) {
         let w = self.cfg.window;
         let mtu = self.cfg.mtu;
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         p.remote_sess = remote_sess;
         p.remote_inc = remote_inc;
         p.peer_mtu = match peer_mtu {
@@ -1231,7 +1220,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.stats.dropped += 1;
             return;
         };
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         match p.conn {
             Conn::Established if p.remote_sess == s => {}
             Conn::Established => {
@@ -1244,17 +1233,17 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 };
                 self.fail_peer(pi, reason);
                 let sess = self.rng.nonzero_u32();
-                self.peers[pi as usize].local_sess = sess;
+                self.peers[pi].local_sess = sess;
                 self.establish(pi, s, inc, mtu);
             }
             Conn::HelloSent => self.establish(pi, s, inc, mtu),
             Conn::Idle => {
                 let sess = self.rng.nonzero_u32();
-                self.peers[pi as usize].local_sess = sess;
+                self.peers[pi].local_sess = sess;
                 self.establish(pi, s, inc, mtu);
             }
         }
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         p.send_hello_ack = true;
         p.idle_at = Instant::NEVER;
         let _ = now;
@@ -1266,7 +1255,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.stats.dropped += 1;
             return;
         };
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         if p.conn == Conn::HelloSent && pkt.hdr.dst_sess == p.local_sess && pkt.hdr.src_sess != 0 {
             self.establish(pi, pkt.hdr.src_sess, pkt.ctrl.a, pkt.ctrl.b);
         } else {
@@ -1279,7 +1268,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.stats.dropped += 1;
             return;
         };
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         let ours = p.conn != Conn::Idle && pkt.hdr.dst_sess == p.local_sess;
         let about_current = p.conn == Conn::HelloSent || pkt.ctrl.b == p.remote_sess;
         if ours && about_current {
@@ -1338,7 +1327,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.queue_reset(from, pkt);
             return;
         };
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         let session_ok = p.conn == Conn::Established
             && pkt.hdr.dst_sess == p.local_sess
             && pkt.hdr.src_sess == p.remote_sess;
@@ -1356,7 +1345,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if pkt.hdr.flags & wf::ACK != 0 {
             self.on_ack(pi, now, &pkt.hdr);
             // on_ack may fail the peer (never today), re-check the session.
-            if self.peers[pi as usize].conn != Conn::Established {
+            if self.peers[pi].conn != Conn::Established {
                 return;
             }
         }
@@ -1373,7 +1362,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     /// Process the acknowledgement fields of a valid packet.
-    fn on_ack(&mut self, pi: Idx, now: Instant, hdr: &Header) {
+    fn on_ack(&mut self, pi: PeerId, now: Instant, hdr: &Header) {
         let Engine {
             peers,
             sends,
@@ -1383,7 +1372,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             stats,
             ..
         } = self;
-        let p = &mut peers[pi as usize];
+        let p = &mut peers[pi];
         p.peer_window = hdr.window.max(1);
         let Some(q) = p.q.as_mut() else { return };
         let d = wire::seq_diff(hdr.ack, p.una);
@@ -1490,13 +1479,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn on_sequenced(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         now: Instant,
         known: bool,
         pkt: &Packet<'_>,
         bufs: &mut impl RecvBuffers,
     ) {
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         let d = wire::seq_diff(pkt.hdr.seq, p.expected);
         if d < 0 {
             // Already processed: a duplicate. Re-ack so a lost ack is repaired.
@@ -1551,7 +1540,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
         let mut drained = false;
         loop {
-            let p = &mut self.peers[pi as usize];
+            let p = &mut self.peers[pi];
             p.expected = p.expected.wrapping_add(1);
             p.rx_unacked += 1;
             let Some(q) = p.q.as_mut() else { break };
@@ -1586,7 +1575,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         // the reply to carry it, or for ack_delay.
         let awaited = pkt.ty != PacketType::Data || pkt.hdr.flags & wf::AR != 0;
         let end_at_once = self.cfg.ack_message_end_at_once && !mid_message && awaited;
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         if drained || end_at_once || p.rx_unacked >= self.cfg.ack_every || self.cfg.ack_delay.0 == 0
         {
             // With no ack delay the ack goes out with the next poll_transmit,
@@ -1600,8 +1589,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     /// Receiver-not-ready: refuse packet `expected`, drop what was held after it.
-    fn refuse(&mut self, pi: Idx) {
-        let p = &mut self.peers[pi as usize];
+    fn refuse(&mut self, pi: PeerId) {
+        let p = &mut self.peers[pi];
         if let Some(q) = p.q.as_mut() {
             for st in q.reorder.drain(..).flatten() {
                 self.reorder_bytes -= st.payload.len() + REORDER_OVERHEAD;
@@ -1645,8 +1634,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// may say yes when emit then finds nothing (stale retransmission
     /// entries), never no when emit has something: a peer taken off the ready
     /// list is put back by whatever gives it output again.
-    fn may_emit(&self, pi: Idx, now: Instant) -> bool {
-        let p = &self.peers[pi as usize];
+    fn may_emit(&self, pi: PeerId, now: Instant) -> bool {
+        let p = &self.peers[pi];
         if p.send_hello {
             return true;
         }
@@ -1665,7 +1654,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Build the next packet for peer `pi`, if it has one.
     fn emit(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         now: Instant,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
@@ -1676,7 +1665,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             a: inc,
             b: self.cfg.mtu as u32,
         };
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         if p.send_hello {
             p.send_hello = false;
             let h = Header {
@@ -1710,16 +1699,16 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return Some(len);
             }
         }
-        let p = &self.peers[pi as usize];
+        let p = &self.peers[pi];
         if p.ack_now || p.ack_at <= now {
             return Some(self.emit_ack(pi, now, buf));
         }
         None
     }
 
-    fn emit_ack(&mut self, pi: Idx, now: Instant, buf: &mut [u8]) -> usize {
-        let mut h = self.acking_header(&self.peers[pi as usize], PacketType::Ack);
-        let p = &mut self.peers[pi as usize];
+    fn emit_ack(&mut self, pi: PeerId, now: Instant, buf: &mut [u8]) -> usize {
+        let mut h = self.acking_header(&self.peers[pi], PacketType::Ack);
+        let p = &mut self.peers[pi];
         if p.rnr_pending {
             h.flags |= wf::RNR;
             p.rnr_pending = false;
@@ -1735,13 +1724,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn emit_retransmit(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         now: Instant,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
     ) -> Option<usize> {
         loop {
-            let p = &mut self.peers[pi as usize];
+            let p = &mut self.peers[pi];
             let una = p.una;
             let q = p.q.as_mut()?;
             let seq = q.rtx.pop_front()?;
@@ -1766,13 +1755,13 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn emit_new(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         now: Instant,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
     ) -> Option<usize> {
         let cfg_window = self.cfg.window;
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         let maxp = (buf.len().min(p.peer_mtu) - wire::DATA_OVERHEAD).min(usize::from(u16::MAX));
         let window = send_window(cfg_window, p.peer_window);
         let q = p.q.as_mut()?;
@@ -1859,14 +1848,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Encode a sequenced packet (first transmission or retransmission).
     fn build(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         seq: u32,
         kind: PktKind,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
     ) -> usize {
-        let (ack, window, sack) = self.ack_fields(&self.peers[pi as usize]);
-        let p = &mut self.peers[pi as usize];
+        let (ack, window, sack) = self.ack_fields(&self.peers[pi]);
+        let p = &mut self.peers[pi];
         let mut h = Header {
             ty: 0,
             flags: wf::ACK,
@@ -1952,7 +1941,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     #[allow(clippy::too_many_arguments)]
     fn process(
         &mut self,
-        pi: Idx,
+        pi: PeerId,
         known: bool,
         ty: PacketType,
         flags: u16,
@@ -1993,7 +1982,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn recv_matches(&self, r: &Recv<P>, info: &MsgInfo) -> bool {
         if let Some(src) = r.src
-            && (!info.known || self.peers[info.peer as usize].key != src)
+            && (!info.known || self.peers[info.peer].key != src)
         {
             return false;
         }
@@ -2069,7 +2058,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
         let received = payload.len() as u32;
         let complete = !rndv && received >= info.total;
-        let sess = self.peers[info.peer as usize].remote_sess;
+        let sess = self.peers[info.peer].remote_sess;
         let ui = self.unexp.insert(Unexp {
             info,
             sess,
@@ -2093,7 +2082,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 received,
                 dest: Dest::Unexp(ui),
             };
-            self.peers[info.peer as usize].q().rx_msgs.push(m);
+            self.peers[info.peer].q().rx_msgs.push(m);
         }
         true
     }
@@ -2182,12 +2171,18 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if received >= expect {
             self.finish_rx(m, bufs);
         } else {
-            self.peers[info.peer as usize].q().rx_msgs.push(m);
+            self.peers[info.peer].q().rx_msgs.push(m);
         }
     }
 
-    fn on_segment(&mut self, pi: Idx, data: &DataExt, payload: Bytes, bufs: &mut impl RecvBuffers) {
-        let p = &mut self.peers[pi as usize];
+    fn on_segment(
+        &mut self,
+        pi: PeerId,
+        data: &DataExt,
+        payload: Bytes,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        let p = &mut self.peers[pi];
         let Some(q) = p.q.as_mut() else { return };
         let Some(pos) = q.rx_msgs.iter().position(|m| m.info.msg_id == data.msg_id) else {
             self.stats.dropped += 1;
@@ -2256,7 +2251,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if info.hflags & wf::DC == 0 {
             return;
         }
-        let p = &self.peers[info.peer as usize];
+        let p = &self.peers[info.peer];
         if p.conn != Conn::Established || sess.is_some_and(|s| s != p.remote_sess) {
             return;
         }
@@ -2268,8 +2263,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         );
     }
 
-    fn queue_ctrl(&mut self, pi: Idx, c: Ctrl) {
-        self.peers[pi as usize].q().ctrl.push_back(c);
+    fn queue_ctrl(&mut self, pi: PeerId, c: Ctrl) {
+        self.peers[pi].q().ctrl.push_back(c);
         self.mark_ready(pi);
     }
 
@@ -2350,7 +2345,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return more;
             };
             self.unexp_bytes -= u.cost;
-            let p = &self.peers[info.peer as usize];
+            let p = &self.peers[info.peer];
             if p.conn == Conn::Established && p.remote_sess == sess {
                 let expect = (info.total as usize).min(cap) as u32;
                 self.queue_ctrl(
@@ -2399,7 +2394,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             return;
         };
         self.unexp_bytes -= u.cost;
-        let p = &self.peers[u.info.peer as usize];
+        let p = &self.peers[u.info.peer];
         let same = p.conn == Conn::Established && p.remote_sess == u.sess;
         if u.rndv {
             if same {
@@ -2437,7 +2432,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return false;
             }
             if let Some(s) = src
-                && (!u.info.known || self.peers[u.info.peer as usize].key != s)
+                && (!u.info.known || self.peers[u.info.peer].key != s)
             {
                 return false;
             }
@@ -2463,7 +2458,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
     }
 
-    fn on_cts(&mut self, pi: Idx, msg_id: u32, max_len: u32, discard: bool) {
+    fn on_cts(&mut self, pi: PeerId, msg_id: u32, max_len: u32, discard: bool) {
         let Engine {
             peers,
             sends,
@@ -2471,7 +2466,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             injects,
             ..
         } = self;
-        let p = &mut peers[pi as usize];
+        let p = &mut peers[pi];
         let Some(q) = p.q.as_mut() else { return };
         let found = q.waiting.iter().copied().find(|&oi| {
             sends
@@ -2493,7 +2488,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.mark_ready(pi);
     }
 
-    fn on_done(&mut self, pi: Idx, msg_id: u32) {
+    fn on_done(&mut self, pi: PeerId, msg_id: u32) {
         let Engine {
             peers,
             sends,
@@ -2501,7 +2496,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             injects,
             ..
         } = self;
-        let p = &mut peers[pi as usize];
+        let p = &mut peers[pi];
         let Some(q) = p.q.as_mut() else { return };
         let found = q.waiting.iter().copied().find(|&oi| {
             sends
@@ -2523,9 +2518,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Tear down the session with peer `pi`: every operation that depended on
     /// it completes with `reason`; the peer returns to Idle (a later send opens
     /// a new session).
-    fn fail_peer(&mut self, pi: Idx, reason: OpError) {
+    fn fail_peer(&mut self, pi: PeerId, reason: OpError) {
         self.stats.peers_lost += 1;
-        let key = self.peers[pi as usize].key;
+        let key = self.peers[pi].key;
         self.events.push_back(Event::PeerLost { peer: key, reason });
         // Sends.
         let ops: Vec<Idx> = self
@@ -2547,7 +2542,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             }
         }
         // Messages being received.
-        let q = self.peers[pi as usize].q.take();
+        let q = self.peers[pi].q.take();
         if let Some(q) = q {
             for st in q.reorder.iter().flatten() {
                 self.reorder_bytes -= st.payload.len() + REORDER_OVERHEAD;
@@ -2585,7 +2580,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.unexp.remove(ui);
         }
         let cfg = &self.cfg;
-        let p = &mut self.peers[pi as usize];
+        let p = &mut self.peers[pi];
         p.conn = Conn::Idle;
         p.local_sess = 0;
         p.remote_sess = 0;
@@ -2701,7 +2696,7 @@ fn encode_ctrl(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
 
 /// Bytes per idle peer: the peer record, plus a hash-map slot (key + index + control byte).
 pub const fn idle_peer_bytes<P>() -> usize {
-    core::mem::size_of::<Peer<P>>() + core::mem::size_of::<(P, Idx)>() + 1
+    core::mem::size_of::<Peer<P>>() + peers::map_slot_bytes::<P>()
 }
 
 /// Bytes of the queue block an active peer adds (heap, plus the deques' own buffers).
