@@ -24,16 +24,16 @@
 //! let now = Instant(0);
 //! b.post_recv(RecvOp { token: 1, len: 64, src: None, tag: None, multi_recv: None }, &mut app).unwrap();
 //! a.post_send(now, SendOp { token: 9, dst: 2, payload: Payload::Buffer { len: 16 }, tag: None,
-//!     data: None, level: CompletionLevel::Transmit, report: true }).unwrap();
+//!     data: None, level: CompletionLevel::Transmit }).unwrap();
 //! let mut frame = [0u8; 1472];
 //! // The link: move datagrams both ways until nothing is left to send.
 //! loop {
 //!     let mut moved = false;
 //!     while let Some(t) = a.poll_transmit(now, &mut frame, &mut app) {
-//!         b.handle_datagram(now, 1, true, &frame[..t.len], &mut app); moved = true;
+//!         b.handle_datagram(now, 1, &frame[..t.len], &mut app); moved = true;
 //!     }
 //!     while let Some(t) = b.poll_transmit(now, &mut frame, &mut app) {
-//!         a.handle_datagram(now, 2, true, &frame[..t.len], &mut app); moved = true;
+//!         a.handle_datagram(now, 2, &frame[..t.len], &mut app); moved = true;
 //!     }
 //!     if !moved { break }
 //! }
@@ -65,9 +65,10 @@
 //!
 //! Peers are named by a caller-chosen key `P: Copy + Eq + Hash`. The key of a
 //! remote address must be stable for the engine's lifetime (use one key per
-//! remote address, e.g. an index into the provider's own address table, and
-//! say per datagram whether the address is in the AV with `known`). State is
-//! created on first use and costs [`IDLE_PEER_BYTES`] bytes per idle peer.
+//! remote address, e.g. an index into the provider's own address table,
+//! whether or not the address is in the application's AV; completions carry
+//! it back as the message's source). State is created on first use and costs
+//! [`IDLE_PEER_BYTES`] bytes per idle peer.
 //!
 //! Sending to oneself works by feeding the engine its own datagrams (with
 //! `from` = the key it sent to): the two directions of a peer are independent.

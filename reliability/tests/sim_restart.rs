@@ -112,7 +112,6 @@ fn restarts_under_load() {
                             tag: None,
                             data: Some(token),
                             level: CompletionLevel::Transmit,
-                            report: true,
                         },
                     )
                     .unwrap();
@@ -178,7 +177,7 @@ fn restarts_under_load() {
                     }
                     let (src, dst) = sends[&c.data];
                     assert_eq!(dst, i);
-                    assert_eq!(c.src.unwrap().peer, src);
+                    assert_eq!(c.src.unwrap(), src);
                     assert!(received[i].insert(c.data), "delivered twice");
                     if i == 2 {
                         received_by_gen[generation as usize].push(c.data);

@@ -223,7 +223,6 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                         tag,
                         data: Some(id),
                         level,
-                        report: true,
                     },
                 );
                 assert_eq!(r, Ok(()));
@@ -366,13 +365,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 let dst = ((id >> 40) & 0xFF) as usize;
                 let idx = id & 0xFF_FFFF_FFFF;
                 assert_eq!(dst, i, "misdelivered");
-                assert_eq!(
-                    c.src,
-                    Some(Source {
-                        peer: src,
-                        known: true
-                    })
-                );
+                assert_eq!(c.src, Some(src));
                 if class != 0 {
                     assert_eq!(c.tag, id);
                 }

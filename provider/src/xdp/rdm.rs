@@ -409,7 +409,7 @@ impl Rdm {
                 self_key,
                 ..
             } = self;
-            engine.handle_datagram(now, *self_key, true, &d, &mut RecvSide(recvs));
+            engine.handle_datagram(now, *self_key, &d, &mut RecvSide(recvs));
         }
         drained
     }
@@ -464,7 +464,7 @@ impl Rdm {
             },
             src: c
                 .src
-                .and_then(|s| self.peers.addrs.get(s.peer as usize).copied()),
+                .and_then(|peer| self.peers.addrs.get(peer as usize).copied()),
             report,
         })
     }
@@ -524,7 +524,6 @@ impl DataPath for Rdm {
                     tag: op.tag,
                     data: op.data,
                     level,
-                    report: true,
                 },
             );
             r.map_err(post_errno)?;
@@ -636,14 +635,10 @@ impl DataPath for Rdm {
                 }
                 trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
-                    [payload] => {
-                        engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs))
-                    }
+                    [payload] => engine.handle_datagram(now, key, payload, &mut RecvSide(recvs)),
                     // A jumbo datagram in its UMEM chunks: the engine copies
                     // its payload from them straight into the receive.
-                    _ => {
-                        engine.handle_datagram_pieces(now, key, true, pieces, &mut RecvSide(recvs))
-                    }
+                    _ => engine.handle_datagram_pieces(now, key, pieces, &mut RecvSide(recvs)),
                 }
                 probe::at(Stage::EngineReceived);
             });

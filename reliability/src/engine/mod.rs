@@ -150,7 +150,6 @@ enum Dest {
 #[derive(Clone, Copy, Debug)]
 struct MsgInfo {
     peer: PeerId,
-    known: bool,
     msg_id: u32,
     total: u32,
     tag: u64,
@@ -320,11 +319,11 @@ struct SendState {
     await_cts: bool,
     all_sent: bool,
     done_rcvd: bool,
-    /// A completion is still to be reported for it.
-    report: bool,
     /// Inject complete: report it when its last packet is first sent, and
     /// never again (not even an error: the application has its completion).
     complete_on_send: bool,
+    /// Its successful completion has been reported (inject complete).
+    reported: bool,
     inject: Option<Vec<u8>>,
 }
 
@@ -332,7 +331,7 @@ impl SendState {
     /// Inject complete and already reported: the application has its
     /// completion, only the peer's ack is outstanding.
     fn reported_early(&self) -> bool {
-        self.complete_on_send && !self.report
+        self.reported
     }
 }
 
@@ -572,9 +571,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         // the completion is reported once the whole message has gone to the
         // network (`emit_new`), not before — with manual progress a message
         // still waiting for its session must not look sent.
-        let complete_on_send = inject.is_some() && op.level == CompletionLevel::Inject && op.report;
+        let complete_on_send = inject.is_some() && op.level == CompletionLevel::Inject;
         let inject = inject.map(|b| self.injects.copy_of(b));
-        if op.report && !complete_on_send {
+        if !complete_on_send {
             // The completion waits for the peer's ack: ask for it promptly.
             hflags |= wf::AR;
         }
@@ -596,8 +595,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             await_cts: false,
             all_sent: false,
             done_rcvd: false,
-            report: op.report,
             complete_on_send,
+            reported: false,
             inject,
         };
         let oi = self.sends.insert(st);
@@ -878,19 +877,17 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // ------------------------------------------------------------------
 
     /// Feed one received datagram (our header onwards: the caller strips
-    /// Ethernet/IP/UDP). `from` is the sender's key; `known` is false when the
-    /// caller derived the key from an address not in its AV (completions then
-    /// carry `Source { known: false }`, i.e. FI_ADDR_NOTAVAIL). Payload of
-    /// matched messages is written into receive buffers through `bufs`.
+    /// Ethernet/IP/UDP). `from` is the sender's key: completions of its
+    /// messages carry it as their source. Payload of matched messages is
+    /// written into receive buffers through `bufs`.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
         from: P,
-        known: bool,
         datagram: &[u8],
         bufs: &mut impl RecvBuffers,
     ) {
-        self.handle_decoded(now, from, known, wire::decode(datagram), bufs);
+        self.handle_decoded(now, from, wire::decode(datagram), bufs);
     }
 
     /// [`Engine::handle_datagram`] for a datagram that arrived in several
@@ -900,18 +897,16 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         &mut self,
         now: Instant,
         from: P,
-        known: bool,
         pieces: &[&[u8]],
         bufs: &mut impl RecvBuffers,
     ) {
-        self.handle_decoded(now, from, known, wire::decode_pieces(pieces), bufs);
+        self.handle_decoded(now, from, wire::decode_pieces(pieces), bufs);
     }
 
     fn handle_decoded(
         &mut self,
         now: Instant,
         from: P,
-        known: bool,
         decoded: Result<Packet<'_>, wire::WireError>,
         bufs: &mut impl RecvBuffers,
     ) {
@@ -927,7 +922,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             PacketType::Hello => self.on_hello(now, from, &pkt),
             PacketType::HelloAck => self.on_hello_ack(now, from, &pkt),
             PacketType::Reset => self.on_reset(from, &pkt),
-            _ => self.on_session_packet(now, from, known, &pkt, bufs),
+            _ => self.on_session_packet(now, from, &pkt, bufs),
         }
     }
 
@@ -1052,11 +1047,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.events.push_back(Event::Completion(c));
     }
 
-    fn source(&self, info: &MsgInfo) -> Source<P> {
-        Source {
-            peer: self.peers[info.peer].key,
-            known: info.known,
-        }
+    fn source(&self, info: &MsgInfo) -> P {
+        self.peers[info.peer].key
     }
 
     fn fire_timers(&mut self, pi: PeerId, now: Instant) {
@@ -1318,7 +1310,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         &mut self,
         now: Instant,
         from: P,
-        known: bool,
         pkt: &Packet<'_>,
         bufs: &mut impl RecvBuffers,
     ) {
@@ -1357,7 +1348,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             return;
         }
         if pkt.ty.is_sequenced() {
-            self.on_sequenced(pi, now, known, pkt, bufs);
+            self.on_sequenced(pi, now, pkt, bufs);
         }
     }
 
@@ -1481,7 +1472,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         &mut self,
         pi: PeerId,
         now: Instant,
-        known: bool,
         pkt: &Packet<'_>,
         bufs: &mut impl RecvBuffers,
     ) {
@@ -1527,7 +1517,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         // In order.
         if !self.process(
             pi,
-            known,
             pkt.ty,
             pkt.hdr.flags,
             &pkt.data,
@@ -1552,7 +1541,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.reorder_bytes -= st.payload.len() + REORDER_OVERHEAD;
             if !self.process(
                 pi,
-                known,
                 st.ty,
                 st.flags,
                 &st.data,
@@ -1806,8 +1794,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 st.next_off += n;
                 if st.next_off >= st.send_len {
                     st.all_sent = true;
-                    if st.complete_on_send && st.report {
-                        st.report = false;
+                    if st.complete_on_send && !st.reported {
+                        st.reported = true;
                         self.events
                             .push_back(Event::Completion(send_completion(st, None)));
                     }
@@ -1942,7 +1930,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     fn process(
         &mut self,
         pi: PeerId,
-        known: bool,
         ty: PacketType,
         flags: u16,
         data: &DataExt,
@@ -1955,7 +1942,6 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 if flags & wf::FIRST != 0 {
                     let info = MsgInfo {
                         peer: pi,
-                        known,
                         msg_id: data.msg_id,
                         total: data.total_len,
                         tag: data.tag,
@@ -1982,7 +1968,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     fn recv_matches(&self, r: &Recv<P>, info: &MsgInfo) -> bool {
         if let Some(src) = r.src
-            && (!info.known || self.peers[info.peer].key != src)
+            && self.peers[info.peer].key != src
         {
             return false;
         }
@@ -2432,7 +2418,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return false;
             }
             if let Some(s) = src
-                && (!u.info.known || self.peers[u.info.peer].key != s)
+                && self.peers[u.info.peer].key != s
             {
                 return false;
             }
@@ -2633,7 +2619,7 @@ fn finish_send<P>(
     {
         q.waiting.swap_remove(pos);
     }
-    if st.report {
+    if !st.reported {
         events.push_back(Event::Completion(send_completion(&st, None)));
     }
     if let Some(b) = st.inject {
