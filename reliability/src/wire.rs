@@ -443,6 +443,22 @@ pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
     body_len + TRAILER_LEN
 }
 
+/// Write a whole control datagram (HELLO, HELLO_ACK, RESET, CLOSE, CTS,
+/// DONE: common header, control extension, CRC; §2.3); returns its length.
+#[inline]
+pub fn encode_ctrl(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
+    encode_header(buf, h);
+    encode_ctrl_ext(buf, c);
+    seal(buf, COMMON_LEN + CTRL_EXT_LEN)
+}
+
+/// Write a whole ACK datagram (common header and CRC); returns its length.
+#[inline]
+pub fn encode_ack(buf: &mut [u8], h: &Header) -> usize {
+    encode_header(buf, h);
+    seal(buf, COMMON_LEN)
+}
+
 /// Serial-number comparison (RFC 1982 style, 32-bit): signed distance `a - b`.
 #[inline]
 pub fn seq_diff(a: u32, b: u32) -> i32 {

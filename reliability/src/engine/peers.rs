@@ -69,6 +69,11 @@ impl<P: Copy + Eq + Hash, T> PeerTable<P, T> {
         id
     }
 
+    /// Every peer's state, in the order they were added.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter()
+    }
+
     /// Every peer's id, in the order they were added.
     pub(crate) fn ids(&self) -> impl Iterator<Item = PeerId> + use<P, T> {
         (0..self.items.len() as u32).map(PeerId)
