@@ -102,6 +102,3 @@ pub const IDLE_PEER_BYTES: usize = engine::idle_peer_bytes::<u64>();
 /// buffers come on top and grow with the traffic in flight: about 24 bytes per
 /// packet in flight and 8 bytes per reorder slot).
 pub const ACTIVE_PEER_EXTRA_BYTES: usize = engine::active_peer_block_bytes::<u64>();
-
-#[cfg(test)]
-mod tests;

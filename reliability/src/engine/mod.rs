@@ -24,6 +24,8 @@ mod schedule;
 mod seam;
 mod session;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 use std::hash::Hash;
 
