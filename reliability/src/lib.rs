@@ -82,6 +82,7 @@ mod crc;
 mod engine;
 pub mod probe;
 mod rng;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod slab;
 mod time;
@@ -90,6 +91,7 @@ pub mod wire;
 pub use api::*;
 pub use crc::crc32c;
 pub use engine::Engine;
+#[cfg(any(test, feature = "sim"))]
 pub use rng::SplitMix64;
 pub use slab::{FxBuild, FxHasher};
 pub use time::{Instant, Nanos};
