@@ -32,6 +32,7 @@ pub mod log;
 pub mod mr;
 pub mod msg;
 pub mod params;
+pub mod probe;
 pub mod sys;
 pub mod xdp;
 

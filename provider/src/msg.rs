@@ -9,8 +9,8 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::probe::{self, Stage};
 use libc::{c_int, c_void, iovec, size_t, ssize_t};
-use ofi_xdp_reliability::probe::{self, Stage};
 
 use crate::abi::{Errno, Result, guard_ssize, lock};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};

@@ -80,7 +80,6 @@
 mod api;
 mod crc;
 mod engine;
-pub mod probe;
 mod rng;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
-use rel::probe::{self, Stage};
 use rel::{Engine, Event, Instant as RelInstant};
 
 use super::port::{Port, link_err};
@@ -23,6 +22,7 @@ use crate::datapath::{
     DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, WaitState,
     contiguous,
 };
+use crate::probe::{self, Stage};
 use crate::sys::*;
 use crate::xdp_warn;
 
