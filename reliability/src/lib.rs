@@ -74,6 +74,17 @@
 //! `from` = the key it sent to): the two directions of a peer are independent.
 //!
 //! Limits: [`MAX_MSG_SIZE`] = 1 GiB per message.
+//!
+//! ## Inside
+//!
+//! [`Engine`] is a thin router over one session per peer (handshake,
+//! sequence numbers, acks, retransmission, reordering, and the sends queued
+//! to that peer) and one matcher (posted and unexpected receives, multi-recv,
+//! the receive side of rendezvous and delivery-complete); in-order messages
+//! go up from a session to the matcher, control and messages still to come
+//! go down. `README.md` draws the rooms. With the `sim` feature, `sim`
+//! runs engines over a deterministic simulated network (tests, fuzzing,
+//! benchmarks).
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
@@ -100,6 +111,6 @@ pub use time::{Instant, Nanos};
 pub const IDLE_PEER_BYTES: usize = engine::idle_peer_bytes::<u64>();
 
 /// Bytes of the queue block an active peer adds on the heap (the deques'
-/// buffers come on top and grow with the traffic in flight: about 24 bytes per
+/// buffers come on top and grow with the traffic in flight: 32 bytes per
 /// packet in flight and 8 bytes per reorder slot).
 pub const ACTIVE_PEER_EXTRA_BYTES: usize = engine::active_peer_block_bytes::<u64>();

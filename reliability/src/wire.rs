@@ -161,7 +161,7 @@ pub struct CtrlExt {
 /// Received bytes, in one piece or spread over the buffers their datagram
 /// arrived in (AF_XDP multi-buffer: one per UMEM chunk). The engine copies
 /// them out piece by piece, so such a datagram is never gathered first
-/// (DESIGN.md: one userspace copy per direction).
+/// (one userspace copy per direction).
 #[derive(Clone, Copy, Debug)]
 pub enum Bytes<'a> {
     One(&'a [u8]),

@@ -11,7 +11,7 @@
 //! Default: about 2 s. Longer: `FUZZ_SECS=600 cargo test --release -p
 //! ofi-xdp-reliability --test fuzz -- --nocapture` (`FUZZ_SEED` picks the seed).
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::time::{Duration, Instant as WallClock};
 

@@ -1,7 +1,7 @@
 //! Property tests: tag/ignore/directed matching against a reference model, and
 //! multi-recv placement.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::collections::{BTreeSet, HashMap};
 

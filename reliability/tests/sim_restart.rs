@@ -6,7 +6,7 @@
 //! messages whose send succeeded (no stale delivery from the old session);
 //! traffic flows again afterwards.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 #![allow(clippy::needless_range_loop)] // node indices are used for several arrays
 
 use std::collections::{HashMap, HashSet};

@@ -1,4 +1,4 @@
-//! The simulation test of issue 3: many messages among 8 endpoints under 10%
+//! The stress simulation: many messages among 8 endpoints under 10%
 //! loss, 5% duplication, reordering and 1% corruption, checking exactly-once,
 //! intact, in-order (per sender, receiver and queue) delivery, one completion
 //! per operation, bounded unexpected memory, and reproducibility from the seed.
@@ -7,7 +7,7 @@
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
 //! `SIM_MESSAGES=1000000 cargo test --release -p ofi-xdp-reliability --test sim_stress -- --nocapture`
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::collections::HashMap;
 
