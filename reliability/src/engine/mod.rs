@@ -32,6 +32,7 @@ use std::hash::Hash;
 use crate::api::*;
 use crate::time::Instant;
 use crate::wire::{self, Packet, PacketType, flags as wf};
+use events::Events;
 use matcher::Matcher;
 use oneshot::Oneshots;
 use peers::{PeerId, PeerTable};
@@ -161,17 +162,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         op: RecvOp<P>,
         bufs: &mut impl RecvBuffers,
     ) -> Result<(), PostError> {
-        let Engine {
-            peers,
-            matcher,
-            shared,
-            ..
-        } = self;
-        let mut down = Downlink {
-            peers,
-            schedule: &mut shared.schedule,
-        };
-        matcher.post_recv(op, &mut shared.events, &mut down, bufs)
+        let (matcher, events, mut down) = self.matcher();
+        matcher.post_recv(op, events, &mut down, bufs)
     }
 
     /// Cancel a posted receive (fi_cancel). Returns false when no posted receive
@@ -187,17 +179,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// |DISCARD) describing the message (len, tag, data, source), or an error
     /// completion [`OpError::NoMessage`] (FI_ENOMSG).
     pub fn peek(&mut self, token: u64, src: Option<P>, tag: Option<TagMatch>, mode: PeekMode) {
-        let Engine {
-            peers,
-            matcher,
-            shared,
-            ..
-        } = self;
-        let mut down = Downlink {
-            peers,
-            schedule: &mut shared.schedule,
-        };
-        matcher.peek(token, src, tag, mode, &mut shared.events, &mut down);
+        let (matcher, events, mut down) = self.matcher();
+        matcher.peek(token, src, tag, mode, events, &mut down);
     }
 
     /// Receive (or, with `discard`, drop) the message claimed earlier by
@@ -211,17 +194,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         discard: bool,
         bufs: &mut impl RecvBuffers,
     ) -> Result<(), PostError> {
-        let Engine {
-            peers,
-            matcher,
-            shared,
-            ..
-        } = self;
-        let mut down = Downlink {
-            peers,
-            schedule: &mut shared.schedule,
-        };
-        matcher.claim(op, key, discard, &mut shared.events, &mut down, bufs)
+        let (matcher, events, mut down) = self.matcher();
+        matcher.claim(op, key, discard, events, &mut down, bufs)
     }
 
     /// Whether [`Engine::poll_transmit`] may have a datagram to produce: a
@@ -400,6 +374,22 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     // ------------------------------------------------------------------
     // Routing
     // ------------------------------------------------------------------
+
+    /// The matcher, with what it needs when the application calls it: the
+    /// event queue, and the sessions through the seam.
+    fn matcher(&mut self) -> (&mut Matcher<P>, &mut Events<P>, Downlink<'_, P>) {
+        let Engine {
+            peers,
+            matcher,
+            shared,
+            ..
+        } = self;
+        let down = Downlink {
+            peers,
+            schedule: &mut shared.schedule,
+        };
+        (matcher, &mut shared.events, down)
+    }
 
     /// The peer of `key`, given state on first use.
     fn peer_for(&mut self, key: P) -> Result<PeerId, PostError> {

@@ -224,16 +224,7 @@ impl<P: Copy + Eq> Matcher<P> {
                 .place(recv, Some(pos), tagged, info.total as usize);
             let dest = Dest::Posted { recv, base, cap };
             if rndv {
-                let expect = (info.total as usize).min(cap) as u32;
-                sessions.send_control(
-                    info.peer,
-                    Control::Cts {
-                        msg_id: info.msg_id,
-                        max_len: expect,
-                        discard: false,
-                    },
-                );
-                self.begin(info, expect, 0, dest, events, sessions, bufs);
+                self.clear_to_send(info, cap, dest, events, sessions, bufs);
             } else {
                 self.write(dest, 0, payload, bufs);
                 let received = payload.len() as u32;
@@ -373,6 +364,29 @@ impl<P: Copy + Eq> Matcher<P> {
         }
     }
 
+    /// Rendezvous request `info` matched a receive that takes `cap` bytes at
+    /// `dest`: a CTS for what fits (§6.3), then expect that many bytes.
+    fn clear_to_send(
+        &mut self,
+        info: MsgInfo<P>,
+        cap: usize,
+        dest: Dest,
+        events: &mut Events<P>,
+        sessions: &mut impl Sessions<P>,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        let expect = (info.total as usize).min(cap) as u32;
+        sessions.send_control(
+            info.peer,
+            Control::Cts {
+                msg_id: info.msg_id,
+                max_len: expect,
+                discard: false,
+            },
+        );
+        self.begin(info, expect, 0, dest, events, sessions, bufs);
+    }
+
     /// Deliver unexpected message `msg` (out of its queue) into receive
     /// `recv`. Returns true when `recv` is a multi-recv buffer that takes
     /// more messages (and is not queued yet).
@@ -398,16 +412,7 @@ impl<P: Copy + Eq> Matcher<P> {
                 return more;
             };
             if sessions.is_current(info.peer, Some(u.sess)) {
-                let expect = (info.total as usize).min(cap) as u32;
-                sessions.send_control(
-                    info.peer,
-                    Control::Cts {
-                        msg_id: info.msg_id,
-                        max_len: expect,
-                        discard: false,
-                    },
-                );
-                self.begin(info, expect, 0, dest, events, sessions, bufs);
+                self.clear_to_send(info, cap, dest, events, sessions, bufs);
             } else {
                 // The session that sent the request is gone: its data never comes.
                 self.posted

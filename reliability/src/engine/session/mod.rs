@@ -23,6 +23,7 @@ use std::collections::VecDeque;
 
 pub(crate) use handshake::Admission;
 
+use super::events::Events;
 use super::peers::PeerId;
 use super::schedule::{Listed, Schedule};
 use super::seam::{Control, Incoming, Sessions};
@@ -314,6 +315,16 @@ impl<P: Copy> Session<P> {
 pub(crate) struct OwnSession<'a, P> {
     session: &'a mut Session<P>,
     schedule: &'a mut Schedule,
+}
+
+impl<'a, P> OwnSession<'a, P> {
+    /// `session` as the seam sees it, and the event queue, out of `sh`.
+    fn split(session: &'a mut Session<P>, sh: &'a mut Shared<P>) -> (Self, &'a mut Events<P>) {
+        let Shared {
+            events, schedule, ..
+        } = sh;
+        (OwnSession { session, schedule }, events)
+    }
 }
 
 impl<P: Copy> Sessions<P> for OwnSession<'_, P> {

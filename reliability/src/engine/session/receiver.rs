@@ -112,13 +112,7 @@ impl<P: Copy + Eq> Session<P> {
                     hflags: pkt.flags & (wf::TAGGED | wf::CQ_DATA | wf::DC | wf::RNDV),
                 };
                 let sess = self.remote_sess;
-                let Shared {
-                    events, schedule, ..
-                } = sh;
-                let mut own = OwnSession {
-                    session: self,
-                    schedule,
-                };
+                let (mut own, events) = OwnSession::split(self, sh);
                 matcher.message_start(info, sess, pkt.payload, events, &mut own, bufs)
             }
             PacketType::Data => {
@@ -159,13 +153,7 @@ impl<P: Copy + Eq> Session<P> {
         let complete: Option<Incoming<P>> = m.is_complete().then(|| q.incoming.swap_remove(pos));
         matcher.segment(placement, data.offset, payload, bufs);
         if let Some(m) = complete {
-            let Shared {
-                events, schedule, ..
-            } = sh;
-            let mut own = OwnSession {
-                session: self,
-                schedule,
-            };
+            let (mut own, events) = OwnSession::split(self, sh);
             matcher.message_received(m, events, &mut own, bufs);
         }
     }
