@@ -20,7 +20,7 @@ pub(crate) enum Admission {
 
 impl<P: Copy> Session<P> {
     /// Open a session (§4.1): a new local id, HELLO until answered.
-    pub(crate) fn start_handshake(&mut self, now: Instant, sh: &mut Shared<P>) {
+    pub(super) fn start_handshake(&mut self, now: Instant, sh: &mut Shared<P>) {
         self.local_sess = sh.rng.nonzero_u32();
         self.conn = Conn::HelloSent;
         self.send_hello = true;

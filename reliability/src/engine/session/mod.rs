@@ -209,7 +209,7 @@ impl<P: Copy> Session<P> {
         self.q.get_or_insert_with(Box::default)
     }
 
-    pub(crate) fn mark_ready(&mut self, schedule: &mut Schedule) {
+    fn mark_ready(&mut self, schedule: &mut Schedule) {
         schedule.mark_ready(self.id, &mut self.listed);
     }
 
