@@ -1,0 +1,359 @@
+//! `ofi-xdp status` and `ofi-xdp cleanup` against real programs on test
+//! hosts (needs root): the provider's program while `fi_pingpong` runs, and
+//! after both sides are killed; our program attached through netlink (which
+//! outlives its process) and a foreign program; endpoint statistics files.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ofi_xdp_testhosts::{Host, HostPair};
+use ofi_xdp_tools::epstats::{DataPath, Identity, Writer};
+
+const EXE: &str = env!("CARGO_BIN_EXE_ofi-xdp");
+
+fn ofi_xdp(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().expect("run ofi-xdp")
+}
+
+fn stdout_of(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn status(host: &Host) -> String {
+    stdout_of(&ofi_xdp(&["status", "--netns", host.netns()]))
+}
+
+/// The value of counter `name` in the first counters block of `text`.
+fn counter(text: &str, name: &str) -> u64 {
+    text.lines()
+        .map(str::split_whitespace)
+        .find_map(|mut w| (w.next() == Some(name)).then(|| w.next()?.parse().ok())?)
+        .unwrap_or_else(|| panic!("no counter {name} in:\n{text}"))
+}
+
+/// Whether `ip link` shows an XDP program on the host's interface.
+fn ip_link_shows_xdp(host: &Host) -> bool {
+    host.ip(&["link", "show", "dev", host.ifname()])
+        .unwrap()
+        .contains("xdp")
+}
+
+fn wait_running(pair: &HostPair) {
+    for h in [&pair.a, &pair.b] {
+        let t0 = Instant::now();
+        while !h
+            .ip(&["-o", "link", "show", "dev", h.ifname()])
+            .unwrap_or_default()
+            .contains("LOWER_UP")
+        {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{h} never came up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The directory holding `libxdp-fi.so`: FI_PROVIDER_PATH (set by `cargo
+/// xtask test`), else what `cargo xtask build` makes.
+fn provider_dir() -> PathBuf {
+    let dir = std::env::var_os("FI_PROVIDER_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/libfabric"));
+    assert!(
+        dir.join("libxdp-fi.so").is_file(),
+        "{} has no libxdp-fi.so: run `cargo xtask build` (or through `cargo xtask test`)",
+        dir.display()
+    );
+    dir
+}
+
+/// A long `fi_pingpong -p xdp` on `host`, killed with SIGKILL when dropped.
+struct Pingpong(Child);
+
+impl Pingpong {
+    fn start(host: &Host, port: &str, server: Option<&Host>) -> Pingpong {
+        let mut cmd = host.command("fi_pingpong");
+        cmd.args(["-p", "xdp", "-e", "rdm", "-m", "tagged", "-S", "64"])
+            .args(["-I", "100000000", "-B", port, "-P", port])
+            .env("FI_PROVIDER_PATH", provider_dir())
+            .env_remove("FI_PROVIDER")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(s) = server {
+            cmd.arg(s.ipv4().to_string());
+        }
+        Pingpong(cmd.spawn().expect("run fi_pingpong (libfabric-bin)"))
+    }
+
+    fn kill9(&mut self) {
+        // Child::kill sends SIGKILL to the pid we started (`ip netns exec`
+        // execs fi_pingpong in place).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Pingpong {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[test]
+fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9() {
+    let pair = HostPair::new().unwrap();
+    wait_running(&pair);
+    let port = (21000 + std::process::id() % 20000).to_string();
+    let mut server = Pingpong::start(&pair.a, &port, None);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = Pingpong::start(&pair.b, &port, Some(&pair.a));
+
+    // Wait until traffic flows through the server's program.
+    let t0 = Instant::now();
+    let first = loop {
+        let s = status(&pair.a);
+        if s.contains("(ours)") && s.contains("UDP port") && counter(&s, "steered") > 100 {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no steered traffic on a:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(first.contains("generic mode: program"), "{first}");
+    assert!(first.contains("ofi_xdp_steer (ours)"), "{first}");
+    assert!(first.contains("attached through bpf_link"), "{first}");
+    assert!(
+        first.contains("(fi_pingpong)"),
+        "held by the server:\n{first}"
+    );
+    assert!(first.contains("-> XSKMAP slot 0"), "{first}");
+    assert!(first.contains("loaded 20"), "{first}");
+
+    // --watch: two screens a moment apart, the second with rates.
+    let watched = stdout_of(&ofi_xdp(&[
+        "status",
+        "--netns",
+        pair.a.netns(),
+        "--watch",
+        "0.3",
+        "--count",
+        "2",
+    ]));
+    let screens: Vec<&str> = watched.split("--- ").filter(|s| !s.is_empty()).collect();
+    assert_eq!(screens.len(), 2, "{watched}");
+    let (before, after) = (
+        counter(screens[0], "steered"),
+        counter(screens[1], "steered"),
+    );
+    assert!(after > before, "steered did not move: {before} -> {after}");
+    assert!(
+        screens[1].contains("/s"),
+        "rates on the second screen:\n{watched}"
+    );
+
+    server.kill9();
+    client.kill9();
+    for h in [&pair.a, &pair.b] {
+        let cleaned = stdout_of(&ofi_xdp(&["cleanup", "--netns", h.netns()]));
+        assert!(!cleaned.contains("failed"), "{cleaned}");
+        assert!(!ip_link_shows_xdp(h), "XDP program left on {h}");
+        let after = status(h);
+        assert!(
+            after.contains(&format!("{} (ifindex", h.ifname())) && !after.contains("(ours)"),
+            "{after}"
+        );
+    }
+}
+
+/// Writes `steer.bpf.o` (ours) or a minimal XDP_PASS program (not ours) and
+/// attaches it through netlink with ip-link(8), as an operator would.
+fn attach_with_ip(host: &Host, ours: bool) {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-status-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = if ours {
+        let path = dir.join("steer.bpf.o");
+        std::fs::write(&path, ofi_xdp_bpf::object()).unwrap();
+        path
+    } else {
+        let src = dir.join("foreign.c");
+        std::fs::write(
+            &src,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"xdp\") int foreign_pass(struct xdp_md *ctx) { return XDP_PASS; }\n\
+             char _license[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        let multiarch = Command::new("cc").arg("-print-multiarch").output().unwrap();
+        let multiarch = String::from_utf8_lossy(&multiarch.stdout).trim().to_owned();
+        let path = dir.join("foreign.o");
+        let out = Command::new("clang")
+            .args(["-O2", "-g", "-target", "bpf", "-I"])
+            .arg(format!("/usr/include/{multiarch}"))
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&path)
+            .output()
+            .expect("run clang (cargo xtask deps installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        path
+    };
+    let path = object.display().to_string();
+    host.ip(&[
+        "link",
+        "set",
+        "dev",
+        host.ifname(),
+        "xdpgeneric",
+        "obj",
+        &path,
+        "sec",
+        "xdp",
+    ])
+    .unwrap();
+}
+
+#[test]
+fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
+    let pair = HostPair::new().unwrap();
+    attach_with_ip(&pair.a, true);
+    attach_with_ip(&pair.b, false);
+
+    let a = status(&pair.a);
+    assert!(a.contains("ofi_xdp_steer (ours)"), "{a}");
+    assert!(a.contains("attached through netlink"), "{a}");
+    assert!(a.contains("held by no process"), "{a}");
+    let b = status(&pair.b);
+    assert!(b.contains("foreign_pass (not ours)"), "{b}");
+
+    // Asked to clean the foreign program's interface: refused, kept.
+    let out = ofi_xdp(&[
+        "cleanup",
+        "--netns",
+        pair.b.netns(),
+        "--dev",
+        pair.b.ifname(),
+    ]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("refused:") && text.contains("not ours"),
+        "{text}"
+    );
+    assert!(
+        ip_link_shows_xdp(&pair.b),
+        "the foreign program was removed"
+    );
+    // A sweep of the whole namespace leaves it too.
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.b.netns()]));
+    assert!(text.contains("nothing left behind"), "{text}");
+    assert!(ip_link_shows_xdp(&pair.b));
+
+    // Ours, attached through netlink by a process long gone: removed.
+    let dry = stdout_of(&ofi_xdp(&[
+        "cleanup",
+        "--netns",
+        pair.a.netns(),
+        "--dry-run",
+    ]));
+    assert!(dry.contains("would remove:"), "{dry}");
+    assert!(ip_link_shows_xdp(&pair.a), "--dry-run removed it");
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.a.netns()]));
+    assert!(
+        text.contains("removed:") && text.contains("attached through netlink"),
+        "{text}"
+    );
+    assert!(!ip_link_shows_xdp(&pair.a), "our program is still attached");
+    pair.b
+        .ip(&["link", "set", "dev", pair.b.ifname(), "xdpgeneric", "off"])
+        .unwrap();
+}
+
+#[test]
+fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-epstats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let identity = Identity {
+        endpoint: "rdm".into(),
+        path: DataPath::AfXdp,
+        ifname: "lo".into(),
+        ifindex: 1,
+        address: "127.0.0.1:47999".into(),
+        queue: Some(0),
+        slot: Some(3),
+    };
+    let live = Writer::create(
+        &dir,
+        0,
+        &identity,
+        &["retransmits", "unexpected_bytes"],
+        &["unexpected_bytes"],
+    )
+    .unwrap();
+    live.set(0, 17);
+    live.set(1, 4096);
+    // The same endpoint's file as a killed process would leave it: a pid
+    // that no longer runs.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let text = std::fs::read(live.path()).unwrap();
+    let me = format!("pid {}\n", std::process::id());
+    let header_end = text.iter().position(|b| *b == 0).unwrap();
+    let header = String::from_utf8(text[..header_end].to_vec()).unwrap();
+    let mut stale = header
+        .replace(&me, &format!("pid {dead_pid}\n"))
+        .into_bytes();
+    stale.resize(text.len(), 0);
+    stale[4096..].copy_from_slice(&text[4096..]);
+    let stale_path = dir.join(format!("{dead_pid}-0.stats"));
+    std::fs::write(&stale_path, &stale).unwrap();
+
+    let dir_arg = dir.display().to_string();
+    let shown = stdout_of(&ofi_xdp(&[
+        "status",
+        "--dev",
+        "lo",
+        "--stats-dir",
+        &dir_arg,
+    ]));
+    assert!(
+        shown.contains("endpoint rdm 127.0.0.1:47999 on AF_XDP queue 0 slot 3"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("retransmits") && shown.contains("17"),
+        "{shown}"
+    );
+    assert!(shown.contains(&format!("pid {dead_pid} gone")), "{shown}");
+
+    let cleaned = stdout_of(&ofi_xdp(&[
+        "cleanup",
+        "--dev",
+        "lo",
+        "--stats-dir",
+        &dir_arg,
+    ]));
+    assert!(
+        cleaned.contains("removed: endpoint statistics"),
+        "{cleaned}"
+    );
+    assert!(!stale_path.exists());
+    assert!(live.path().exists(), "a live endpoint's file was removed");
+    drop(live);
+    let _ = std::fs::remove_dir_all(&dir);
+}
