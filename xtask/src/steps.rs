@@ -210,8 +210,17 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     };
     let provider = || -> Result<(), String> {
         build()?;
+        // Every figure of every round goes to a file whose path the benchmark prints.
+        let dir = target_dir().join("bench");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let csv = dir.join(format!("provider-{stamp}.csv"));
         let mut cmd = tool();
-        cmd.arg("provider-bench");
+        cmd.arg("provider-bench").arg("--csv").arg(csv);
         run(cmd)
     };
     let latency_path = || -> Result<(), String> {

@@ -175,44 +175,14 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
     }
 }
 
-/// Writes `steer.bpf.o` (ours) or a minimal XDP_PASS program (not ours) and
-/// attaches it through netlink with ip-link(8), as an operator would.
-fn attach_with_ip(host: &Host, ours: bool) {
+/// Attaches our `steer.bpf.o` through netlink with ip-link(8), as an operator (or an old
+/// loader) would: it stays after `ip` exits.
+fn attach_ours_with_ip(host: &Host) {
     let dir = std::env::temp_dir().join(format!("ofi-xdp-status-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let object = if ours {
-        let path = dir.join("steer.bpf.o");
-        std::fs::write(&path, ofi_xdp_bpf::object()).unwrap();
-        path
-    } else {
-        let src = dir.join("foreign.c");
-        std::fs::write(
-            &src,
-            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
-             SEC(\"xdp\") int foreign_pass(struct xdp_md *ctx) { return XDP_PASS; }\n\
-             char _license[] SEC(\"license\") = \"GPL\";\n",
-        )
-        .unwrap();
-        let multiarch = Command::new("cc").arg("-print-multiarch").output().unwrap();
-        let multiarch = String::from_utf8_lossy(&multiarch.stdout).trim().to_owned();
-        let path = dir.join("foreign.o");
-        let out = Command::new("clang")
-            .args(["-O2", "-g", "-target", "bpf", "-I"])
-            .arg(format!("/usr/include/{multiarch}"))
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(&path)
-            .output()
-            .expect("run clang (cargo xtask deps installs it)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        path
-    };
-    let path = object.display().to_string();
+    let path = dir.join("steer.bpf.o");
+    std::fs::write(&path, ofi_xdp_bpf::object()).unwrap();
+    let path = path.display().to_string();
     host.ip(&[
         "link",
         "set",
@@ -225,13 +195,83 @@ fn attach_with_ip(host: &Host, ours: bool) {
         "xdp",
     ])
     .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loads a two-instruction XDP program named `foreign_pass` (`r0 = XDP_PASS; exit`,
+/// `BPF_PROG_LOAD`) — someone else's program — and attaches it to the host's interface
+/// through netlink (`RTM_SETLINK` with `IFLA_XDP_FD`, generic mode), where it stays after
+/// its fd is closed. No compiler needed (the VM guest has none).
+fn attach_foreign_program(host: &Host) {
+    let insns: [u64; 2] = [
+        u64::from_le_bytes([0xb7, 0, 0, 0, 2, 0, 0, 0]), // mov64 r0, 2 (XDP_PASS)
+        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]), // exit
+    ];
+    let license = c"GPL";
+    // union bpf_attr, prog load: prog_type, insn_cnt, insns, license, log_level, log_size,
+    // log_buf, kern_version, prog_flags, prog_name[16] (offset 48).
+    let mut attr = [0u8; 128];
+    attr[0..4].copy_from_slice(&6u32.to_ne_bytes()); // BPF_PROG_TYPE_XDP
+    attr[4..8].copy_from_slice(&2u32.to_ne_bytes());
+    attr[8..16].copy_from_slice(&(insns.as_ptr() as u64).to_ne_bytes());
+    attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+    attr[48..60].copy_from_slice(b"foreign_pass");
+    // SAFETY: attr points at buffers that outlive the call.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, 5, attr.as_ptr(), attr.len()) };
+    assert!(
+        fd >= 0,
+        "BPF_PROG_LOAD: {}",
+        std::io::Error::last_os_error()
+    );
+    let fd = fd as i32;
+    let ifname = host.ifname().to_owned();
+    host.run(move || {
+        let name = std::ffi::CString::new(ifname).unwrap();
+        // SAFETY: valid C string.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(ifindex, 0);
+        let attr = |kind: u16, data: &[u8]| {
+            let mut a = ((4 + data.len()) as u16).to_ne_bytes().to_vec();
+            a.extend_from_slice(&kind.to_ne_bytes());
+            a.extend_from_slice(data);
+            a.resize(a.len().next_multiple_of(4), 0);
+            a
+        };
+        let mut nest = attr(1, &fd.to_ne_bytes()); // IFLA_XDP_FD
+        nest.extend(attr(3, &(1u32 << 1).to_ne_bytes())); // IFLA_XDP_FLAGS = SKB_MODE
+        let mut msg = vec![0u8; 32]; // nlmsghdr + ifinfomsg
+        msg[4..6].copy_from_slice(&libc::RTM_SETLINK.to_ne_bytes());
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
+        msg[6..8].copy_from_slice(&flags.to_ne_bytes());
+        msg[20..24].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+        msg.extend(attr(43 | (1 << 15), &nest)); // IFLA_XDP, nested
+        let len = msg.len() as u32;
+        msg[0..4].copy_from_slice(&len.to_ne_bytes());
+        // SAFETY: plain socket calls on buffers that outlive them.
+        unsafe {
+            let sock = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE);
+            assert!(sock >= 0);
+            assert_eq!(
+                libc::send(sock, msg.as_ptr().cast(), msg.len(), 0),
+                msg.len() as isize
+            );
+            let mut reply = [0u8; 1024];
+            let n = libc::recv(sock, reply.as_mut_ptr().cast(), reply.len(), 0);
+            assert!(n >= 20);
+            let err = i32::from_ne_bytes(reply[16..20].try_into().unwrap());
+            assert_eq!(err, 0, "RTM_SETLINK: errno {}", -err);
+            libc::close(sock);
+        }
+    });
+    // SAFETY: the program fd we loaded; the attachment keeps the program.
+    unsafe { libc::close(fd) };
 }
 
 #[test]
 fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
     let pair = HostPair::new().unwrap();
-    attach_with_ip(&pair.a, true);
-    attach_with_ip(&pair.b, false);
+    attach_ours_with_ip(&pair.a);
+    attach_foreign_program(&pair.b);
 
     let a = status(&pair.a);
     assert!(a.contains("ofi_xdp_steer (ours)"), "{a}");
@@ -308,7 +348,11 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
     live.set(1, 4096);
     // The same endpoint's file as a killed process would leave it: a pid
     // that no longer runs.
-    let mut gone = Command::new("true").spawn().unwrap();
+    let mut gone = Command::new(EXE)
+        .arg("help")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let dead_pid = gone.id();
     gone.wait().unwrap();
     let text = std::fs::read(live.path()).unwrap();
