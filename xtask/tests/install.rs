@@ -15,7 +15,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use ofi_xdp_testhosts::HostPair;
 use xtask::package::{self, Artifacts};
@@ -33,20 +32,6 @@ fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn wait_running(pair: &HostPair) {
-    for h in [&pair.a, &pair.b] {
-        let t0 = Instant::now();
-        while !h
-            .ip(&["-o", "link", "show", "dev", h.ifname()])
-            .unwrap_or_default()
-            .contains("LOWER_UP")
-        {
-            assert!(t0.elapsed() < Duration::from_secs(10), "{h} never came up");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
 }
 
 /// A two-rank MPI program: rank 0 sends 100 tagged messages to rank 1 and gets each back.
@@ -125,7 +110,6 @@ fn package_and_xtask_install_work_without_fi_variables_and_leave_nothing_behind(
     );
 
     let pair = HostPair::new().unwrap();
-    wait_running(&pair);
     let mpi = mpi_program(&work);
     let port = (23000 + std::process::id() % 20000).to_string();
     let (a, b) = (pair.a.netns(), pair.b.netns());

@@ -47,20 +47,6 @@ fn ip_link_shows_xdp(host: &Host) -> bool {
         .contains("xdp")
 }
 
-fn wait_running(pair: &HostPair) {
-    for h in [&pair.a, &pair.b] {
-        let t0 = Instant::now();
-        while !h
-            .ip(&["-o", "link", "show", "dev", h.ifname()])
-            .unwrap_or_default()
-            .contains("LOWER_UP")
-        {
-            assert!(t0.elapsed() < Duration::from_secs(10), "{h} never came up");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
 /// The directory holding `libxdp-fi.so`: FI_PROVIDER_PATH (set by `cargo
 /// xtask test`), else what `cargo xtask build` makes.
 fn provider_dir() -> PathBuf {
@@ -110,7 +96,6 @@ impl Drop for Pingpong {
 #[test]
 fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9() {
     let pair = HostPair::new().unwrap();
-    wait_running(&pair);
     let port = (21000 + std::process::id() % 20000).to_string();
     let mut server = Pingpong::start(&pair.a, &port, None);
     std::thread::sleep(Duration::from_millis(300));
