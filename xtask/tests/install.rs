@@ -111,7 +111,8 @@ fn package_and_xtask_install_work_without_fi_variables_and_leave_nothing_behind(
 
     let pair = HostPair::new().unwrap();
     let mpi = mpi_program(&work);
-    let port = (23000 + std::process::id() % 20000).to_string();
+    let port = 23000 + std::process::id() % 20000;
+    let port2 = port + 1;
     let (a, b) = (pair.a.netns(), pair.b.netns());
     let server_ip = pair.a.ipv4();
     let xtask = env!("CARGO_BIN_EXE_xtask");
@@ -129,11 +130,15 @@ for d in /usr /etc /var; do
   mount -t overlay overlay -o lowerdir=$d,upperdir={m}/upper$d,workdir={m}/work$d $d
 done
 E="env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root"
+# fi_pingpong PORT: a fresh control port per run (the last connection's TIME_WAIT holds it).
 pingpong() {{
-  ip netns exec {a} $E timeout 60 fi_pingpong -p xdp -e rdm -I 20 -S 1024 -B {port} -P {port} > {m}/server.out 2>&1 &
+  ip netns exec {a} $E timeout 60 fi_pingpong -p xdp -e rdm -I 20 -S 1024 -B $1 -P $1 > {m}/server.out 2>&1 &
   s=$!
-  sleep 0.5
-  ip netns exec {b} $E timeout 60 fi_pingpong -p xdp -e rdm -I 20 -S 1024 -B {port} -P {port} {server_ip}
+  for i in $(seq 100); do
+    ip netns exec {a} ss -Hltn "sport = :$1" | grep -q . && break
+    sleep 0.1
+  done
+  ip netns exec {b} $E timeout 60 fi_pingpong -p xdp -e rdm -I 20 -S 1024 -B $1 -P $1 {server_ip}
   wait $s
   cat {m}/server.out
 }}
@@ -147,7 +152,7 @@ ip netns exec {a} $E fi_info -p xdp
 echo "=== man"
 $E MANWIDTH=80 man -P cat fi_xdp
 echo "=== pingpong"
-pingpong
+pingpong {port}
 echo "=== mpi"
 ip netns exec {a} $E timeout 120 mpirun --allow-run-as-root --oversubscribe \
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include xdp --mca btl self -np 2 {mpi}
@@ -164,7 +169,7 @@ ip netns exec {a} $E fi_info -p xdp
 echo "=== man after xtask install"
 $E MANWIDTH=80 man -P cat fi_xdp
 echo "=== pingpong after xtask install"
-pingpong
+pingpong {port2}
 echo "=== xtask uninstall"
 $E {target_env} {xtask} uninstall
 echo "=== leftovers after uninstall"
