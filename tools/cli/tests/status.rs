@@ -93,12 +93,31 @@ impl Drop for Pingpong {
     }
 }
 
+/// Whether a TCP socket listens on `port` in the host's namespace (`/proc/net/tcp` of a thread
+/// inside it: state 0A is LISTEN; no `ss` in the VM guest).
+fn listening(host: &Host, port: &str) -> bool {
+    let port: u16 = port.parse().unwrap();
+    let table = host.run(|| std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap());
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&format!(":{port:04X}")) && f[3] == "0A"
+    })
+}
+
 #[test]
 fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9() {
     let pair = HostPair::new().unwrap();
     let port = (21000 + std::process::id() % 20000).to_string();
     let mut server = Pingpong::start(&pair.a, &port, None);
-    std::thread::sleep(Duration::from_millis(300));
+    // The client fails at once if the server's control port is not listening yet.
+    let t0 = Instant::now();
+    while !listening(&pair.a, &port) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "fi_pingpong server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut client = Pingpong::start(&pair.b, &port, Some(&pair.a));
 
     // Wait until traffic flows through the server's program.
