@@ -10,19 +10,35 @@
 //!   the raw link floor, with the ratios the targets compare.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
+//! - `status` — the steering program on each interface, its ports and counters, the
+//!   endpoints' own figures (`--watch` refreshes).
+//! - `cleanup` — removes what a killed process left (programs attached through netlink,
+//!   pinned links and objects, statistics files), never anything that is not ours.
 
 mod args;
 mod child;
+mod cleanup;
 mod compare;
 mod demo;
 mod fi_pingpong;
+mod host;
 mod pingpong;
+mod status;
 mod wire;
 
 const USAGE: &str = "\
 usage: ofi-xdp <command> [options]
 
 commands:
+  status          per interface: our XDP program (mode, id, load time, the
+                  process holding it), steered UDP ports -> XSKMAP slots,
+                  counters, and each endpoint's statistics
+                  [--watch [SECS]] [--count N] [--netns NAME] [--dev IFNAME]
+                  [--stats-dir DIR]
+  cleanup         remove what a killed process left: our programs attached
+                  through netlink or kept by a pinned link, pins, stale
+                  statistics files; never a program that is not ours
+                  [--dry-run] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]
   link-pingpong   raw AF_XDP link round-trip latency and packet rate beside
                   kernel UDP (try: ofi-xdp link-pingpong --driver)
   link-demo       a few datagrams through XDP steering and the AF_XDP link
@@ -36,7 +52,7 @@ commands:
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
 
-All need root (network namespaces, XDP, AF_XDP).";
+All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id).";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +66,8 @@ fn main() {
         "demo" => compare::demo(rest),
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
+        "status" => status::main(rest),
+        "cleanup" => cleanup::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
