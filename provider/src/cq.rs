@@ -24,36 +24,10 @@ use libc::{c_char, c_int, c_void, size_t, ssize_t};
 use crate::abi::{
     self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
 };
-use crate::datapath::WaitState;
+use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::{Endpoint, ProgressSet};
 use crate::sys::*;
-
-/// Error details of a failed operation (fi_cq_err_entry).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CompletionError {
-    /// Positive fabric errno.
-    pub err: c_int,
-    pub prov_errno: c_int,
-    /// Bytes that did not fit the receive buffer (FI_ETRUNC).
-    pub olen: usize,
-    pub err_data: Vec<u8>,
-}
-
-/// One completion as the data path reports it. Pointers are stored as
-/// integers: they are the application's opaque values, never dereferenced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Completion {
-    pub op_context: usize,
-    pub flags: u64,
-    pub len: usize,
-    pub buf: usize,
-    pub data: u64,
-    pub tag: u64,
-    /// Source fi_addr for fi_cq_readfrom (FI_ADDR_NOTAVAIL if unknown).
-    pub src: fi_addr_t,
-    pub error: Option<CompletionError>,
-}
 
 /// FI_WAIT_FD (fi_cq(3) "wait_obj"): an epoll fd holding an eventfd —
 /// signalled when completions are queued and by fi_cq_signal — and the

@@ -6,7 +6,8 @@
 //! `fi_getname` truthful before `fi_enable`. Packets for the port are
 //! steered to our AF_XDP socket by the XDP program before the kernel sees
 //! them. The data operations live in [`crate::msg`]; the data path behind
-//! them in [`crate::datapath`].
+//! them, opened by `fi_enable`, in [`crate::xdp`], across the seam
+//! [`crate::datapath`].
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,7 +147,11 @@ impl Endpoint {
             ep_type: self.ep_type,
             local: st.local,
             cfg: self.domain.cfg.clone(),
-            caps: self.caps,
+            inject_size: getinfo::max_datagram_payload(
+                &self.domain.iface,
+                st.local.ip.is_ipv6(),
+                &self.domain.cfg,
+            ),
             min_multi_recv: st.min_multi_recv,
             socket: st
                 .port_socket
@@ -154,7 +159,7 @@ impl Endpoint {
                 .and_then(|s| s.try_clone().ok())
                 .map(Arc::new),
         };
-        let core = datapath::open(&args)?;
+        let core = crate::xdp::open(&args)?;
         // CQs with FI_WAIT_FD wake up when our socket has data.
         if wants_wait_fd(&st)
             && let Some(fd) = core.wait_fd()?

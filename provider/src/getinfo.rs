@@ -18,11 +18,16 @@ use crate::addr::{self, AddrFormat, XdpAddr};
 use crate::ifaces::{self, Iface};
 use crate::params::Config;
 use crate::sys::*;
-use crate::{PROVIDER_VERSION, xdp_info, xdp_warn};
+use crate::{xdp_info, xdp_warn};
 
 /// Fabric name: every Ethernet segment reachable over AF_XDP is one fabric
 /// from libfabric's point of view (domains are interfaces).
 pub const FABRIC_NAME: &str = "xdp";
+/// Provider version reported in `fabric_attr->prov_version`.
+pub const PROVIDER_VERSION: u32 = fi_version(0, 1);
+/// The libfabric API version we are built against. The 1.17 core refuses
+/// providers whose fi_version is newer than itself (ofi_register_provider).
+pub const API_VERSION: u32 = fi_version(1, 17);
 
 /// Capabilities we implement, per endpoint type. Secondary capabilities in
 /// [`DEFAULT_SECONDARY`] are always returned.
@@ -689,7 +694,7 @@ pub unsafe extern "C" fn xdp_getinfo(
         }
         // SAFETY: out-pointer checked above.
         unsafe { *info = null_mut() };
-        if fi_major(version) != 1 || version > crate::API_VERSION {
+        if fi_major(version) != 1 || version > API_VERSION {
             xdp_info!(FI_LOG_CORE, "API version {:#x} not supported", version);
             return Err(Errno::NODATA);
         }
@@ -854,5 +859,5 @@ mod tests {
         assert!(apply_hints(&mut o, &h, API).is_err());
     }
 
-    const API: u32 = crate::API_VERSION;
+    const API: u32 = API_VERSION;
 }

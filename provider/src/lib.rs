@@ -40,14 +40,6 @@ use std::ptr::null_mut;
 
 use sys::{fi_context, fi_provider};
 
-/// Provider name as seen by `fi_info -p xdp` and `FI_PROVIDER=xdp`.
-pub const PROVIDER_NAME: &str = "xdp";
-/// Provider version reported in `fabric_attr->prov_version`.
-pub const PROVIDER_VERSION: u32 = sys::fi_version(0, 1);
-/// The libfabric API version we are built against. The 1.17 core refuses
-/// providers whose fi_version is newer than itself (ofi_register_provider).
-pub const API_VERSION: u32 = sys::fi_version(1, 17);
-
 /// The `fi_provider` handed to the core. It must be writable: the core
 /// stores its bookkeeping in `context` (fi_prov.h), so a `static` in
 /// read-only memory would crash the loader.
@@ -58,8 +50,8 @@ pub struct ProviderCell(UnsafeCell<fi_provider>);
 unsafe impl Sync for ProviderCell {}
 
 pub static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
-    version: PROVIDER_VERSION,
-    fi_version: API_VERSION,
+    version: getinfo::PROVIDER_VERSION,
+    fi_version: getinfo::API_VERSION,
     context: fi_context {
         internal: [null_mut(); 4],
     },
@@ -79,7 +71,7 @@ pub fn provider_ptr() -> *mut fi_provider {
 #[unsafe(no_mangle)]
 pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     abi::guard_value("fi_prov_ini", null_mut(), || {
-        log::mark_registered();
+        log::mark_registered(provider_ptr());
         params::define_all();
         provider_ptr()
     })

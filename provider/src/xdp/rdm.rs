@@ -18,10 +18,9 @@ use rel::{Engine, Event, Instant as RelInstant};
 use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
-use crate::cq::{Completion, CompletionError};
 use crate::datapath::{
-    DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, WaitState,
-    contiguous,
+    Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
+    RxOp, TxOp, WaitState, contiguous, gather, scatter,
 };
 use crate::sys::*;
 use crate::xdp_warn;
@@ -65,7 +64,7 @@ impl rel::SendBuffers for SendSide<'_> {
         match self.0.get(&token) {
             // SAFETY: the send's buffers stay valid until its completion,
             // which the engine reports only after its last read.
-            Some(s) => unsafe { super::gather(&s.iov, offset, dst) },
+            Some(s) => unsafe { gather(&s.iov, offset, dst) },
             None => dst.fill(0),
         }
     }
@@ -75,7 +74,7 @@ impl rel::RecvBuffers for RecvSide<'_> {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
         if let Some(r) = self.0.get(&token) {
             // SAFETY: the receive's buffers stay valid until its completion.
-            unsafe { super::scatter(&r.iov, offset, src) };
+            unsafe { scatter(&r.iov, offset, src) };
         }
     }
 }
@@ -249,8 +248,6 @@ fn post_errno(e: rel::PostError) -> Errno {
 
 impl Rdm {
     pub fn new(port: Port, args: &OpenArgs) -> Rdm {
-        let inject =
-            crate::getinfo::max_datagram_payload(&args.iface, args.local.ip.is_ipv6(), &args.cfg);
         let mut seed = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `seed`.
         let _ = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), 8, 0) };
@@ -259,7 +256,7 @@ impl Rdm {
             mtu: port.max_payload(),
             incarnation: args.local.incarnation,
             seed: u64::from_ne_bytes(seed),
-            inject_size: inject.max(rel::Config::default().inject_size),
+            inject_size: args.inject_size.max(rel::Config::default().inject_size),
             // The packet that ends a message (and every control packet) is
             // acknowledged at the end of the progress pass that received it,
             // not on a later timer: with manual progress the application may
