@@ -9,7 +9,8 @@ use libc::{c_int, c_void};
 
 use crate::abi::{self, Errno, FidObject, Refs, guard_int, guard_value, obj};
 use crate::domain::Domain;
-use crate::ep::{Endpoint, ProgressSet};
+use crate::ep::Endpoint;
+use crate::progress::ProgressSet;
 use crate::sys::*;
 
 pub struct Cntr {
@@ -19,7 +20,7 @@ pub struct Cntr {
     pub wait_obj: c_int,
     value: AtomicU64,
     errors: AtomicU64,
-    progress: ProgressSet,
+    progress: ProgressSet<Endpoint>,
 }
 
 impl Cntr {

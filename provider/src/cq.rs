@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -26,137 +26,10 @@ use crate::abi::{
 };
 use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
-use crate::ep::{Endpoint, ProgressSet};
+use crate::ep::Endpoint;
+use crate::progress::ProgressSet;
 use crate::sys::*;
-
-/// FI_WAIT_FD (fi_cq(3) "wait_obj"): an epoll fd holding an eventfd —
-/// signalled when completions are queued and by fi_cq_signal — and the
-/// AF_XDP sockets of the bound, enabled endpoints, which are readable when
-/// datagrams arrive. With manual progress nothing is queued while nobody
-/// polls, so the sockets are what wakes a thread blocked on the fd; it must
-/// then call fi_cq_read (or fi_trywait first, per fi_trywait(3)).
-pub struct FdWait {
-    epfd: OwnedFd,
-    evfd: OwnedFd,
-    /// Armed by fi_trywait for the endpoints' next protocol timer, so that
-    /// an application blocked on the fd wakes to run it.
-    timer: OwnedFd,
-}
-
-impl FdWait {
-    fn new() -> std::io::Result<FdWait> {
-        // SAFETY: plain syscalls; the returned fds are owned below.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epfd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: epfd is a fresh fd we own.
-        let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
-        // SAFETY: as above.
-        let evfd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if evfd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: evfd is a fresh fd we own.
-        let evfd = unsafe { OwnedFd::from_raw_fd(evfd) };
-        // SAFETY: as above.
-        let timer = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if timer < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: timer is a fresh fd we own.
-        let timer = unsafe { OwnedFd::from_raw_fd(timer) };
-        let w = FdWait { epfd, evfd, timer };
-        w.add(w.evfd.as_raw_fd());
-        w.add(w.timer.as_raw_fd());
-        Ok(w)
-    }
-
-    fn add(&self, fd: RawFd) {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: valid epoll fd and event.
-        unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-    }
-
-    fn remove(&self, fd: RawFd) {
-        // SAFETY: valid epoll fd; a NULL event is allowed for DEL.
-        unsafe {
-            libc::epoll_ctl(
-                self.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-
-    fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    fn drain(&self) {
-        let mut v: u64 = 0;
-        for fd in [&self.evfd, &self.timer] {
-            // SAFETY: reads 8 bytes into a valid u64 from our non-blocking
-            // eventfd / timerfd.
-            unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-        }
-    }
-
-    /// Make the fd readable after `after` (`None`: disarm).
-    fn arm(&self, after: Option<Duration>) {
-        let d = after.unwrap_or_default();
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            // An all-zero value disarms; a due timer gets 1 ns.
-            it_value: libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: if after.is_some() && d.is_zero() {
-                    1
-                } else {
-                    d.subsec_nanos() as libc::c_long
-                },
-            },
-        };
-        // SAFETY: our timerfd, a valid itimerspec, no old value wanted.
-        unsafe { libc::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-    }
-
-    /// Block until the eventfd or a member socket is readable, or `limit`
-    /// passes. `Err(Interrupted)` when a signal arrived: ppoll is never
-    /// restarted, so a signalled thread gets back to its caller (fi_cq(3)
-    /// fi_cq_sread).
-    fn wait(&self, limit: Duration) -> std::io::Result<()> {
-        let mut p = libc::pollfd {
-            fd: self.epfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: limit.as_secs() as libc::time_t,
-            tv_nsec: limit.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
+use crate::wait::{FdWait, Waiters};
 
 /// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
 /// idle read takes ≈ 40-60 ns here, so this is ≈ 20-30 µs: longer than a
@@ -175,10 +48,8 @@ pub struct Cq {
     wait_cond: c_int,
     state: Mutex<CompletionQueue>,
     signaled: AtomicBool,
-    /// Threads blocked in sread: only then does a completion on an
-    /// FI_WAIT_UNSPEC CQ write the eventfd (a syscall per completion
-    /// otherwise).
-    waiters: AtomicU32,
+    /// Threads blocked in sread.
+    waiters: Waiters,
     /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
     /// on).
     yield_when_idle: bool,
@@ -190,7 +61,7 @@ pub struct Cq {
     /// thread and for signals.
     fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
-    progress: ProgressSet,
+    progress: ProgressSet<Endpoint>,
 }
 
 /// The queue behind a CQ: successes and errors in completion order, plus
@@ -271,7 +142,7 @@ impl Cq {
         lock(&self.state).push(c);
         // FI_WAIT_FD: the application may block on the fd itself.
         if let Some(w) = &self.fd_wait
-            && (self.wait_obj == FI_WAIT_FD || self.waiters.load(Ordering::SeqCst) > 0)
+            && (self.wait_obj == FI_WAIT_FD || self.waiters.any())
         {
             w.notify();
         }
@@ -496,7 +367,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             wait_cond,
             state: Mutex::default(),
             signaled: AtomicBool::new(false),
-            waiters: AtomicU32::new(0),
+            waiters: Waiters::default(),
             yield_when_idle: domain.cfg.yield_when_idle,
             empty_reads: AtomicU32::new(0),
             progress: ProgressSet::default(),
@@ -547,7 +418,7 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
             FI_GETWAIT => match &o.inner.fd_wait {
                 // SAFETY: with FI_WAIT_FD, arg is an int * (fi_eq(3) FI_GETWAIT).
                 Some(w) if o.inner.wait_obj == FI_WAIT_FD => {
-                    unsafe { abi::write_out(arg.cast::<c_int>(), w.epfd.as_raw_fd()) }.map(|_| 0)
+                    unsafe { abi::write_out(arg.cast::<c_int>(), w.fd()) }.map(|_| 0)
                 }
                 // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
                 _ => Err(Errno::NOSYS),
@@ -714,7 +585,7 @@ unsafe fn sread_common(
         1
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let _waiting = Waiting::new(&q.waiters);
+    let _waiting = q.waiters.enter();
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -752,22 +623,6 @@ unsafe fn sread_common(
         if q.wait_obj != FI_WAIT_FD || q.queued() == 0 {
             w.drain();
         }
-    }
-}
-
-/// Counts a thread blocked in sread for as long as it is there.
-struct Waiting<'a>(&'a AtomicU32);
-
-impl<'a> Waiting<'a> {
-    fn new(n: &'a AtomicU32) -> Self {
-        n.fetch_add(1, Ordering::SeqCst);
-        Waiting(n)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -24,6 +24,7 @@ use crate::datapath::{self, DataPath, Direction, DpCompletion, WaitState};
 use crate::domain::Domain;
 use crate::eq::Eq;
 use crate::getinfo::{self, InfoView};
+use crate::progress::Progress;
 use crate::sys::*;
 
 /// Default FI_OPT_MIN_MULTI_RECV: one maximum datagram payload.
@@ -71,10 +72,10 @@ pub struct Endpoint {
     pub state: Mutex<EpState>,
 }
 
-impl Endpoint {
+impl Progress for Endpoint {
     /// One progress pass of the data path, routing its completions to the
     /// bound CQs and counters (called from CQ/counter reads).
-    pub fn progress(&self) {
+    fn progress(&self) {
         let mut st = lock(&self.state);
         let mut done = std::mem::take(&mut st.pass_done);
         let Some(core) = st.core.as_mut() else { return };
@@ -87,12 +88,15 @@ impl Endpoint {
 
     /// What the data path needs before the application may block
     /// (fi_trywait); an endpoint not enabled needs nothing.
-    pub fn wait_state(&self) -> WaitState {
+    fn wait_state(&self) -> WaitState {
         lock(&self.state)
             .core
             .as_ref()
             .map_or(WaitState::Idle { timer: None }, |c| c.wait_state())
     }
+}
+
+impl Endpoint {
 
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
     /// if requested, errors always; counters count both.
@@ -783,49 +787,4 @@ unsafe extern "C" fn cm_join(
     _: *mut c_void,
 ) -> c_int {
     -FI_ENOSYS
-}
-
-/// The endpoints whose progress reading a CQ or counter drives (fi_domain(3),
-/// FI_PROGRESS_MANUAL: the application progresses the endpoints bound to the queue it reads).
-/// Copy-on-write: a read takes a snapshot by cloning an `Arc` (no allocation on the hot path)
-/// and runs the passes without this lock held, since endpoints lock their own state and then
-/// push into CQs (lock order endpoint → CQ) and binding may happen concurrently.
-#[derive(Default)]
-pub struct ProgressSet(Mutex<Arc<Vec<Weak<Endpoint>>>>);
-
-impl ProgressSet {
-    /// Register an endpoint (on bind).
-    pub fn attach(&self, ep: Weak<Endpoint>) {
-        Arc::make_mut(&mut lock(&self.0)).push(ep);
-    }
-
-    /// Forget an endpoint (on endpoint close), and any that are gone.
-    pub fn detach(&self, ep: &Weak<Endpoint>) {
-        Arc::make_mut(&mut lock(&self.0)).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
-    }
-
-    /// What the registered endpoints need before their application may
-    /// block: `Busy` if any has work now, else the soonest timer.
-    pub fn wait_state(&self) -> WaitState {
-        let snapshot = Arc::clone(&lock(&self.0));
-        let mut soonest: Option<std::time::Duration> = None;
-        for ep in snapshot.iter().filter_map(Weak::upgrade) {
-            match ep.wait_state() {
-                WaitState::Busy => return WaitState::Busy,
-                WaitState::Idle { timer: Some(d) } => {
-                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
-                }
-                WaitState::Idle { timer: None } => {}
-            }
-        }
-        WaitState::Idle { timer: soonest }
-    }
-
-    /// One manual-progress pass over the registered endpoints.
-    pub fn run(&self) {
-        let snapshot = Arc::clone(&lock(&self.0));
-        for ep in snapshot.iter().filter_map(Weak::upgrade) {
-            ep.progress();
-        }
-    }
 }

@@ -32,7 +32,9 @@ pub mod log;
 pub mod mr;
 pub mod msg;
 pub mod params;
+pub mod progress;
 pub mod sys;
+pub mod wait;
 pub mod xdp;
 
 use std::cell::UnsafeCell;
