@@ -21,12 +21,11 @@ use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
-use crate::abi::{
-    self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
-};
+use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock};
 use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
+use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::ProgressSet;
 use crate::sys::*;
 use crate::wait::{FdWait, Waiters};
@@ -293,7 +292,7 @@ pub struct CqObj {
     pub inner: Arc<Cq>,
 }
 
-static CQ_FI_OPS: fi_ops = abi::fi_ops_with(cq_close, None, Some(cq_control));
+static CQ_FI_OPS: fi_ops = object::fi_ops_of::<CqObj>(None, Some(cq_control));
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: size_of::<fi_ops_cq>(),
     read: Some(cq_read),
@@ -308,8 +307,15 @@ static CQ_OPS: fi_ops_cq = fi_ops_cq {
 // SAFETY: repr(C), fid_cq first, CQ_FI_OPS in every instance.
 unsafe impl FidObject for CqObj {
     const CLASS: usize = FI_CLASS_CQ;
+    const CLOSE: &'static str = "cq close";
     fn fi_ops() -> *const fi_ops {
         &CQ_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        self.inner.domain.refs.put();
     }
 }
 
@@ -372,36 +378,15 @@ pub unsafe extern "C" fn xdp_cq_open(
             empty_reads: AtomicU32::new(0),
             progress: ProgressSet::default(),
         });
-        domain.refs.get();
-        let p = abi::into_raw(CqObj {
+        let o = CqObj {
             fid: fid_cq {
-                fid: fid {
-                    fclass: FI_CLASS_CQ,
-                    context,
-                    ops: abi::ops_ptr(&CQ_FI_OPS),
-                },
-                ops: abi::ops_ptr(&CQ_OPS),
+                fid: object::header::<CqObj>(context),
+                ops: object::ops_ptr(&CQ_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *cq = p.cast() };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
-    guard_int("cq close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<CqObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    o.inner.domain.refs.put();
-                },
-            )
-        }
+        };
+        // SAFETY: `cq` was checked non-NULL above.
+        unsafe { object::open(cq, Some(&domain.refs), o) }.map(|_| 0)
     })
 }
 

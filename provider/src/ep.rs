@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use libc::{c_int, c_void, size_t, ssize_t};
 
-use crate::abi::{self, Errno, FidObject, Result, guard_int, guard_ssize, lock, obj};
+use crate::abi::{Errno, Result, guard_int, guard_ssize, lock};
 use crate::addr::{AddrFormat, XdpAddr};
 use crate::av::Av;
 use crate::cntr::Cntr;
@@ -24,6 +24,7 @@ use crate::datapath::{self, DataPath, Direction, DpCompletion, WaitState};
 use crate::domain::Domain;
 use crate::eq::Eq;
 use crate::getinfo::{self, InfoView};
+use crate::object::{self, FidObject, obj};
 use crate::progress::Progress;
 use crate::sys::*;
 
@@ -97,7 +98,6 @@ impl Progress for Endpoint {
 }
 
 impl Endpoint {
-
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
     /// if requested, errors always; counters count both.
     fn route(&self, st: &EpState, mut c: DpCompletion) {
@@ -129,6 +129,42 @@ impl Endpoint {
             };
             b.cq.push(c.completion);
         }
+    }
+
+    /// fi_close: stop the data path (no completion may arrive afterwards)
+    /// and give back every binding and the domain reference.
+    fn close(&self) {
+        {
+            let mut st = lock(&self.state);
+            if wants_wait_fd(&st)
+                && let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd().ok().flatten())
+            {
+                for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
+                    b.cq.remove_wait_fd(fd);
+                }
+            }
+            st.core = None;
+            st.port_socket = None;
+            let me = self.me.clone();
+            for b in [st.tx_cq.take(), st.rx_cq.take()].into_iter().flatten() {
+                b.cq.detach(&me);
+                b.cq.refs.put();
+            }
+            for k in [st.send_cntr.take(), st.recv_cntr.take()]
+                .into_iter()
+                .flatten()
+            {
+                k.detach(&me);
+                k.refs.put();
+            }
+            if let Some(av) = st.av.take() {
+                av.refs.put();
+            }
+            if let Some(eq) = st.eq.take() {
+                eq.refs.put();
+            }
+        }
+        self.domain.refs.put();
     }
 
     fn enable(&self) -> Result<()> {
@@ -184,7 +220,7 @@ pub struct EpObj {
     pub inner: Arc<Endpoint>,
 }
 
-static EP_FI_OPS: fi_ops = abi::fi_ops_with(ep_close, Some(ep_bind), Some(ep_control));
+static EP_FI_OPS: fi_ops = object::fi_ops_of::<EpObj>(Some(ep_bind), Some(ep_control));
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: size_of::<fi_ops_ep>(),
     cancel: Some(ep_cancel),
@@ -211,8 +247,14 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 // SAFETY: repr(C), fid_ep first, EP_FI_OPS in every instance.
 unsafe impl FidObject for EpObj {
     const CLASS: usize = FI_CLASS_EP;
+    const CLOSE: &'static str = "ep close";
     fn fi_ops() -> *const fi_ops {
         &EP_FI_OPS
+    }
+    /// Nothing refers to an endpoint: it always closes (fi_endpoint(3)
+    /// fi_close discards outstanding operations).
+    fn release(&self) {
+        self.inner.close();
     }
 }
 
@@ -339,36 +381,30 @@ pub unsafe extern "C" fn xdp_endpoint(
             }),
         });
         let rdm = info.ep_type == FI_EP_RDM;
-        domain.refs.get();
-        let p = abi::into_raw(EpObj {
+        let o = EpObj {
             fid: fid_ep {
-                fid: fid {
-                    fclass: FI_CLASS_EP,
-                    context,
-                    ops: abi::ops_ptr(&EP_FI_OPS),
-                },
-                ops: abi::ops_ptr(&EP_OPS),
-                cm: abi::ops_ptr(&CM_OPS),
+                fid: object::header::<EpObj>(context),
+                ops: object::ops_ptr(&EP_OPS),
+                cm: object::ops_ptr(&CM_OPS),
                 msg: if rdm {
-                    abi::ops_ptr(&crate::msg::MSG_OPS_RDM)
+                    object::ops_ptr(&crate::msg::MSG_OPS_RDM)
                 } else {
-                    abi::ops_ptr(&crate::msg::MSG_OPS_DGRAM)
+                    object::ops_ptr(&crate::msg::MSG_OPS_DGRAM)
                 },
-                rma: abi::ops_ptr(&crate::msg::RMA_OPS),
+                rma: object::ops_ptr(&crate::msg::RMA_OPS),
                 tagged: if rdm {
-                    abi::ops_ptr(&crate::msg::TAGGED_OPS)
+                    object::ops_ptr(&crate::msg::TAGGED_OPS)
                 } else {
-                    abi::ops_ptr(&crate::msg::TAGGED_OPS_NOSYS)
+                    object::ops_ptr(&crate::msg::TAGGED_OPS_NOSYS)
                 },
-                atomic: abi::ops_ptr(&crate::msg::ATOMIC_OPS),
+                atomic: object::ops_ptr(&crate::msg::ATOMIC_OPS),
                 // No FI_COLLECTIVE capability; the collective table is not mirrored.
                 collective: std::ptr::null_mut(),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *ep = p.cast() };
-        Ok(0)
+        };
+        // SAFETY: `ep` was checked non-NULL above.
+        unsafe { object::open(ep, Some(&domain.refs), o) }.map(|_| 0)
     })
 }
 
@@ -394,49 +430,6 @@ fn wants_wait_fd(st: &EpState) -> bool {
         .into_iter()
         .flatten()
         .any(|b| b.cq.wants_wait_fd())
-}
-
-unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
-    guard_int("ep close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<EpObj>(f) }?;
-        let e = &o.inner;
-        {
-            let mut st = lock(&e.state);
-            // Stop the data path first: no completion may arrive afterwards.
-            if wants_wait_fd(&st)
-                && let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd().ok().flatten())
-            {
-                for b in [&st.tx_cq, &st.rx_cq].into_iter().flatten() {
-                    b.cq.remove_wait_fd(fd);
-                }
-            }
-            st.core = None;
-            st.port_socket = None;
-            let me = e.me.clone();
-            for b in [st.tx_cq.take(), st.rx_cq.take()].into_iter().flatten() {
-                b.cq.detach(&me);
-                b.cq.refs.put();
-            }
-            for k in [st.send_cntr.take(), st.recv_cntr.take()]
-                .into_iter()
-                .flatten()
-            {
-                k.detach(&me);
-                k.refs.put();
-            }
-            if let Some(av) = st.av.take() {
-                av.refs.put();
-            }
-            if let Some(eq) = st.eq.take() {
-                eq.refs.put();
-            }
-        }
-        e.domain.refs.put();
-        // SAFETY: ours; endpoints have no children.
-        unsafe { abi::free::<EpObj>(f) };
-        Ok(0)
-    })
 }
 
 /// fi_ep_bind (fi_endpoint(3) "fi_ep_bind"): CQs (FI_TRANSMIT/FI_RECV,

@@ -31,6 +31,7 @@ pub mod ifaces;
 pub mod log;
 pub mod mr;
 pub mod msg;
+pub mod object;
 pub mod params;
 pub mod progress;
 pub mod sys;

@@ -208,13 +208,8 @@ fn get_str(name: &CStr) -> Option<String> {
 fn param_get<T: Copy + Default>(provider: *mut fi_provider, name: &CStr) -> Option<T> {
     let mut v = T::default();
     // SAFETY: the parameter was defined with the C type `T`, so the core writes exactly a `T`.
-    let rc = unsafe {
-        ffi::fi_param_get(
-            provider,
-            name.as_ptr(),
-            (&mut v as *mut T).cast::<c_void>(),
-        )
-    };
+    let rc =
+        unsafe { ffi::fi_param_get(provider, name.as_ptr(), (&mut v as *mut T).cast::<c_void>()) };
     (rc == 0).then_some(v)
 }
 
