@@ -1,7 +1,7 @@
 //! Helpers shared by every `extern "C"` entry point: the fabric errno type,
 //! panic containment (a provider runs inside someone else's process and must
 //! never unwind into C), out-pointers and error entries. The objects behind
-//! `fid`s live in [`crate::fid`].
+//! `fid`s live in [`crate::object`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -2,14 +2,20 @@
 //!
 //! Loaded by the stock libfabric core as `libxdp-fi.so` (`FI_PROVIDER_PATH`):
 //! the core calls [`fi_prov_ini`], then our `getinfo`/`fabric` entry points.
-//! Layout, after libfabric's own providers (one file per object):
+//! Layout, from the bottom up (each layer imports only those below it; the
+//! objects refer to each other as libfabric's objects do):
 //!
 //! - [`sys`]: `#[repr(C)]` mirrors of the libfabric ABI (checked by tests);
-//! - [`abi`]: errno type, panic guards, fid ↔ object conversion;
-//! - [`getinfo`], [`ifaces`], [`addr`], [`params`], [`log`];
-//! - objects: [`fabric`], [`domain`], [`ep`], [`av`], [`mr`], [`cq`],
-//!   [`cntr`], [`eq`];
-//! - [`datapath`]: the seam where the link + reliability engine plug in.
+//!   [`abi`]: errno type, panic guards; [`log`], [`params`];
+//! - [`addr`], [`ifaces`], [`getinfo`]: addresses, interfaces, what we offer;
+//! - the data path: [`datapath`] is the seam (its trait and every type that
+//!   crosses it), [`xdp`] the AF_XDP implementation below it; [`wait`]: the
+//!   file descriptors a waiting thread blocks on;
+//! - the objects, one module each as in libfabric's own providers:
+//!   [`fabric`], [`domain`], [`ep`] (with its data-call tables), [`av`],
+//!   [`mr`], [`cq`], [`cntr`], [`eq`]; what they share: [`object`] (open /
+//!   close of every fid), [`progress`] (manual progress over bound
+//!   endpoints).
 
 // Every `unsafe extern "C"` entry point's safety contract is the libfabric
 // API it implements (the man page named in its doc comment): pointers are
@@ -30,7 +36,6 @@ pub mod getinfo;
 pub mod ifaces;
 pub mod log;
 pub mod mr;
-pub mod msg;
 pub mod object;
 pub mod params;
 pub mod progress;
