@@ -45,7 +45,7 @@ const SUBSYSTEMS: usize = 16;
 /// completion; this makes that a load instead of a call into libfabric.
 static ANSWERS: [AtomicU8; LEVELS * SUBSYSTEMS] = [const { AtomicU8::new(0) }; LEVELS * SUBSYSTEMS];
 
-/// Called from `fi_getinfo`: see [`SETTLED`].
+/// Called from `fi_getinfo`: see `SETTLED`.
 pub fn mark_settled() {
     SETTLED.store(true, Ordering::Release);
 }
