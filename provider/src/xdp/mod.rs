@@ -11,6 +11,7 @@
 //! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`).
 
 pub mod dgram;
+mod peers;
 pub mod port;
 pub mod rdm;
 
