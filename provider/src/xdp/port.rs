@@ -23,9 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
-use ofi_xdp_link::{
-    BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, RxAction, TxFrame,
-};
+use ofi_xdp_link::{BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, TxFrame};
 
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
@@ -398,8 +396,7 @@ impl Port {
     pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]])) {
         if let Some(x) = self.xsk.as_mut() {
             x.link.recv(max, |d| {
-                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces);
-                RxAction::Consume
+                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces)
             });
         }
         self.pass = self.pass.wrapping_add(1);
