@@ -42,7 +42,7 @@ impl std::fmt::Display for BindMode {
     }
 }
 
-/// Configuration of one [`Link`].
+/// Configuration of one [`crate::Link`].
 #[derive(Clone, Debug)]
 pub struct LinkConfig {
     /// Interface to bind (in the calling thread's network namespace).

@@ -33,7 +33,7 @@ pub struct RxDatagram<'a> {
 }
 
 impl Link {
-    /// Hands up to `max` (≤ [`BURST`]) received datagrams to `f`, then tops
+    /// Hands up to `max` (at most 64 per call) received datagrams to `f`, then tops
     /// the fill ring up. Frames that are not UDP to our IP and port are
     /// counted and recycled without reaching `f`. A datagram that arrived in
     /// several chunks (multi-buffer) is handed over in them
