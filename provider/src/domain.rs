@@ -175,7 +175,7 @@ unsafe extern "C" fn domain_scalable_ep(
 ) -> c_int {
     -FI_ENOSYS
 }
-/// Poll sets are not implemented yet.
+/// Poll sets are not offered.
 unsafe extern "C" fn domain_poll_open(
     _: *mut fid_domain,
     _: *mut fi_poll_attr,

@@ -136,7 +136,7 @@ pub unsafe extern "C" fn xdp_eq_open(
         }
         match a.wait_obj {
             FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD => {}
-            // FD, mutex/cond and wait-set objects are not implemented yet.
+            // FD, mutex/cond and wait-set objects are not offered.
             _ => return Err(Errno::NOSYS),
         }
         let inner = Arc::new(Eq {

@@ -97,7 +97,7 @@ unsafe extern "C" fn fabric_passive_ep(
     -FI_ENOSYS
 }
 
-/// Wait sets are not implemented yet (CQs support FI_WAIT_NONE/UNSPEC/YIELD).
+/// Wait sets are not offered (CQs support FI_WAIT_NONE/UNSPEC/YIELD/FD).
 unsafe extern "C" fn fabric_wait_open(
     _: *mut fid_fabric,
     _: *mut fi_wait_attr,

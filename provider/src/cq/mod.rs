@@ -227,7 +227,7 @@ pub unsafe extern "C" fn xdp_cq_open(
         };
         let wait_obj = match a.wait_obj {
             w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD | FI_WAIT_FD) => w,
-            // mutex/cond, pollfd and wait sets: not implemented yet.
+            // mutex/cond, pollfd and wait sets are not offered.
             FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
                 return Err(Errno::NOSYS);
             }

@@ -502,7 +502,7 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     // one frame holds on every kernel.
     lc.multi_buffer = cfg.multi_buffer && args.ep_type == FI_EP_RDM;
     // The engine takes such a datagram in its chunks (one copy, straight
-    // into the receive buffer: DESIGN.md "Copies").
+    // into the receive buffer: one userspace copy per direction).
     lc.rx_pieces = args.ep_type == FI_EP_RDM;
     // RDM datagrams carry the engine's CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
