@@ -97,16 +97,9 @@ impl Send {
     pub(super) unsafe fn msg(msg: *const fi_msg, flags: u64) -> Result<Send> {
         // SAFETY: per the caller.
         let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
-        Ok(Send {
-            // SAFETY: per the caller.
-            iov: unsafe { iovs(m.msg_iov, m.iov_count) }?,
-            dest: m.addr,
-            context: m.context as usize,
-            tag: None,
-            data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
-            flags: Some(flags),
-            inject_call: false,
-        })
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        Ok(Send::new(iov, m.addr, m.context).given(flags, m.data))
     }
 
     /// fi_tsendmsg: as [`Send::msg`], with the message's tag.
@@ -117,16 +110,21 @@ impl Send {
     pub(super) unsafe fn tmsg(msg: *const fi_msg_tagged, flags: u64) -> Result<Send> {
         // SAFETY: per the caller.
         let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
-        Ok(Send {
-            // SAFETY: per the caller.
-            iov: unsafe { iovs(m.msg_iov, m.iov_count) }?,
-            dest: m.addr,
-            context: m.context as usize,
-            tag: Some(m.tag),
-            data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        Ok(Send::new(iov, m.addr, m.context)
+            .tagged(m.tag)
+            .given(flags, m.data))
+    }
+
+    /// A *msg call's own flags, and its message's data when they include
+    /// FI_REMOTE_CQ_DATA.
+    fn given(self, flags: u64, data: u64) -> Send {
+        Send {
             flags: Some(flags),
-            inject_call: false,
-        })
+            data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(data),
+            ..self
+        }
     }
 
     /// The operation's flags: the call's own, or the endpoint's defaults
@@ -188,14 +186,11 @@ impl Recv {
     pub(super) unsafe fn msg(msg: *const fi_msg, flags: u64) -> Result<Recv> {
         // SAFETY: per the caller.
         let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
         Ok(Recv {
-            // SAFETY: per the caller.
-            iov: unsafe { iovs(m.msg_iov, m.iov_count) }?,
-            src: m.addr,
-            context: m.context as usize,
-            tag: None,
             flags: Some(flags),
-            peek: Peek::None,
+            ..Recv::new(iov, m.addr, m.context)
         })
     }
 
@@ -211,12 +206,9 @@ impl Recv {
         let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
         let (peek, flags) = peek_of(flags)?;
         Ok(Recv {
-            iov,
-            src: m.addr,
-            context: m.context as usize,
-            tag: Some((m.tag, m.ignore)),
             flags: Some(flags),
             peek,
+            ..Recv::new(iov, m.addr, m.context).tagged(m.tag, m.ignore)
         })
     }
 }
