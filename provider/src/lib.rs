@@ -15,7 +15,8 @@
 //!   [`fabric`], [`domain`], [`ep`] (with its data-call tables), [`av`],
 //!   [`mr`], [`cq`], [`cntr`], [`eq`]; what they share: [`object`] (open /
 //!   close of every fid), [`progress`] (manual progress over bound
-//!   endpoints).
+//!   endpoints);
+//! - [`probe`]: latency probes (the `probes` feature), used on every layer.
 
 // Every `unsafe extern "C"` entry point's safety contract is the libfabric
 // API it implements (the man page named in its doc comment): pointers are
@@ -38,6 +39,7 @@ pub mod log;
 pub mod mr;
 pub mod object;
 pub mod params;
+pub mod probe;
 pub mod progress;
 pub mod sys;
 pub mod wait;

@@ -82,16 +82,15 @@ fn run(len: usize, mtu: usize, total: u64, tagged: bool) -> (f64, f64, f64, Stat
                 tag: tagged.then_some(7),
                 data: None,
                 level: CompletionLevel::Transmit,
-                report: true,
             };
             a.post_send(now, op).unwrap();
             sent += 1;
         }
         while let Some(t) = a.poll_transmit(now, &mut frame, &mut sb) {
-            b.handle_datagram(now, 1, true, &frame[..t.len], &mut rb);
+            b.handle_datagram(now, 1, &frame[..t.len], &mut rb);
         }
         while let Some(t) = b.poll_transmit(now, &mut frame, &mut sb) {
-            a.handle_datagram(now, 2, true, &frame[..t.len], &mut rb);
+            a.handle_datagram(now, 2, &frame[..t.len], &mut rb);
         }
         while let Some(e) = b.poll_event() {
             black_box(e);

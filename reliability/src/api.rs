@@ -143,9 +143,6 @@ pub struct SendOp<'a, P> {
     pub data: Option<u64>,
     /// Completion level.
     pub level: CompletionLevel,
-    /// Whether a successful completion is reported (false for fi_inject or
-    /// FI_SELECTIVE_COMPLETION without FI_COMPLETION). Errors are always reported.
-    pub report: bool,
 }
 
 /// Tag matching of a receive (fi_tagged(3)): matches a tagged message when
@@ -262,15 +259,6 @@ pub enum OpError {
     PeerClosed,
 }
 
-/// The source of a received message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Source<P> {
-    /// The peer key given to `handle_datagram`.
-    pub peer: P,
-    /// False when the caller said the address is not in its AV (report FI_ADDR_NOTAVAIL).
-    pub known: bool,
-}
-
 /// A completion: everything an `fi_cq_*_entry` / `fi_cq_err_entry` needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion<P> {
@@ -286,8 +274,8 @@ pub struct Completion<P> {
     pub data: u64,
     /// Message tag (tagged receives).
     pub tag: u64,
-    /// Source of a received message.
-    pub src: Option<Source<P>>,
+    /// Source of a received message: the peer key given to `handle_datagram`.
+    pub src: Option<P>,
     /// Error, if the operation failed.
     pub error: Option<OpError>,
     /// Overflow length for [`OpError::Truncated`].

@@ -24,16 +24,16 @@
 //! let now = Instant(0);
 //! b.post_recv(RecvOp { token: 1, len: 64, src: None, tag: None, multi_recv: None }, &mut app).unwrap();
 //! a.post_send(now, SendOp { token: 9, dst: 2, payload: Payload::Buffer { len: 16 }, tag: None,
-//!     data: None, level: CompletionLevel::Transmit, report: true }).unwrap();
+//!     data: None, level: CompletionLevel::Transmit }).unwrap();
 //! let mut frame = [0u8; 1472];
 //! // The link: move datagrams both ways until nothing is left to send.
 //! loop {
 //!     let mut moved = false;
 //!     while let Some(t) = a.poll_transmit(now, &mut frame, &mut app) {
-//!         b.handle_datagram(now, 1, true, &frame[..t.len], &mut app); moved = true;
+//!         b.handle_datagram(now, 1, &frame[..t.len], &mut app); moved = true;
 //!     }
 //!     while let Some(t) = b.poll_transmit(now, &mut frame, &mut app) {
-//!         a.handle_datagram(now, 2, true, &frame[..t.len], &mut app); moved = true;
+//!         a.handle_datagram(now, 2, &frame[..t.len], &mut app); moved = true;
 //!     }
 //!     if !moved { break }
 //! }
@@ -65,22 +65,34 @@
 //!
 //! Peers are named by a caller-chosen key `P: Copy + Eq + Hash`. The key of a
 //! remote address must be stable for the engine's lifetime (use one key per
-//! remote address, e.g. an index into the provider's own address table, and
-//! say per datagram whether the address is in the AV with `known`). State is
-//! created on first use and costs [`IDLE_PEER_BYTES`] bytes per idle peer.
+//! remote address, e.g. an index into the provider's own address table,
+//! whether or not the address is in the application's AV; completions carry
+//! it back as the message's source). State is created on first use and costs
+//! [`IDLE_PEER_BYTES`] bytes per idle peer.
 //!
 //! Sending to oneself works by feeding the engine its own datagrams (with
 //! `from` = the key it sent to): the two directions of a peer are independent.
 //!
 //! Limits: [`MAX_MSG_SIZE`] = 1 GiB per message.
+//!
+//! ## Inside
+//!
+//! [`Engine`] is a thin router over one session per peer (handshake,
+//! sequence numbers, acks, retransmission, reordering, and the sends queued
+//! to that peer) and one matcher (posted and unexpected receives, multi-recv,
+//! the receive side of rendezvous and delivery-complete); in-order messages
+//! go up from a session to the matcher, control and messages still to come
+//! go down. `README.md` draws the rooms. With the `sim` feature, `sim`
+//! runs engines over a deterministic simulated network (tests, fuzzing,
+//! benchmarks).
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod api;
 mod crc;
 mod engine;
-pub mod probe;
 mod rng;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod slab;
 mod time;
@@ -89,6 +101,7 @@ pub mod wire;
 pub use api::*;
 pub use crc::crc32c;
 pub use engine::Engine;
+#[cfg(any(test, feature = "sim"))]
 pub use rng::SplitMix64;
 pub use slab::{FxBuild, FxHasher};
 pub use time::{Instant, Nanos};
@@ -98,9 +111,6 @@ pub use time::{Instant, Nanos};
 pub const IDLE_PEER_BYTES: usize = engine::idle_peer_bytes::<u64>();
 
 /// Bytes of the queue block an active peer adds on the heap (the deques'
-/// buffers come on top and grow with the traffic in flight: about 24 bytes per
+/// buffers come on top and grow with the traffic in flight: 32 bytes per
 /// packet in flight and 8 bytes per reorder slot).
-pub const ACTIVE_PEER_EXTRA_BYTES: usize = engine::active_peer_block_bytes();
-
-#[cfg(test)]
-mod tests;
+pub const ACTIVE_PEER_EXTRA_BYTES: usize = engine::active_peer_block_bytes::<u64>();

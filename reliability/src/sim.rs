@@ -322,12 +322,12 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &d.bytes[w[0]..w[1]]).collect();
                 let node = &mut self.nodes[d.dst];
                 node.engine
-                    .handle_datagram_pieces(now, d.src, true, &pieces, &mut node.app);
+                    .handle_datagram_pieces(now, d.src, &pieces, &mut node.app);
                 continue;
             }
             let node = &mut self.nodes[d.dst];
             node.engine
-                .handle_datagram(now, d.src, true, &d.bytes, &mut node.app);
+                .handle_datagram(now, d.src, &d.bytes, &mut node.app);
         }
         let now = self.now;
         for n in &mut self.nodes {

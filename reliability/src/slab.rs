@@ -1,40 +1,76 @@
-//! A minimal slab: stable `u32` indices, O(1) insert/remove, slots reused.
+//! A minimal slab: stable typed indices, O(1) insert/remove, slots reused;
+//! and FxHash, the fast hasher for keys we choose ourselves.
 
-/// Slot storage with a free list.
+use core::marker::PhantomData;
+
+/// The index type of a [`Slab`]: a `u32` newtype, declared with [`slab_key!`],
+/// so that an index into one store cannot be used with another.
+pub trait SlabKey: Copy {
+    /// The key of slot `i`.
+    fn from_slot(i: u32) -> Self;
+    /// The slot of this key.
+    fn slot(self) -> u32;
+}
+
+/// Declare a `u32` newtype usable as a [`Slab`] key.
+macro_rules! slab_key {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) struct $name(u32);
+
+        impl $crate::slab::SlabKey for $name {
+            #[inline]
+            fn from_slot(i: u32) -> Self {
+                $name(i)
+            }
+            #[inline]
+            fn slot(self) -> u32 {
+                self.0
+            }
+        }
+    };
+}
+pub(crate) use slab_key;
+
+/// Slot storage with a free list, indexed by keys of type `K`.
 #[derive(Debug)]
-pub struct Slab<T> {
+pub struct Slab<K, T> {
     items: Vec<Option<T>>,
     free: Vec<u32>,
     len: usize,
+    key: PhantomData<K>,
 }
 
-impl<T> Default for Slab<T> {
+impl<K, T> Default for Slab<K, T> {
     fn default() -> Self {
         Slab {
             items: Vec::new(),
             free: Vec::new(),
             len: 0,
+            key: PhantomData,
         }
     }
 }
 
-impl<T> Slab<T> {
-    /// Store `v`, returning its index.
+impl<K: SlabKey, T> Slab<K, T> {
+    /// Store `v`, returning its key.
     #[inline]
-    pub fn insert(&mut self, v: T) -> u32 {
+    pub fn insert(&mut self, v: T) -> K {
         self.len += 1;
         if let Some(i) = self.free.pop() {
             self.items[i as usize] = Some(v);
-            i
+            K::from_slot(i)
         } else {
             self.items.push(Some(v));
-            (self.items.len() - 1) as u32
+            K::from_slot((self.items.len() - 1) as u32)
         }
     }
 
-    /// Remove and return the value at `i`.
+    /// Remove and return the value at `k`.
     #[inline]
-    pub fn remove(&mut self, i: u32) -> Option<T> {
+    pub fn remove(&mut self, k: K) -> Option<T> {
+        let i = k.slot();
         let v = self.items.get_mut(i as usize)?.take();
         if v.is_some() {
             self.len -= 1;
@@ -45,14 +81,14 @@ impl<T> Slab<T> {
 
     /// Shared access.
     #[inline]
-    pub fn get(&self, i: u32) -> Option<&T> {
-        self.items.get(i as usize)?.as_ref()
+    pub fn get(&self, k: K) -> Option<&T> {
+        self.items.get(k.slot() as usize)?.as_ref()
     }
 
     /// Exclusive access.
     #[inline]
-    pub fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        self.items.get_mut(i as usize)?.as_mut()
+    pub fn get_mut(&mut self, k: K) -> Option<&mut T> {
+        self.items.get_mut(k.slot() as usize)?.as_mut()
     }
 
     /// Number of stored values.
@@ -61,13 +97,18 @@ impl<T> Slab<T> {
         self.len
     }
 
-    /// Indices of all stored values.
-    pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+    /// Whether nothing is stored.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keys and values of everything stored, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (K, &T)> + '_ {
         self.items
             .iter()
             .enumerate()
-            .filter(|(_, v)| v.is_some())
-            .map(|(i, _)| i as u32)
+            .filter_map(|(i, v)| Some((K::from_slot(i as u32), v.as_ref()?)))
     }
 }
 

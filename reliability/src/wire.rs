@@ -161,7 +161,7 @@ pub struct CtrlExt {
 /// Received bytes, in one piece or spread over the buffers their datagram
 /// arrived in (AF_XDP multi-buffer: one per UMEM chunk). The engine copies
 /// them out piece by piece, so such a datagram is never gathered first
-/// (DESIGN.md: one userspace copy per direction).
+/// (one userspace copy per direction).
 #[derive(Clone, Copy, Debug)]
 pub enum Bytes<'a> {
     One(&'a [u8]),
@@ -441,6 +441,22 @@ pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
     let c = crc32c(&buf[..body_len]);
     buf[body_len..body_len + TRAILER_LEN].copy_from_slice(&c.to_le_bytes());
     body_len + TRAILER_LEN
+}
+
+/// Write a whole control datagram (HELLO, HELLO_ACK, RESET, CLOSE, CTS,
+/// DONE: common header, control extension, CRC; §2.3); returns its length.
+#[inline]
+pub fn encode_ctrl(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
+    encode_header(buf, h);
+    encode_ctrl_ext(buf, c);
+    seal(buf, COMMON_LEN + CTRL_EXT_LEN)
+}
+
+/// Write a whole ACK datagram (common header and CRC); returns its length.
+#[inline]
+pub fn encode_ack(buf: &mut [u8], h: &Header) -> usize {
+    encode_header(buf, h);
+    seal(buf, COMMON_LEN)
 }
 
 /// Serial-number comparison (RFC 1982 style, 32-bit): signed distance `a - b`.

@@ -11,7 +11,7 @@
 //! Default: about 2 s. Longer: `FUZZ_SECS=600 cargo test --release -p
 //! ofi-xdp-reliability --test fuzz -- --nocapture` (`FUZZ_SEED` picks the seed).
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::time::{Duration, Instant as WallClock};
 
@@ -80,7 +80,6 @@ fn capture() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
                 tag,
                 data: Some(9),
                 level,
-                report: true,
             },
         )
         .unwrap();
@@ -103,12 +102,12 @@ fn capture() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let mut moved = false;
         while let Some(t) = a.poll_transmit(now, &mut frame, &mut Bufs) {
             to_b.push(frame[..t.len].to_vec());
-            b.handle_datagram(now, 1, true, &frame[..t.len], &mut rb);
+            b.handle_datagram(now, 1, &frame[..t.len], &mut rb);
             moved = true;
         }
         while let Some(t) = b.poll_transmit(now, &mut frame, &mut Bufs) {
             to_a.push(frame[..t.len].to_vec());
-            a.handle_datagram(now, 2, true, &frame[..t.len], &mut rb);
+            a.handle_datagram(now, 2, &frame[..t.len], &mut rb);
             moved = true;
         }
         if !moved {
@@ -253,9 +252,9 @@ fn fuzz_decoder_and_engine() {
                 1
             };
             if rng.next_u64().is_multiple_of(2) {
-                b.handle_datagram_pieces(now, from, from == 1, &pieces, &mut rb);
+                b.handle_datagram_pieces(now, from, &pieces, &mut rb);
             } else {
-                b.handle_datagram(now, from, from == 1, &dg, &mut rb);
+                b.handle_datagram(now, from, &dg, &mut rb);
             }
             if rng.next_u64().is_multiple_of(4) {
                 now = now + Nanos((rng.next_u64() % 50_000_000) + 1);

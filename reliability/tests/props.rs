@@ -1,7 +1,7 @@
 //! Property tests: tag/ignore/directed matching against a reference model, and
 //! multi-recv placement.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -107,7 +107,7 @@ proptest! {
                     let now = s.now;
                     s.nodes[src].engine.post_send(now, SendOp {
                         token, dst: 0, payload: Payload::Buffer { len: 0 }, tag: tagged.then_some(tag),
-                        data: Some(token), level: CompletionLevel::Transmit, report: true,
+                        data: Some(token), level: CompletionLevel::Transmit,
                     }).unwrap();
                 }
             }
@@ -147,7 +147,7 @@ proptest! {
             let now = s.now;
             s.nodes[0].engine.post_send(now, SendOp {
                 token: i as u64, dst: 1, payload: Payload::Buffer { len }, tag: None,
-                data: Some(i as u64), level: CompletionLevel::Transmit, report: true,
+                data: Some(i as u64), level: CompletionLevel::Transmit,
             }).unwrap();
         }
         settle(&mut s);

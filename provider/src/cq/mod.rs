@@ -333,7 +333,7 @@ unsafe fn read_common(
     }
     match n {
         Ok(n) => {
-            ofi_xdp_reliability::probe::at(ofi_xdp_reliability::probe::Stage::Read);
+            crate::probe::at(crate::probe::Stage::Read);
             o.inner.empty_reads.store(0, Ordering::Relaxed);
             Ok(n as ssize_t)
         }

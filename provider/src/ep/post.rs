@@ -11,8 +11,8 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::probe::{self, Stage};
 use libc::{c_void, iovec, size_t, ssize_t};
-use ofi_xdp_reliability::probe::{self, Stage};
 
 use crate::abi::{Errno, Result, lock};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};

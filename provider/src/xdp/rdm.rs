@@ -11,7 +11,6 @@ use std::collections::HashMap;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
-use rel::probe::{self, Stage};
 use rel::{Engine, Event, Instant as RelInstant};
 
 use super::peers::Peers;
@@ -21,6 +20,7 @@ use crate::datapath::{
     Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
     RxOp, TxOp, WaitState, contiguous, gather, scatter,
 };
+use crate::probe::{self, Stage};
 use crate::sys::*;
 use crate::xdp_warn;
 
@@ -348,7 +348,7 @@ impl Rdm {
                 self_key,
                 ..
             } = self;
-            engine.handle_datagram(now, *self_key, true, &d, &mut RecvSide(recvs));
+            engine.handle_datagram(now, *self_key, &d, &mut RecvSide(recvs));
         }
         drained
     }
@@ -403,7 +403,7 @@ impl Rdm {
             },
             src: c
                 .src
-                .and_then(|s| self.peers.addrs.get(s.peer as usize).copied()),
+                .and_then(|peer| self.peers.addrs.get(peer as usize).copied()),
             report,
         })
     }
@@ -463,7 +463,6 @@ impl DataPath for Rdm {
                     tag: op.tag,
                     data: op.data,
                     level,
-                    report: true,
                 },
             );
             r.map_err(post_errno)?;
@@ -575,14 +574,10 @@ impl DataPath for Rdm {
                 }
                 trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
-                    [payload] => {
-                        engine.handle_datagram(now, key, true, payload, &mut RecvSide(recvs))
-                    }
+                    [payload] => engine.handle_datagram(now, key, payload, &mut RecvSide(recvs)),
                     // A jumbo datagram in its UMEM chunks: the engine copies
                     // its payload from them straight into the receive.
-                    _ => {
-                        engine.handle_datagram_pieces(now, key, true, pieces, &mut RecvSide(recvs))
-                    }
+                    _ => engine.handle_datagram_pieces(now, key, pieces, &mut RecvSide(recvs)),
                 }
                 probe::at(Stage::EngineReceived);
             });

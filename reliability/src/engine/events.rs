@@ -1,0 +1,55 @@
+//! The event queue the caller drains with [`crate::Engine::poll_event`]:
+//! completions (fi_cq(3) entries, successful or not) and lost peers.
+
+use std::collections::VecDeque;
+
+use crate::api::{Completion, Event, Flags, OpError};
+use crate::wire::flags as wf;
+
+/// Events waiting for the caller, oldest first.
+#[derive(Debug)]
+pub(crate) struct Events<P>(VecDeque<Event<P>>);
+
+impl<P> Default for Events<P> {
+    fn default() -> Self {
+        Events(VecDeque::new())
+    }
+}
+
+impl<P> Events<P> {
+    /// An operation completed.
+    #[inline]
+    pub(crate) fn complete(&mut self, c: Completion<P>) {
+        self.0.push_back(Event::Completion(c));
+    }
+
+    /// A peer's session was torn down.
+    pub(crate) fn peer_lost(&mut self, peer: P, reason: OpError) {
+        self.0.push_back(Event::PeerLost { peer, reason });
+    }
+
+    /// The oldest event.
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<Event<P>> {
+        self.0.pop_front()
+    }
+
+    /// Forget every event (the endpoint is closing).
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// Completion flags of a message with wire flags `hflags`: FI_TAGGED or
+/// FI_MSG, and FI_REMOTE_CQ_DATA when it carries data.
+pub(crate) fn msg_flags(hflags: u16) -> Flags {
+    let mut f = if hflags & wf::TAGGED != 0 {
+        Flags::TAGGED
+    } else {
+        Flags::MSG
+    };
+    if hflags & wf::CQ_DATA != 0 {
+        f |= Flags::REMOTE_CQ_DATA;
+    }
+    f
+}

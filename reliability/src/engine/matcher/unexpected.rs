@@ -1,0 +1,200 @@
+//! Unexpected messages (fi_msg(3), fi_tagged(3)): messages that arrived
+//! before a receive matching them was posted, queued in arrival order per
+//! kind (untagged, tagged). An eager message's data is buffered here (a
+//! second copy, bounded by `Config::unexpected_budget` bytes and
+//! `Config::unexpected_max` messages: beyond them the session refuses it,
+//! PROTOCOL.md §5.4); a rendezvous request is only a queue entry (§6.3).
+
+use std::collections::VecDeque;
+
+use super::super::seam::MsgInfo;
+use super::placement::Dest;
+use crate::api::{Config, TagMatch};
+use crate::slab::{Slab, slab_key};
+use crate::wire::{Bytes, flags as wf};
+
+slab_key!(
+    /// A message in the [`Unexpected`] store.
+    UnexpId
+);
+
+/// An unexpected message (eager data buffered, or a rendezvous request).
+#[derive(Debug)]
+pub(super) struct Unexp<P> {
+    pub(super) info: MsgInfo<P>,
+    /// The sender's session when it arrived: a CTS or DONE for it goes only
+    /// to that session.
+    pub(super) sess: u32,
+    pub(super) buf: Vec<u8>,
+    pub(super) received: u32,
+    /// Every byte has arrived (eager).
+    pub(super) complete: bool,
+    pub(super) rndv: bool,
+    /// Reserved by FI_PEEK | FI_CLAIM with this key.
+    pub(super) claimed: Option<u64>,
+    /// A receive took it (or FI_DISCARD dropped it) while its data was
+    /// still arriving: where the data goes once complete.
+    pub(super) attached: Option<Dest>,
+    /// Bytes counted against the budget.
+    cost: usize,
+}
+
+/// The unexpected messages and their two queues.
+#[derive(Debug)]
+pub(super) struct Unexpected<P> {
+    store: Slab<UnexpId, Unexp<P>>,
+    msg: VecDeque<UnexpId>,
+    tagged: VecDeque<UnexpId>,
+    /// Bytes buffered now, and the most ever.
+    bytes: usize,
+    bytes_max: usize,
+    budget: usize,
+    max_count: usize,
+}
+
+impl<P: Copy + Eq> Unexpected<P> {
+    pub(super) fn new(cfg: &Config) -> Self {
+        Unexpected {
+            store: Slab::default(),
+            msg: VecDeque::new(),
+            tagged: VecDeque::new(),
+            bytes: 0,
+            bytes_max: 0,
+            budget: cfg.unexpected_budget,
+            max_count: cfg.unexpected_max,
+        }
+    }
+
+    /// Messages stored (queued, or taken by a receive and still arriving).
+    pub(super) fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// Bytes buffered now.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The most bytes ever buffered at once.
+    pub(super) fn bytes_max(&self) -> usize {
+        self.bytes_max
+    }
+
+    /// Queue message `info`, which arrived in session `sess` with its first
+    /// `payload`, if the budget allows.
+    pub(super) fn admit(&mut self, info: MsgInfo<P>, sess: u32, payload: Bytes) -> Option<UnexpId> {
+        if self.store.len() >= self.max_count {
+            return None;
+        }
+        let rndv = info.hflags & wf::RNDV != 0;
+        let cost = if rndv { 0 } else { info.total as usize };
+        if self.bytes + cost > self.budget {
+            return None;
+        }
+        self.bytes += cost;
+        self.bytes_max = self.bytes_max.max(self.bytes);
+        let mut buf = Vec::new();
+        if !rndv {
+            buf.resize(info.total as usize, 0);
+            payload.copy_to(&mut buf);
+        }
+        let received = payload.len() as u32;
+        let id = self.store.insert(Unexp {
+            info,
+            sess,
+            buf,
+            received,
+            complete: !rndv && received >= info.total,
+            rndv,
+            claimed: None,
+            attached: None,
+            cost,
+        });
+        if info.hflags & wf::TAGGED != 0 {
+            self.tagged.push_back(id);
+        } else {
+            self.msg.push_back(id);
+        }
+        Some(id)
+    }
+
+    /// The first queued message, in arrival order, of the kind `tagged`
+    /// from `src` (any: `None`) matching `tag`, claimed by `claim`.
+    pub(super) fn find(
+        &self,
+        tagged: bool,
+        src: Option<P>,
+        tag: Option<TagMatch>,
+        claim: Option<u64>,
+    ) -> Option<UnexpId> {
+        let q = if tagged { &self.tagged } else { &self.msg };
+        q.iter().copied().find(|&id| {
+            let Some(u) = self.store.get(id) else {
+                return false;
+            };
+            if u.claimed != claim || u.attached.is_some() {
+                return false;
+            }
+            if let Some(s) = src
+                && u.info.from != s
+            {
+                return false;
+            }
+            tag.is_none_or(|t| t.matches(u.info.tag))
+        })
+    }
+
+    /// The queued message claimed with `key`.
+    pub(super) fn find_claimed(&self, key: u64) -> Option<UnexpId> {
+        self.msg
+            .iter()
+            .chain(self.tagged.iter())
+            .copied()
+            .find(|&id| self.store.get(id).is_some_and(|u| u.claimed == Some(key)))
+    }
+
+    /// Rendezvous requests of `peer` (its session failed: they can no longer
+    /// be served).
+    pub(super) fn rendezvous_from(&self, peer: super::super::peers::PeerId) -> Vec<UnexpId> {
+        self.store
+            .iter()
+            .filter(|(_, u)| u.info.peer == peer && u.rndv)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    pub(super) fn get(&self, id: UnexpId) -> Option<&Unexp<P>> {
+        self.store.get(id)
+    }
+
+    pub(super) fn get_mut(&mut self, id: UnexpId) -> Option<&mut Unexp<P>> {
+        self.store.get_mut(id)
+    }
+
+    /// Take message `id` out of its queue (it stays stored).
+    pub(super) fn unqueue(&mut self, id: UnexpId) {
+        for q in [&mut self.msg, &mut self.tagged] {
+            if let Some(pos) = q.iter().position(|&x| x == id) {
+                q.remove(pos);
+                return;
+            }
+        }
+    }
+
+    /// Put message `id` back at the head of its queue.
+    pub(super) fn requeue_front(&mut self, id: UnexpId) {
+        let Some(u) = self.store.get(id) else { return };
+        if u.info.hflags & wf::TAGGED != 0 {
+            self.tagged.push_front(id);
+        } else {
+            self.msg.push_front(id);
+        }
+    }
+
+    /// Remove message `id` (already out of its queue) and release its bytes.
+    pub(super) fn take(&mut self, id: UnexpId) -> Option<Unexp<P>> {
+        let u = self.store.remove(id)?;
+        self.bytes -= u.cost;
+        Some(u)
+    }
+}

@@ -1,0 +1,526 @@
+//! The engine: a thin router between the caller and two kinds of room.
+//!
+//! - [`session`]: one [`Session`] per peer (PROTOCOL.md §4–5): handshake,
+//!   sequence numbers and acks, SACK, RTO, window and receiver-not-ready,
+//!   reordering, and the send operations queued to that peer with their
+//!   segmentation and completions.
+//! - [`matcher`]: one [`Matcher`] for the engine (§6): posted and
+//!   unexpected queues, peek/claim/discard, multi-recv, and the receive side
+//!   of rendezvous and delivery-complete.
+//!
+//! They meet at the seam ([`seam`]): in-order messages go up from a session
+//! to the matcher; control (CTS, DONE) and the messages still to arrive go
+//! down. The router decodes datagrams, finds the peer ([`peers`]), passes
+//! each input to the room it belongs to, and serves the outputs: datagrams
+//! from the ready sessions and one-shot packets ([`oneshot`]), deadlines
+//! ([`schedule`]) and events ([`events`]).
+
+mod events;
+mod inject;
+mod matcher;
+mod oneshot;
+mod peers;
+mod schedule;
+mod seam;
+mod session;
+mod shared;
+#[cfg(test)]
+mod tests;
+
+use std::hash::Hash;
+
+use crate::api::*;
+use crate::time::Instant;
+use crate::wire::{self, Packet, PacketType, flags as wf};
+use events::Events;
+use matcher::Matcher;
+use oneshot::Oneshots;
+use peers::{PeerId, PeerTable};
+use schedule::Schedule;
+use seam::{Control, Incoming, Sessions};
+use session::{Admission, MIN_MTU, Session};
+use shared::Shared;
+
+/// The sans-IO reliability engine. `P` is the caller's peer key.
+#[derive(Debug)]
+pub struct Engine<P> {
+    peers: PeerTable<P, Session<P>>,
+    matcher: Matcher<P>,
+    oneshots: Oneshots<P>,
+    shared: Shared<P>,
+}
+
+impl<P: Copy + Eq + Hash> Engine<P> {
+    /// A new engine. `cfg.mtu` is raised to at least 128 and `cfg.window`
+    /// clamped to 1..=4096.
+    pub fn new(mut cfg: Config) -> Self {
+        cfg.mtu = cfg.mtu.clamp(MIN_MTU, 65535);
+        cfg.window = cfg.window.clamp(1, 4096);
+        cfg.inject_size = cfg.inject_size.min(cfg.eager_limit);
+        Engine {
+            peers: PeerTable::new(),
+            matcher: Matcher::new(&cfg),
+            oneshots: Oneshots::default(),
+            shared: Shared::new(cfg),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.shared.stats;
+        let (unexpected, unexpected_max) = self.matcher.unexpected_bytes();
+        s.unexpected_bytes = unexpected as u64;
+        s.unexpected_bytes_max = unexpected_max as u64;
+        s.reorder_bytes = self.shared.reorder_bytes as u64;
+        s
+    }
+
+    /// Number of peers with state.
+    pub fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Send operations posted and not yet completed.
+    pub fn sends_outstanding(&self) -> usize {
+        self.shared.sends
+    }
+
+    /// Sends already completed to the application (inject complete) whose
+    /// data the peer has not acknowledged yet: the engine still owns their
+    /// retransmission, so closing now could lose them.
+    pub fn sends_unacked_after_completion(&self) -> usize {
+        self.peers.iter().map(Session::sends_reported_unacked).sum()
+    }
+
+    /// Receive operations posted and not yet completed.
+    pub fn recvs_posted(&self) -> usize {
+        self.matcher.recvs_posted()
+    }
+
+    /// Unexpected messages queued (not yet matched).
+    pub fn unexpected_count(&self) -> usize {
+        self.matcher.unexpected_count()
+    }
+
+    /// Internal state of the session with `peer`, for diagnostics (format unstable).
+    pub fn debug_peer(&self, peer: P) -> Option<String>
+    where
+        P: core::fmt::Debug,
+    {
+        Some(self.peers[self.peers.get(peer)?].describe())
+    }
+
+    /// Largest payload of one DATA packet with the configured MTU.
+    pub fn max_payload(&self) -> usize {
+        self.shared.cfg.mtu - wire::DATA_OVERHEAD
+    }
+
+    // ------------------------------------------------------------------
+    // Posting
+    // ------------------------------------------------------------------
+
+    /// Post a send (fi_send/fi_tsend/fi_senddata/fi_inject/fi_sendmsg).
+    ///
+    /// Errors: [`PostError::QueueFull`] when `tx_queue_len` sends are outstanding
+    /// or the inject storage is used up; [`PostError::TooLarge`] beyond
+    /// [`MAX_MSG_SIZE`] / `inject_size`.
+    pub fn post_send(&mut self, now: Instant, op: SendOp<'_, P>) -> Result<(), PostError> {
+        let (len, inject) = match op.payload {
+            Payload::Buffer { len } => (len, None),
+            Payload::Inject(b) => (b.len(), Some(b)),
+        };
+        let cfg = &self.shared.cfg;
+        if len > MAX_MSG_SIZE {
+            return Err(PostError::TooLarge);
+        }
+        if let Some(b) = inject {
+            if b.len() > cfg.inject_size {
+                return Err(PostError::TooLarge);
+            }
+            if self.shared.injects.bytes() + b.len() > cfg.inject_budget {
+                return Err(PostError::QueueFull);
+            }
+        }
+        if self.shared.sends >= cfg.tx_queue_len {
+            return Err(PostError::QueueFull);
+        }
+        let peer = self.peer_for(op.dst)?;
+        self.peers[peer].post_send(now, &op, len, inject, &mut self.shared);
+        Ok(())
+    }
+
+    /// Post a receive (fi_recv/fi_trecv/fi_recvmsg). If a queued unexpected
+    /// message matches, its data is copied into the buffer now through `bufs`
+    /// (that is the second copy of the unexpected path).
+    pub fn post_recv(
+        &mut self,
+        op: RecvOp<P>,
+        bufs: &mut impl RecvBuffers,
+    ) -> Result<(), PostError> {
+        let (matcher, events, mut down) = self.matcher();
+        matcher.post_recv(op, events, &mut down, bufs)
+    }
+
+    /// Cancel a posted receive (fi_cancel). Returns false when no posted receive
+    /// has this token (already matched or completed). The cancelled receive
+    /// completes with [`OpError::Canceled`]; a multi-recv buffer with messages
+    /// still arriving into it is released when they complete.
+    pub fn cancel_recv(&mut self, token: u64) -> bool {
+        self.matcher.cancel_recv(token, &mut self.shared.events)
+    }
+
+    /// FI_PEEK (with FI_CLAIM or FI_DISCARD) against the unexpected queue. The
+    /// result is an event for `token`: a completion with flags PEEK (|CLAIM or
+    /// |DISCARD) describing the message (len, tag, data, source), or an error
+    /// completion [`OpError::NoMessage`] (FI_ENOMSG).
+    pub fn peek(&mut self, token: u64, src: Option<P>, tag: Option<TagMatch>, mode: PeekMode) {
+        let (matcher, events, mut down) = self.matcher();
+        matcher.peek(token, src, tag, mode, events, &mut down);
+    }
+
+    /// Receive (or, with `discard`, drop) the message claimed earlier by
+    /// [`Engine::peek`] with [`PeekMode::Claim`] and `key` (FI_CLAIM,
+    /// FI_CLAIM | FI_DISCARD). `op.src`/`op.tag` are ignored: the claim names the
+    /// message. Returns [`PostError::Invalid`] when no message is claimed by `key`.
+    pub fn claim(
+        &mut self,
+        op: RecvOp<P>,
+        key: u64,
+        discard: bool,
+        bufs: &mut impl RecvBuffers,
+    ) -> Result<(), PostError> {
+        let (matcher, events, mut down) = self.matcher();
+        matcher.claim(op, key, discard, events, &mut down, bufs)
+    }
+
+    /// Whether [`Engine::poll_transmit`] may have a datagram to produce: a
+    /// control packet is queued or a peer has something ready. When false it
+    /// would return `None`, so callers can skip preparing a buffer.
+    pub fn wants_transmit(&self) -> bool {
+        !self.oneshots.is_empty() || self.shared.schedule.any_ready()
+    }
+
+    /// Next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event<P>> {
+        self.shared.events.pop()
+    }
+
+    /// The endpoint is closing (`fi_close`): queue a CLOSE notice, carrying
+    /// our final acknowledgement, for every peer with a session, and end those
+    /// sessions (PROTOCOL.md §4.5). The peer completes what we acknowledged
+    /// and fails the rest at once instead of retransmitting until its retry
+    /// limit. Outstanding operations are discarded without completions, as
+    /// `fi_endpoint(3)` says of `fi_close`. Drain `poll_transmit` afterwards to
+    /// send the notices; the engine is not meant to be used after that.
+    pub fn close(&mut self) {
+        for peer in self.peers.ids() {
+            let session = &self.peers[peer];
+            if !session.is_established() {
+                continue;
+            }
+            let cfg = &self.shared.cfg;
+            let hdr = session.acking_header(PacketType::Close, cfg.window);
+            self.oneshots.close(session.key(), hdr, cfg.incarnation);
+            self.fail_peer(peer, OpError::Canceled);
+        }
+        self.shared.events.clear();
+    }
+
+    /// The network reports nobody listening at `peer` (an ICMP port
+    /// unreachable for a datagram we sent it): its process is gone. Fail
+    /// what depends on it now rather than at the retry limit (PROTOCOL.md
+    /// §5.3). Ignored for a peer we have no session or handshake with.
+    pub fn peer_unreachable(&mut self, peer: P) {
+        let Some(id) = self.peers.lookup(peer) else {
+            return;
+        };
+        if !self.peers[id].is_idle() {
+            self.fail_peer(id, OpError::PeerUnreachable);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Input
+    // ------------------------------------------------------------------
+
+    /// Feed one received datagram (our header onwards: the caller strips
+    /// Ethernet/IP/UDP). `from` is the sender's key: completions of its
+    /// messages carry it as their source. Payload of matched messages is
+    /// written into receive buffers through `bufs`.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: P,
+        datagram: &[u8],
+        bufs: &mut impl RecvBuffers,
+    ) {
+        self.handle_decoded(now, from, wire::decode(datagram), bufs);
+    }
+
+    /// [`Engine::handle_datagram`] for a datagram that arrived in several
+    /// buffers (AF_XDP multi-buffer), in order: their concatenation is the
+    /// datagram. Its payload is copied from the pieces where they are.
+    pub fn handle_datagram_pieces(
+        &mut self,
+        now: Instant,
+        from: P,
+        pieces: &[&[u8]],
+        bufs: &mut impl RecvBuffers,
+    ) {
+        self.handle_decoded(now, from, wire::decode_pieces(pieces), bufs);
+    }
+
+    fn handle_decoded(
+        &mut self,
+        now: Instant,
+        from: P,
+        decoded: Result<Packet<'_>, wire::WireError>,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        self.shared.stats.rx_datagrams += 1;
+        let Ok(pkt) = decoded else {
+            self.shared.stats.corrupt += 1;
+            return;
+        };
+        match pkt.ty {
+            PacketType::Hello => self.on_hello(from, &pkt),
+            PacketType::HelloAck => self.on_hello_ack(from, &pkt),
+            PacketType::Reset => self.on_reset(from, &pkt),
+            _ => self.on_session_packet(now, from, &pkt, bufs),
+        }
+    }
+
+    /// Fire due timers: retransmission timeouts, delayed acks, the end of
+    /// receiver-not-ready waits, idle release.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut i = 0;
+        while let Some(peer) = self.shared.schedule.timer(i) {
+            if self.peers[peer].next_deadline() <= now
+                && let Some(reason) = self.peers[peer].fire_timers(now, &mut self.shared)
+            {
+                self.fail_peer(peer, reason);
+            }
+            let session = &mut self.peers[peer];
+            if session.next_deadline() == Instant::NEVER {
+                self.shared.schedule.disarm(i, session.listed());
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The earliest time `handle_timeout` has work, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self
+            .shared
+            .schedule
+            .timers()
+            .map(|peer| self.peers[peer].next_deadline())
+            .min()?;
+        (t != Instant::NEVER).then_some(t)
+    }
+
+    // ------------------------------------------------------------------
+    // Output
+    // ------------------------------------------------------------------
+
+    /// Produce the next datagram into `buf`, which must be at least
+    /// [`Config::mtu`] bytes long (a shorter buffer yields nothing); at most
+    /// `mtu` bytes of it are used. Payload is copied
+    /// from send buffers through `bufs` — once per transmission. Call until it
+    /// returns `None` after every input.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        bufs: &mut impl SendBuffers,
+    ) -> Option<Transmit<P>> {
+        // Every frame must be able to hold the largest packet: a retransmission
+        // rebuilds a packet at the size it was first sent with.
+        let mtu = self.shared.cfg.mtu;
+        if buf.len() < mtu {
+            return None;
+        }
+        let buf = &mut buf[..mtu];
+        if let Some(t) = self.oneshots.transmit(buf, &mut self.shared.stats) {
+            return Some(t);
+        }
+        while let Some(peer) = self.shared.schedule.first_ready() {
+            let session = &mut self.peers[peer];
+            if let Some(len) = session.emit(now, buf, bufs, &mut self.shared) {
+                if !session.may_emit(now, &self.shared.cfg) {
+                    // That was its last for now: off the list, so that
+                    // wants_transmit is false and the caller kicks at once.
+                    self.shared.schedule.unready_first(session.listed());
+                } else {
+                    self.shared.schedule.rotate_ready();
+                }
+                self.shared.stats.tx_datagrams += 1;
+                return Some(Transmit {
+                    dst: session.key(),
+                    len,
+                });
+            }
+            self.shared.schedule.unready_first(session.listed());
+        }
+        None
+    }
+
+    // ------------------------------------------------------------------
+    // Routing
+    // ------------------------------------------------------------------
+
+    /// The matcher, with what it needs when the application calls it: the
+    /// event queue, and the sessions through the seam.
+    fn matcher(&mut self) -> (&mut Matcher<P>, &mut Events<P>, Downlink<'_, P>) {
+        let Engine {
+            peers,
+            matcher,
+            shared,
+            ..
+        } = self;
+        let down = Downlink {
+            peers,
+            schedule: &mut shared.schedule,
+        };
+        (matcher, &mut shared.events, down)
+    }
+
+    /// The peer of `key`, given state on first use.
+    fn peer_for(&mut self, key: P) -> Result<PeerId, PostError> {
+        if let Some(id) = self.peers.lookup(key) {
+            return Ok(id);
+        }
+        if self.peers.len() >= self.shared.cfg.max_peers {
+            return Err(PostError::TooManyPeers);
+        }
+        let cfg = &self.shared.cfg;
+        Ok(self.peers.insert(key, |id| Session::new(key, id, cfg)))
+    }
+
+    /// HELLO (PROTOCOL.md §4.1): opens a session, replacing one the peer
+    /// no longer has.
+    fn on_hello(&mut self, from: P, pkt: &Packet<'_>) {
+        if pkt.hdr.src_sess == 0 {
+            self.shared.stats.dropped += 1;
+            return;
+        }
+        let Ok(peer) = self.peer_for(from) else {
+            self.shared.stats.dropped += 1;
+            return;
+        };
+        if let Some(reason) = self.peers[peer].superseded_by(pkt) {
+            self.fail_peer(peer, reason);
+        }
+        self.peers[peer].on_hello(pkt, &mut self.shared);
+    }
+
+    fn on_hello_ack(&mut self, from: P, pkt: &Packet<'_>) {
+        match self.peers.lookup(from) {
+            Some(peer) => self.peers[peer].on_hello_ack(pkt, &mut self.shared),
+            None => self.shared.stats.dropped += 1,
+        }
+    }
+
+    /// RESET (§4.3): the peer lost our session.
+    fn on_reset(&mut self, from: P, pkt: &Packet<'_>) {
+        let reason = self
+            .peers
+            .lookup(from)
+            .and_then(|peer| Some((peer, self.peers[peer].reset_by(pkt)?)));
+        match reason {
+            Some((peer, reason)) => self.fail_peer(peer, reason),
+            None => self.shared.stats.dropped += 1,
+        }
+    }
+
+    /// ACK, DATA, CTS, DONE and CLOSE: checked against the peer's session
+    /// (§4.2), then acknowledgement fields to its sender half and sequenced
+    /// packets to its receiver half.
+    fn on_session_packet(
+        &mut self,
+        now: Instant,
+        from: P,
+        pkt: &Packet<'_>,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        let admission = match self.peers.lookup(from) {
+            Some(peer) => Ok((peer, self.peers[peer].admits(&pkt.hdr))),
+            None => Err(()),
+        };
+        let peer = match admission {
+            Ok((peer, Admission::Accept)) => peer,
+            Ok((_, Admission::Drop)) => {
+                self.shared.stats.dropped += 1;
+                return;
+            }
+            Ok((_, Admission::DropAndReset)) | Err(()) => {
+                self.shared.stats.dropped += 1;
+                self.oneshots.reset(from, pkt, self.shared.cfg.incarnation);
+                return;
+            }
+        };
+        if pkt.hdr.flags & wf::ACK != 0 {
+            self.peers[peer].on_ack(now, &pkt.hdr, &mut self.shared);
+        }
+        if pkt.ty == PacketType::Close {
+            // Its final ack has completed what it received (above); the rest
+            // of the session can never complete (§4.5).
+            self.shared.stats.closes_received += 1;
+            self.fail_peer(peer, OpError::PeerClosed);
+            return;
+        }
+        if pkt.ty.is_sequenced() {
+            self.peers[peer].on_sequenced(now, pkt, &mut self.shared, &mut self.matcher, bufs);
+        }
+    }
+
+    /// Tear down the session with `peer`: every operation that depended on
+    /// it completes with `reason` (sends first, then the receives its
+    /// messages were arriving into); the peer returns to Idle (a later send
+    /// opens a new session).
+    fn fail_peer(&mut self, peer: PeerId, reason: OpError) {
+        let shared = &mut self.shared;
+        shared.stats.peers_lost += 1;
+        shared.events.peer_lost(self.peers[peer].key(), reason);
+        let incoming = self.peers[peer].fail(reason, shared);
+        self.matcher
+            .peer_failed(peer, incoming, reason, &mut shared.events);
+    }
+}
+
+/// The sessions as the matcher sees them when the application (not a
+/// session) calls it: post_recv, peek, claim.
+struct Downlink<'a, P> {
+    peers: &'a mut PeerTable<P, Session<P>>,
+    schedule: &'a mut Schedule,
+}
+
+impl<P: Copy + Eq + Hash> Sessions<P> for Downlink<'_, P> {
+    fn is_current(&self, peer: PeerId, sess: Option<u32>) -> bool {
+        self.peers[peer].is_current(sess)
+    }
+
+    fn send_control(&mut self, peer: PeerId, c: Control) {
+        self.peers[peer].queue_control(c, self.schedule);
+    }
+
+    fn expect(&mut self, peer: PeerId, m: Incoming<P>) {
+        self.peers[peer].expect(m);
+    }
+}
+
+/// Bytes per idle peer: the session record, plus its slot in the peer table.
+pub const fn idle_peer_bytes<P>() -> usize {
+    session::idle_bytes::<P>() + peers::map_slot_bytes::<P>()
+}
+
+/// Bytes of the queue block an active peer adds (heap, plus the deques' own buffers).
+pub const fn active_peer_block_bytes<P>() -> usize {
+    session::active_block_bytes::<P>()
+}

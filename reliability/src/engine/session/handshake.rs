@@ -1,0 +1,132 @@
+//! Opening and ending sessions (PROTOCOL.md §4): HELLO / HELLO_ACK, the
+//! checks every session packet passes (§4.2), and RESET (§4.3).
+
+use super::super::shared::Shared;
+use super::rtt::Rtt;
+use super::{Conn, MIN_MTU, Session};
+use crate::api::OpError;
+use crate::time::{Instant, Nanos};
+use crate::wire::{Header, Packet};
+
+/// What to do with a session packet (ACK, DATA, CTS, DONE, CLOSE), §4.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    Accept,
+    Drop,
+    /// Addressed to a session of ours that no longer exists: drop it and
+    /// tell the sender (§4.3).
+    DropAndReset,
+}
+
+impl<P: Copy> Session<P> {
+    /// Open a session (§4.1): a new local id, HELLO until answered.
+    pub(super) fn start_handshake(&mut self, now: Instant, sh: &mut Shared<P>) {
+        self.local_sess = sh.rng.nonzero_u32();
+        self.conn = Conn::HelloSent;
+        self.send_hello = true;
+        self.hello_retries = 0;
+        self.rtt = Rtt::new(&sh.cfg);
+        self.rto_at = now + Nanos(self.rtt.rto());
+        self.arm_timers(&mut sh.schedule);
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// The session is open: the peer's id and incarnation are known, both
+    /// streams start at sequence 0. `peer_mtu` is word b of the peer's HELLO
+    /// or HELLO_ACK (0 = not stated: assume our own MTU).
+    fn establish(&mut self, remote_sess: u32, remote_inc: u32, peer_mtu: u32, sh: &mut Shared<P>) {
+        let mtu = sh.cfg.mtu as u32;
+        self.remote_sess = remote_sess;
+        self.remote_inc = remote_inc;
+        self.peer_mtu = match peer_mtu {
+            0 => mtu,
+            m => m.clamp(MIN_MTU as u32, mtu),
+        };
+        self.conn = Conn::Established;
+        self.rto_at = Instant::NEVER;
+        self.next_seq = 0;
+        self.una = 0;
+        self.expected = 0;
+        self.rx_unacked = 0;
+        self.peer_window = sh.cfg.window;
+        self.hello_retries = 0;
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// A HELLO opening a session other than the established one: the peer
+    /// restarted (new incarnation) or dropped our session (same one). The
+    /// old session must fail with the error returned before
+    /// [`Session::on_hello`] (what was in flight is lost).
+    pub(crate) fn superseded_by(&self, hello: &Packet<'_>) -> Option<OpError> {
+        if !self.is_established() || self.remote_sess == hello.hdr.src_sess {
+            return None;
+        }
+        Some(if hello.ctrl.a != self.remote_inc {
+            OpError::PeerRestarted
+        } else {
+            OpError::PeerReset
+        })
+    }
+
+    /// A HELLO (source id non-zero): answer HELLO_ACK, establishing the
+    /// session first unless it is a duplicate of the established one.
+    pub(crate) fn on_hello(&mut self, hello: &Packet<'_>, sh: &mut Shared<P>) {
+        let (sess, inc, mtu) = (hello.hdr.src_sess, hello.ctrl.a, hello.ctrl.b);
+        match self.conn {
+            Conn::Established => {}
+            Conn::HelloSent => self.establish(sess, inc, mtu, sh),
+            Conn::Idle => {
+                self.local_sess = sh.rng.nonzero_u32();
+                self.establish(sess, inc, mtu, sh);
+            }
+        }
+        self.send_hello_ack = true;
+        self.idle_at = Instant::NEVER;
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// A HELLO_ACK: establishes our HELLO's session, else it is dropped.
+    pub(crate) fn on_hello_ack(&mut self, pkt: &Packet<'_>, sh: &mut Shared<P>) {
+        if self.conn == Conn::HelloSent
+            && pkt.hdr.dst_sess == self.local_sess
+            && pkt.hdr.src_sess != 0
+        {
+            self.establish(pkt.hdr.src_sess, pkt.ctrl.a, pkt.ctrl.b, sh);
+        } else {
+            sh.stats.dropped += 1;
+        }
+    }
+
+    /// A RESET about our current session (or our HELLO): the peer lost it;
+    /// the session fails with the error returned. `None`: not ours, dropped.
+    pub(crate) fn reset_by(&self, pkt: &Packet<'_>) -> Option<OpError> {
+        let ours = self.conn != Conn::Idle && pkt.hdr.dst_sess == self.local_sess;
+        let about_current = self.conn == Conn::HelloSent || pkt.ctrl.b == self.remote_sess;
+        if !(ours && about_current) {
+            return None;
+        }
+        Some(if self.remote_inc != 0 && pkt.ctrl.a != self.remote_inc {
+            OpError::PeerRestarted
+        } else {
+            OpError::PeerReset
+        })
+    }
+
+    /// §4.2: only the established session's packets are accepted. One
+    /// addressed to a session of ours that no longer exists gets a RESET
+    /// (while our HELLO is outstanding we stay quiet).
+    pub(crate) fn admits(&self, hdr: &Header) -> Admission {
+        let ok = self.conn == Conn::Established
+            && hdr.dst_sess == self.local_sess
+            && hdr.src_sess == self.remote_sess;
+        if ok {
+            Admission::Accept
+        } else if self.conn == Conn::Idle
+            || (self.conn == Conn::Established && hdr.dst_sess != self.local_sess)
+        {
+            Admission::DropAndReset
+        } else {
+            Admission::Drop
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! A session: everything the engine keeps about one peer (PROTOCOL.md §4–5).
+//! Its state and methods are split by room:
+//!
+//! - `handshake.rs`: HELLO / HELLO_ACK / RESET, which packets a session admits (§4);
+//! - `sender.rs`: the window in flight, acks, SACK, fast retransmit, RTO, RNR wait (§5.1, §5.3, §5.4);
+//! - `receiver.rs`: duplicates, reordering, in-order delivery up to the matcher, the ack policy, refusals (§5.2, §5.4);
+//! - `transmit.rs`: the next packet to send, and encoding it;
+//! - `send_ops.rs`: the send operations queued to this peer, their segmentation and completions (§6.1, §6.3, §6.4);
+//! - `rtt.rs`: the RTT estimator (RFC 6298); `reorder.rs`: the reordering buffer.
+//!
+//! An idle session is small (`IDLE_PEER_BYTES`): its queues live in a heap
+//! block only while the peer is active, released after `Config::idle_release`.
+
+mod handshake;
+mod receiver;
+mod reorder;
+mod rtt;
+mod send_ops;
+mod sender;
+mod transmit;
+
+use std::collections::VecDeque;
+
+pub(crate) use handshake::Admission;
+
+use super::events::Events;
+use super::peers::PeerId;
+use super::schedule::{Listed, Schedule};
+use super::seam::{Control, Incoming, Sessions};
+use super::shared::Shared;
+use crate::api::{Config, OpError};
+use crate::time::Instant;
+use reorder::ReorderBuffer;
+use rtt::Rtt;
+use send_ops::SendOps;
+use sender::SentPkt;
+
+/// Smallest datagram (`Config::mtu`) an engine works with, or believes a
+/// peer accepts: room for a DATA header, some payload and the CRC.
+pub(crate) const MIN_MTU: usize = 128;
+
+/// Session states (§4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Conn {
+    Idle,
+    HelloSent,
+    Established,
+}
+
+/// Queue storage of an active session, released when it is quiescent.
+#[derive(Debug)]
+struct Queues<P> {
+    /// Sent, not cumulatively acked; index i = sequence `una + i`.
+    inflight: VecDeque<SentPkt>,
+    /// Sequence numbers to retransmit.
+    rtx: VecDeque<u32>,
+    /// Control messages waiting for a sequence number.
+    ctrl: VecDeque<Control>,
+    /// Send operations to this peer.
+    ops: SendOps,
+    /// Out-of-order packets received.
+    reorder: ReorderBuffer,
+    /// Messages being received from this peer.
+    incoming: Vec<Incoming<P>>,
+}
+
+impl<P> Default for Queues<P> {
+    fn default() -> Self {
+        Queues {
+            inflight: VecDeque::new(),
+            rtx: VecDeque::new(),
+            ctrl: VecDeque::new(),
+            ops: SendOps::default(),
+            reorder: ReorderBuffer::default(),
+            incoming: Vec::new(),
+        }
+    }
+}
+
+impl<P> Queues<P> {
+    fn quiescent(&self) -> bool {
+        self.inflight.is_empty()
+            && self.rtx.is_empty()
+            && self.ctrl.is_empty()
+            && self.ops.is_empty()
+            && self.reorder.is_empty()
+            && self.incoming.is_empty()
+    }
+
+    /// Whether sequenced packets wait to go out: retransmissions, or new
+    /// packets (control, rendezvous data, messages) if `window` allows.
+    fn has_output(&self, window: usize) -> bool {
+        !self.rtx.is_empty()
+            || (self.inflight.len() < window && (!self.ctrl.is_empty() || self.ops.has_data()))
+    }
+}
+
+/// The session with one peer.
+#[derive(Debug)]
+pub(crate) struct Session<P> {
+    key: P,
+    id: PeerId,
+    listed: Listed,
+    conn: Conn,
+    send_hello: bool,
+    send_hello_ack: bool,
+    ack_now: bool,
+    rnr_pending: bool,
+    /// After a receiver-not-ready wait only the oldest packet is resent; the
+    /// rest follow once it is acknowledged.
+    rnr_probe: bool,
+    local_sess: u32,
+    remote_sess: u32,
+    remote_inc: u32,
+    /// Largest datagram the peer accepts (HELLO/HELLO_ACK word b, §2.3),
+    /// at most our own `Config::mtu`: DATA to it is segmented to fit.
+    peer_mtu: u32,
+    hello_retries: u32,
+    /// TX: next sequence number to assign.
+    next_seq: u32,
+    /// TX: oldest unacknowledged sequence number.
+    una: u32,
+    /// TX: next message id.
+    next_msg_id: u32,
+    /// RX: next in-order sequence number expected.
+    expected: u32,
+    /// RX: in-order packets not yet acknowledged.
+    rx_unacked: u32,
+    /// The receive window the peer advertised.
+    peer_window: u16,
+    rtt: Rtt,
+    /// Deadlines (§7): retransmission, delayed ack, end of a
+    /// receiver-not-ready wait, idle release.
+    rto_at: Instant,
+    ack_at: Instant,
+    rnr_until: Instant,
+    idle_at: Instant,
+    q: Option<Box<Queues<P>>>,
+}
+
+impl<P: Copy> Session<P> {
+    pub(crate) fn new(key: P, id: PeerId, cfg: &Config) -> Self {
+        Session {
+            key,
+            id,
+            listed: Listed::default(),
+            conn: Conn::Idle,
+            send_hello: false,
+            send_hello_ack: false,
+            ack_now: false,
+            rnr_pending: false,
+            rnr_probe: false,
+            local_sess: 0,
+            remote_sess: 0,
+            remote_inc: 0,
+            peer_mtu: cfg.mtu as u32,
+            hello_retries: 0,
+            next_seq: 0,
+            una: 0,
+            next_msg_id: 0,
+            expected: 0,
+            rx_unacked: 0,
+            peer_window: cfg.window,
+            rtt: Rtt::new(cfg),
+            rto_at: Instant::NEVER,
+            ack_at: Instant::NEVER,
+            rnr_until: Instant::NEVER,
+            idle_at: Instant::NEVER,
+            q: None,
+        }
+    }
+
+    /// The caller's key of this peer.
+    pub(crate) fn key(&self) -> P {
+        self.key
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.conn == Conn::Idle
+    }
+
+    pub(crate) fn is_established(&self) -> bool {
+        self.conn == Conn::Established
+    }
+
+    /// Established and, with `sess`, still the session whose remote id is `sess`.
+    pub(crate) fn is_current(&self, sess: Option<u32>) -> bool {
+        self.is_established() && sess.is_none_or(|s| s == self.remote_sess)
+    }
+
+    /// Send `c` on this session's stream (from the matcher).
+    pub(crate) fn queue_control(&mut self, c: Control, schedule: &mut Schedule) {
+        self.q().ctrl.push_back(c);
+        self.mark_ready(schedule);
+    }
+
+    /// The rest of message `m` will come on this session.
+    pub(crate) fn expect(&mut self, m: Incoming<P>) {
+        self.q().incoming.push(m);
+    }
+
+    /// Send operations already reported complete (inject complete) whose
+    /// data this peer has not acknowledged.
+    pub(crate) fn sends_reported_unacked(&self) -> usize {
+        self.q.as_ref().map_or(0, |q| q.ops.reported_count())
+    }
+
+    fn q(&mut self) -> &mut Queues<P> {
+        self.q.get_or_insert_with(Box::default)
+    }
+
+    fn mark_ready(&mut self, schedule: &mut Schedule) {
+        schedule.mark_ready(self.id, &mut self.listed);
+    }
+
+    fn arm_timers(&mut self, schedule: &mut Schedule) {
+        let deadline = self.next_deadline();
+        schedule.arm(self.id, &mut self.listed, deadline);
+    }
+
+    /// The earliest armed deadline, or `Instant::NEVER`.
+    pub(crate) fn next_deadline(&self) -> Instant {
+        self.rto_at
+            .min(self.ack_at)
+            .min(self.rnr_until)
+            .min(self.idle_at)
+    }
+
+    /// Its place on the schedule's lists.
+    pub(crate) fn listed(&mut self) -> &mut Listed {
+        &mut self.listed
+    }
+
+    /// Fire the deadlines due at `now` (§7). Returns the error to fail the
+    /// session with when the retry limit is passed.
+    pub(crate) fn fire_timers(&mut self, now: Instant, sh: &mut Shared<P>) -> Option<OpError> {
+        if self.ack_at <= now {
+            self.ack_at = Instant::NEVER;
+            self.ack_now = true;
+            self.mark_ready(&mut sh.schedule);
+        }
+        if self.rnr_until <= now {
+            self.end_rnr_wait(now, sh);
+        }
+        if self.rto_at <= now
+            && let Some(reason) = self.on_rto(now, sh)
+        {
+            return Some(reason);
+        }
+        if self.idle_at <= now {
+            self.idle_at = Instant::NEVER;
+            let idle = self.q.as_ref().is_none_or(|q| q.quiescent())
+                && self.rnr_until == Instant::NEVER
+                && self.rto_at == Instant::NEVER
+                && !self.send_hello
+                && !self.send_hello_ack
+                && !self.ack_now
+                && self.ack_at == Instant::NEVER;
+            if idle {
+                self.q = None;
+            }
+        }
+        None
+    }
+
+    /// Tear the session down (`reason`): its send operations fail (those
+    /// not reported yet) and what it held is dropped; it returns to Idle (a
+    /// later send opens a new session). Returns the messages it was
+    /// receiving, for the matcher to fail.
+    pub(crate) fn fail(&mut self, reason: OpError, sh: &mut Shared<P>) -> Vec<Incoming<P>> {
+        let mut incoming = Vec::new();
+        if let Some(q) = self.q.take() {
+            let q = *q;
+            sh.sends -= q
+                .ops
+                .fail_all(reason, self.next_msg_id, &mut sh.events, &mut sh.injects);
+            let mut reorder = q.reorder;
+            reorder.clear(&mut sh.reorder_bytes);
+            incoming = q.incoming;
+        }
+        self.conn = Conn::Idle;
+        self.local_sess = 0;
+        self.remote_sess = 0;
+        self.send_hello = false;
+        self.send_hello_ack = false;
+        self.ack_now = false;
+        self.rnr_pending = false;
+        self.rnr_probe = false;
+        self.next_seq = 0;
+        self.una = 0;
+        self.next_msg_id = 0;
+        self.expected = 0;
+        self.rx_unacked = 0;
+        self.rtt = Rtt::new(&sh.cfg);
+        self.rto_at = Instant::NEVER;
+        self.ack_at = Instant::NEVER;
+        self.rnr_until = Instant::NEVER;
+        self.idle_at = Instant::NEVER;
+        incoming
+    }
+
+    /// The session's state for diagnostics (format unstable).
+    pub(crate) fn describe(&self) -> String
+    where
+        P: core::fmt::Debug,
+    {
+        let ops = self.q.as_ref().map(|q| q.ops.first(4)).unwrap_or_default();
+        let msgs = self.q.as_ref().map_or(0, |q| q.incoming.len());
+        format!("{self:?}\n  first send ops: {ops:?}\n  messages being received: {msgs}")
+    }
+}
+
+/// A session seen through the seam while it hands a message up: what the
+/// matcher answers concerns only this peer.
+pub(crate) struct OwnSession<'a, P> {
+    session: &'a mut Session<P>,
+    schedule: &'a mut Schedule,
+}
+
+impl<'a, P> OwnSession<'a, P> {
+    /// `session` as the seam sees it, and the event queue, out of `sh`.
+    fn split(session: &'a mut Session<P>, sh: &'a mut Shared<P>) -> (Self, &'a mut Events<P>) {
+        let Shared {
+            events, schedule, ..
+        } = sh;
+        (OwnSession { session, schedule }, events)
+    }
+}
+
+impl<P: Copy> Sessions<P> for OwnSession<'_, P> {
+    fn is_current(&self, peer: PeerId, sess: Option<u32>) -> bool {
+        debug_assert_eq!(peer, self.session.id);
+        self.session.is_current(sess)
+    }
+
+    fn send_control(&mut self, peer: PeerId, c: Control) {
+        debug_assert_eq!(peer, self.session.id);
+        self.session.queue_control(c, self.schedule);
+    }
+
+    fn expect(&mut self, peer: PeerId, m: Incoming<P>) {
+        debug_assert_eq!(peer, self.session.id);
+        self.session.expect(m);
+    }
+}
+
+/// Bytes of an idle session with key `P` (the record, without its table slot).
+pub(crate) const fn idle_bytes<P>() -> usize {
+    core::mem::size_of::<Session<P>>()
+}
+
+/// Bytes of the queue block an active session adds (heap, plus the deques'
+/// own buffers).
+pub(crate) const fn active_block_bytes<P>() -> usize {
+    core::mem::size_of::<Queues<P>>()
+}

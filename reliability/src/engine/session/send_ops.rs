@@ -1,0 +1,389 @@
+//! The send operations a session carries to its peer (fi_send, fi_tsend,
+//! fi_inject, …) in posting order (`FI_ORDER_SAS`): their segmentation into
+//! DATA packets (PROTOCOL.md §6.1), the sender's side of rendezvous (RTS,
+//! then data once the CTS comes, §6.3) and of delivery-complete (§6.4), and
+//! their completions.
+//!
+//! The session owns them because everything that happens to a send is
+//! per-peer: its packets take the session's sequence numbers, are
+//! retransmitted from its window, acknowledged by its peer, and fail with
+//! its session.
+
+use std::cmp::Reverse;
+use std::collections::VecDeque;
+
+use super::super::events::{Events, msg_flags};
+use super::super::inject::InjectStore;
+use super::super::shared::Shared;
+use super::Session;
+use super::sender::PktKind;
+use crate::api::{Completion, CompletionLevel, Flags, OpError, SendOp};
+use crate::slab::{Slab, slab_key};
+use crate::time::Instant;
+use crate::wire::flags as wf;
+
+slab_key!(
+    /// A send operation in its session's [`SendOps`].
+    OpId
+);
+
+/// A send operation in progress.
+#[derive(Debug)]
+pub(super) struct SendState {
+    pub(super) token: u64,
+    /// Message length.
+    pub(super) len: u32,
+    /// Bytes that will be sent: `len`, or for rendezvous what the CTS accepted.
+    send_len: u32,
+    pub(super) tag: u64,
+    pub(super) data: u64,
+    /// Wire flags TAGGED | CQ_DATA | DC | RNDV | AR.
+    pub(super) hflags: u16,
+    pub(super) msg_id: u32,
+    /// Offset of the next segment to send.
+    next_off: u32,
+    /// Packets sent and not acknowledged.
+    unacked: u32,
+    rts_sent: bool,
+    await_cts: bool,
+    all_sent: bool,
+    done_rcvd: bool,
+    /// Inject complete: report it when its last packet is first sent, and
+    /// never again (not even an error: the application has its completion).
+    complete_on_send: bool,
+    /// Its successful completion has been reported (inject complete).
+    reported: bool,
+    /// The engine's copy of an injected payload.
+    pub(super) inject: Option<Vec<u8>>,
+}
+
+impl SendState {
+    /// Complete: every packet acknowledged, no CTS awaited, and the DONE
+    /// received if it asked for one.
+    fn is_done(&self) -> bool {
+        self.all_sent
+            && self.unacked == 0
+            && !self.await_cts
+            && (self.hflags & wf::DC == 0 || self.done_rcvd)
+    }
+
+    /// The completion of this send, successful or failed with `error`.
+    fn completion<P>(&self, error: Option<OpError>) -> Completion<P> {
+        Completion {
+            token: self.token,
+            flags: Flags::SEND | msg_flags(self.hflags & wf::TAGGED),
+            len: self.len as usize,
+            buf_offset: 0,
+            data: 0,
+            tag: 0,
+            src: None,
+            error,
+            olen: 0,
+        }
+    }
+}
+
+/// A session's send operations and the queues that order them.
+#[derive(Debug, Default)]
+pub(super) struct SendOps {
+    store: Slab<OpId, SendState>,
+    /// Ops with packets still to emit, in posting order (FI_ORDER_SAS).
+    sendq: VecDeque<OpId>,
+    /// Rendezvous ops cleared to send their data.
+    rndv_ready: VecDeque<OpId>,
+    /// Ops waiting for a CTS or a DONE.
+    waiting: Vec<OpId>,
+}
+
+impl SendOps {
+    /// No operation left.
+    pub(super) fn is_empty(&self) -> bool {
+        self.store.is_empty()
+            && self.sendq.is_empty()
+            && self.rndv_ready.is_empty()
+            && self.waiting.is_empty()
+    }
+
+    /// Whether new DATA packets wait to be sent (rendezvous data or messages).
+    pub(super) fn has_data(&self) -> bool {
+        !(self.rndv_ready.is_empty() && self.sendq.is_empty())
+    }
+
+    pub(super) fn get(&self, op: OpId) -> Option<&SendState> {
+        self.store.get(op)
+    }
+
+    /// Whether every op still outstanding was already reported complete
+    /// (inject complete), and at least one is.
+    pub(super) fn only_reported(&self) -> bool {
+        let mut any = false;
+        for (_, st) in self.store.iter() {
+            if !st.reported {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// Ops already reported complete whose data the peer has not acknowledged.
+    pub(super) fn reported_count(&self) -> usize {
+        self.store.iter().filter(|(_, st)| st.reported).count()
+    }
+
+    /// The first `n` ops, for diagnostics.
+    pub(super) fn first(&self, n: usize) -> Vec<&SendState> {
+        self.store.iter().map(|(_, st)| st).take(n).collect()
+    }
+
+    /// The next new DATA packet, at most `max_payload` bytes of payload:
+    /// rendezvous data first (its message was matched earlier), then the
+    /// oldest message's request-to-send (§6.3) or next segment (§6.1). An
+    /// inject-complete send reports its completion when its last segment
+    /// goes out.
+    pub(super) fn next_segment<P>(
+        &mut self,
+        max_payload: u32,
+        events: &mut Events<P>,
+    ) -> Option<PktKind> {
+        let (op, from_rndv) = if let Some(&op) = self.rndv_ready.front() {
+            (op, true)
+        } else {
+            (*self.sendq.front()?, false)
+        };
+        let queue = if from_rndv {
+            &mut self.rndv_ready
+        } else {
+            &mut self.sendq
+        };
+        let Some(st) = self.store.get_mut(op) else {
+            queue.pop_front();
+            return None;
+        };
+        let kind;
+        if st.hflags & wf::RNDV != 0 && !st.rts_sent {
+            // Request-to-send: matching information only.
+            st.rts_sent = true;
+            st.await_cts = true;
+            kind = PktKind::Data {
+                op,
+                offset: 0,
+                len: 0,
+                first: true,
+            };
+            self.sendq.pop_front();
+        } else {
+            let off = st.next_off;
+            let n = (st.send_len - off).min(max_payload);
+            let first = off == 0 && st.hflags & wf::RNDV == 0;
+            st.next_off += n;
+            if st.next_off >= st.send_len {
+                st.all_sent = true;
+                if st.complete_on_send && !st.reported {
+                    st.reported = true;
+                    events.complete(st.completion(None));
+                }
+                queue.pop_front();
+            }
+            kind = PktKind::Data {
+                op,
+                offset: off,
+                len: n as u16,
+                first,
+            };
+        }
+        st.unacked += 1;
+        Some(kind)
+    }
+
+    /// A DATA packet of `op` was acknowledged.
+    pub(super) fn packet_acked<P>(&mut self, op: OpId, sh: &mut Shared<P>) {
+        if let Some(st) = self.store.get_mut(op) {
+            st.unacked = st.unacked.saturating_sub(1);
+            if st.is_done() {
+                self.finish(op, sh);
+            }
+        }
+    }
+
+    /// A CTS for rendezvous message `msg_id` (§6.3): send `max_len` bytes of
+    /// it, or none (`discard`). Returns false when no op awaits it.
+    pub(super) fn on_cts<P>(
+        &mut self,
+        msg_id: u32,
+        max_len: u32,
+        discard: bool,
+        sh: &mut Shared<P>,
+    ) -> bool {
+        let store = &self.store;
+        let found = self.waiting.iter().copied().find(|&op| {
+            store
+                .get(op)
+                .is_some_and(|s| s.msg_id == msg_id && s.await_cts)
+        });
+        let Some(op) = found else { return false };
+        let Some(st) = self.store.get_mut(op) else {
+            return false;
+        };
+        st.await_cts = false;
+        st.send_len = if discard { 0 } else { st.len.min(max_len) };
+        if st.send_len == 0 {
+            // Nothing to send: complete once the RTS is acknowledged.
+            st.all_sent = true;
+            if st.is_done() {
+                self.finish(op, sh);
+            }
+        } else {
+            self.rndv_ready.push_back(op);
+        }
+        true
+    }
+
+    /// A DONE for message `msg_id` (§6.4).
+    pub(super) fn on_done<P>(&mut self, msg_id: u32, sh: &mut Shared<P>) {
+        let store = &self.store;
+        let found = self.waiting.iter().copied().find(|&op| {
+            store
+                .get(op)
+                .is_some_and(|s| s.msg_id == msg_id && !s.await_cts && s.hflags & wf::DC != 0)
+        });
+        let Some(op) = found else { return };
+        let Some(st) = self.store.get_mut(op) else {
+            return;
+        };
+        st.done_rcvd = true;
+        if st.is_done() {
+            self.finish(op, sh);
+        }
+    }
+
+    /// Complete `op` successfully and free it.
+    fn finish<P>(&mut self, op: OpId, sh: &mut Shared<P>) {
+        let Some(st) = self.store.remove(op) else {
+            return;
+        };
+        sh.sends -= 1;
+        if st.hflags & (wf::RNDV | wf::DC) != 0
+            && let Some(pos) = self.waiting.iter().position(|&x| x == op)
+        {
+            self.waiting.swap_remove(pos);
+        }
+        if !st.reported {
+            sh.events.complete(st.completion(None));
+        }
+        if let Some(b) = st.inject {
+            sh.injects.give_back(b);
+        }
+    }
+
+    /// The session failed: every op completes with `reason`, in posting
+    /// order (`next_msg_id` is the id the next message would take), except
+    /// those already reported complete.
+    pub(super) fn fail_all<P>(
+        mut self,
+        reason: OpError,
+        next_msg_id: u32,
+        events: &mut Events<P>,
+        injects: &mut InjectStore,
+    ) -> usize {
+        let mut ops: Vec<(OpId, u32)> = self.store.iter().map(|(op, st)| (op, st.msg_id)).collect();
+        ops.sort_by_key(|&(_, msg_id)| Reverse(next_msg_id.wrapping_sub(msg_id)));
+        for &(op, _) in &ops {
+            let Some(st) = self.store.remove(op) else {
+                continue;
+            };
+            if !st.reported {
+                events.complete(st.completion(Some(reason)));
+            }
+            if let Some(b) = st.inject {
+                injects.give_back(b);
+            }
+        }
+        ops.len()
+    }
+}
+
+impl<P: Copy> Session<P> {
+    /// Queue send `op` of `len` bytes (`inject`: the payload to copy now).
+    /// The caller has checked the limits. Opens the session if it is idle.
+    pub(crate) fn post_send(
+        &mut self,
+        now: Instant,
+        op: &SendOp<'_, P>,
+        len: usize,
+        inject: Option<&[u8]>,
+        sh: &mut Shared<P>,
+    ) {
+        let rndv = inject.is_none() && len > sh.cfg.eager_limit;
+        let mut hflags = 0;
+        if op.tag.is_some() {
+            hflags |= wf::TAGGED;
+        }
+        if op.data.is_some() {
+            hflags |= wf::CQ_DATA;
+        }
+        if op.level == CompletionLevel::Delivery {
+            hflags |= wf::DC;
+        }
+        if rndv {
+            hflags |= wf::RNDV;
+        }
+        // FI_INJECT_COMPLETE with our own copy: the buffer is free now, and
+        // the completion is reported once the whole message has gone to the
+        // network (`next_segment`), not before — with manual progress a
+        // message still waiting for its session must not look sent.
+        let complete_on_send = inject.is_some() && op.level == CompletionLevel::Inject;
+        let inject = inject.map(|b| sh.injects.copy_of(b));
+        if !complete_on_send {
+            // The completion waits for the peer's ack: ask for it promptly (§5.2).
+            hflags |= wf::AR;
+        }
+        let msg_id = self.next_msg_id;
+        self.next_msg_id = self.next_msg_id.wrapping_add(1);
+        let st = SendState {
+            token: op.token,
+            len: len as u32,
+            send_len: len as u32,
+            tag: op.tag.unwrap_or(0),
+            data: op.data.unwrap_or(0),
+            hflags,
+            msg_id,
+            next_off: 0,
+            unacked: 0,
+            rts_sent: false,
+            await_cts: false,
+            all_sent: false,
+            done_rcvd: false,
+            complete_on_send,
+            reported: false,
+            inject,
+        };
+        sh.sends += 1;
+        let ops = &mut self.q().ops;
+        let op = ops.store.insert(st);
+        ops.sendq.push_back(op);
+        if hflags & (wf::RNDV | wf::DC) != 0 {
+            ops.waiting.push(op);
+        }
+        self.idle_at = Instant::NEVER;
+        if self.is_idle() {
+            self.start_handshake(now, sh);
+        }
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// A CTS arrived in order (§6.3).
+    pub(super) fn on_cts(&mut self, msg_id: u32, max_len: u32, discard: bool, sh: &mut Shared<P>) {
+        let Some(q) = self.q.as_mut() else { return };
+        if q.ops.on_cts(msg_id, max_len, discard, sh) {
+            self.mark_ready(&mut sh.schedule);
+        }
+    }
+
+    /// A DONE arrived in order (§6.4).
+    pub(super) fn on_done(&mut self, msg_id: u32, sh: &mut Shared<P>) {
+        if let Some(q) = self.q.as_mut() {
+            q.ops.on_done(msg_id, sh);
+        }
+    }
+}

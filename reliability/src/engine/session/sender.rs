@@ -1,0 +1,248 @@
+//! The sending half of a session's stream (PROTOCOL.md §5.1, §5.3, §5.4):
+//! the window of packets in flight, acknowledgements (cumulative and
+//! selective, RFC 2018), fast retransmission, the retransmission timeout
+//! (RFC 6298 §5) and the receiver-not-ready wait.
+
+use super::super::seam::Control;
+use super::super::shared::Shared;
+use super::Session;
+use super::send_ops::OpId;
+use crate::api::OpError;
+use crate::time::{Instant, Nanos};
+use crate::wire::{self, Header, flags as wf};
+
+/// Duplicate-ack threshold for fast retransmission (RFC 5681 §3.2 uses 3).
+const DUP_THRESH: usize = 3;
+
+/// What a sent packet carried, enough to rebuild it for retransmission.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum PktKind {
+    /// A segment (or the request-to-send) of a send operation.
+    Data {
+        op: OpId,
+        offset: u32,
+        len: u16,
+        first: bool,
+    },
+    /// A CTS or DONE.
+    Ctrl(Control),
+}
+
+/// A sequenced packet in flight.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SentPkt {
+    pub(super) kind: PktKind,
+    pub(super) sent_at: Instant,
+    /// Timeouts of this packet (§5.3).
+    pub(super) retries: u16,
+    /// The receiver holds it (its latest SACK said so).
+    pub(super) sacked: bool,
+    /// Karn's algorithm: no RTT sample from retransmitted packets.
+    pub(super) retransmitted: bool,
+    /// Fast-retransmitted once already; timeouts cover further loss.
+    pub(super) fast_done: bool,
+    /// Its sequence number is in the retransmission queue.
+    pub(super) rtx_queued: bool,
+}
+
+impl SentPkt {
+    pub(super) fn new(kind: PktKind, now: Instant) -> Self {
+        SentPkt {
+            kind,
+            sent_at: now,
+            retries: 0,
+            sacked: false,
+            retransmitted: false,
+            fast_done: false,
+            rtx_queued: false,
+        }
+    }
+}
+
+/// Packets a peer may have in flight from us: our configured window, or
+/// less if the peer advertised less (its `window` field).
+pub(super) fn send_window(ours: u16, peers: u16) -> usize {
+    usize::from(ours.min(peers))
+}
+
+impl<P: Copy> Session<P> {
+    /// The acknowledgement fields of a valid packet (§5.1, §5.3, §5.4).
+    pub(crate) fn on_ack(&mut self, now: Instant, hdr: &Header, sh: &mut Shared<P>) {
+        self.peer_window = hdr.window.max(1);
+        let Some(q) = self.q.as_mut() else { return };
+        let d = wire::seq_diff(hdr.ack, self.una);
+        let mut progressed = false;
+        if d > 0 && (d as usize) <= q.inflight.len() {
+            let mut sample = None;
+            for _ in 0..d {
+                let Some(s) = q.inflight.pop_front() else {
+                    break;
+                };
+                if !s.retransmitted {
+                    sample = Some(now.since(s.sent_at).0);
+                }
+                if let PktKind::Data { op, .. } = s.kind {
+                    q.ops.packet_acked(op, sh);
+                }
+            }
+            let cfg = &sh.cfg;
+            self.una = hdr.ack;
+            if let Some(r) = sample {
+                self.rtt.sample(r, cfg);
+            } else {
+                // RFC 6298 §5.7 keeps the backed-off RTO until a valid sample.
+            }
+            self.rto_at = if q.inflight.is_empty() {
+                Instant::NEVER
+            } else {
+                now + Nanos(self.rtt.rto())
+            };
+            if self.rnr_probe {
+                // The probe got through: resend the rest of the window.
+                self.rnr_probe = false;
+                let una = self.una;
+                for (i, s) in q.inflight.iter_mut().enumerate() {
+                    if !s.sacked && !s.rtx_queued {
+                        s.rtx_queued = true;
+                        q.rtx.push_back(una.wrapping_add(i as u32));
+                    }
+                }
+            }
+            if q.inflight.is_empty() {
+                self.idle_at = now + cfg.idle_release;
+            }
+            progressed = true;
+        }
+        let cfg = &sh.cfg;
+        // Selective acks are hints: the latest bitmap replaces what earlier
+        // ones said, so a receiver that dropped what it had selectively
+        // acked (RNR, §5.4; RFC 2018 §8) is believed at once.
+        if wire::seq_diff(hdr.ack, self.una) == 0 {
+            let mut highest = None;
+            for (pos, s) in q.inflight.iter_mut().take(65).enumerate() {
+                // Position 0 is `ack` itself: never received, whatever was said before.
+                s.sacked = pos > 0 && hdr.sack & (1 << (pos - 1)) != 0;
+                if s.sacked {
+                    highest = Some(pos);
+                }
+            }
+            if let Some(h) = highest {
+                let una = self.una;
+                for pos in 0..h.saturating_sub(DUP_THRESH - 1) {
+                    let Some(s) = q.inflight.get_mut(pos) else {
+                        break;
+                    };
+                    if !s.sacked && !s.fast_done && !s.rtx_queued {
+                        s.fast_done = true;
+                        s.rtx_queued = true;
+                        q.rtx.push_back(una.wrapping_add(pos as u32));
+                        sh.stats.fast_retransmits += 1;
+                        progressed = true;
+                    }
+                }
+            }
+        }
+        if hdr.flags & wf::RNR != 0
+            && wire::seq_diff(hdr.ack, self.una) == 0
+            && !q.inflight.is_empty()
+        {
+            // Receiver-not-ready: it refused packet `ack` and dropped what it
+            // held after it. Wait, then go back to `una`.
+            sh.stats.rnr_received += 1;
+            // The refusal proves the peer alive: it does not count towards
+            // the retry limit, and the back-off restarts.
+            self.rtt.reset_backoff(cfg);
+            for s in q.inflight.iter_mut() {
+                s.retries = 0;
+                s.sacked = false;
+                s.fast_done = false;
+                s.rtx_queued = false;
+            }
+            q.rtx.clear();
+            self.rnr_until = now + cfg.rnr_delay;
+            self.rto_at = Instant::NEVER;
+        }
+        // An ack that moved the window lets waiting packets go; with none
+        // waiting the session has nothing to send (and stays off the ready
+        // list, so the caller's transmit pass costs nothing).
+        if progressed && q.has_output(send_window(cfg.window, self.peer_window)) {
+            self.mark_ready(&mut sh.schedule);
+        }
+        self.arm_timers(&mut sh.schedule);
+    }
+
+    /// The receiver-not-ready wait is over: probe with the refused packet
+    /// alone; the rest follows once it is acknowledged (§5.4).
+    pub(super) fn end_rnr_wait(&mut self, now: Instant, sh: &mut Shared<P>) {
+        self.rnr_until = Instant::NEVER;
+        self.rnr_probe = true;
+        let una = self.una;
+        let q = self.q();
+        q.rtx.clear();
+        for s in q.inflight.iter_mut() {
+            s.rtx_queued = false;
+        }
+        if let Some(s) = q.inflight.front_mut() {
+            s.rtx_queued = true;
+            q.rtx.push_back(una);
+        }
+        self.rto_at = now + Nanos(self.rtt.rto());
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// Retransmission timeout (RFC 6298 §5.4–5.7; §5.3): resend HELLO, or
+    /// the oldest packet and every packet outstanding for a whole RTO, and
+    /// back off. Returns the error to fail the session with when the retry
+    /// limit is passed.
+    pub(super) fn on_rto(&mut self, now: Instant, sh: &mut Shared<P>) -> Option<OpError> {
+        self.rto_at = Instant::NEVER;
+        sh.stats.timeouts += 1;
+        let max_retries = sh.cfg.max_retries;
+        if self.is_idle() {
+            return None;
+        }
+        if !self.is_established() {
+            self.hello_retries += 1;
+            if self.hello_retries > max_retries {
+                return Some(OpError::PeerUnreachable);
+            }
+            self.rtt.backoff(&sh.cfg);
+            self.send_hello = true;
+            self.rto_at = now + Nanos(self.rtt.rto());
+            self.mark_ready(&mut sh.schedule);
+            return None;
+        }
+        let rto = Nanos(self.rtt.rto());
+        let una = self.una;
+        let q = self.q();
+        let front = q.inflight.front_mut()?;
+        front.retries = front.retries.saturating_add(1);
+        if u32::from(front.retries) > max_retries {
+            if !q.ops.only_reported() {
+                return Some(OpError::PeerUnreachable);
+            }
+            // Nobody waits on this peer: everything outstanding to it was
+            // reported complete (inject complete), so giving up would lose
+            // it silently. Keep retrying every rto_max until it answers,
+            // closes, or is reported unreachable (a peer may compute for a
+            // long time without calling us, as manual progress allows).
+            sh.stats.patient_retries += 1;
+        }
+        // Selective acks are forgotten: the receiver may have reneged
+        // (RFC 2018 §8; RFC 6675 §5.1 does the same).
+        for (i, s) in q.inflight.iter_mut().enumerate() {
+            s.sacked = false;
+            if s.rtx_queued {
+                continue;
+            }
+            if i == 0 || s.sent_at + rto <= now {
+                s.rtx_queued = true;
+                q.rtx.push_back(una.wrapping_add(i as u32));
+            }
+        }
+        self.rtt.backoff(&sh.cfg);
+        self.rto_at = now + Nanos(self.rtt.rto());
+        self.mark_ready(&mut sh.schedule);
+        None
+    }
+}

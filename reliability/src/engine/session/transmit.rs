@@ -1,0 +1,248 @@
+//! What a session sends, in priority order (PROTOCOL.md §4–6): HELLO,
+//! HELLO_ACK, a receiver-not-ready ACK, retransmissions, new packets
+//! (control, rendezvous data, segments of messages) while the window
+//! allows, and a bare ACK when one is due. Every packet built here carries
+//! our acknowledgement of the peer's stream (§5.1).
+
+use super::super::seam::Control;
+use super::super::shared::Shared;
+use super::Session;
+use super::sender::{PktKind, SentPkt, send_window};
+use crate::api::{Config, SendBuffers};
+use crate::time::{Instant, Nanos};
+use crate::wire::{self, CtrlExt, DataExt, Header, PacketType, flags as wf};
+
+impl<P: Copy> Session<P> {
+    /// Whether [`Session::emit`] could produce a packet now. It may say yes
+    /// when emit then finds nothing (stale retransmission entries), never no
+    /// when emit has something: a session taken off the ready list is put
+    /// back by whatever gives it output again.
+    pub(crate) fn may_emit(&self, now: Instant, cfg: &Config) -> bool {
+        if self.send_hello {
+            return true;
+        }
+        if !self.is_established() {
+            return false;
+        }
+        if self.send_hello_ack || self.rnr_pending || self.ack_now || self.ack_at <= now {
+            return true;
+        }
+        self.rnr_until == Instant::NEVER
+            && self
+                .q
+                .as_ref()
+                .is_some_and(|q| q.has_output(send_window(cfg.window, self.peer_window)))
+    }
+
+    /// Build the next packet into `buf` (at most `cfg.mtu` long), if there is one.
+    pub(crate) fn emit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        bufs: &mut impl SendBuffers,
+        sh: &mut Shared<P>,
+    ) -> Option<usize> {
+        // HELLO and HELLO_ACK state the largest datagram we accept (§2.3).
+        let hello = CtrlExt {
+            a: sh.cfg.incarnation,
+            b: sh.cfg.mtu as u32,
+        };
+        if self.send_hello {
+            self.send_hello = false;
+            let h = Header {
+                ty: PacketType::Hello as u8,
+                src_sess: self.local_sess,
+                ..Default::default()
+            };
+            return Some(wire::encode_ctrl(buf, &h, &hello));
+        }
+        if !self.is_established() {
+            return None;
+        }
+        if self.send_hello_ack {
+            self.send_hello_ack = false;
+            let h = Header {
+                ty: PacketType::HelloAck as u8,
+                src_sess: self.local_sess,
+                dst_sess: self.remote_sess,
+                ..Default::default()
+            };
+            return Some(wire::encode_ctrl(buf, &h, &hello));
+        }
+        if self.rnr_pending {
+            return Some(self.emit_ack(now, buf, sh));
+        }
+        if self.rnr_until == Instant::NEVER {
+            if let Some(len) = self.emit_retransmit(now, buf, bufs, sh) {
+                return Some(len);
+            }
+            if let Some(len) = self.emit_new(now, buf, bufs, sh) {
+                return Some(len);
+            }
+        }
+        if self.ack_now || self.ack_at <= now {
+            return Some(self.emit_ack(now, buf, sh));
+        }
+        None
+    }
+
+    fn emit_ack(&mut self, now: Instant, buf: &mut [u8], sh: &mut Shared<P>) -> usize {
+        let mut h = self.acking_header(PacketType::Ack, sh.cfg.window);
+        if self.rnr_pending {
+            h.flags |= wf::RNR;
+            self.rnr_pending = false;
+        }
+        self.clear_ack_state();
+        if self.idle_at == Instant::NEVER && self.q.as_ref().is_none_or(|q| q.quiescent()) {
+            self.idle_at = now + sh.cfg.idle_release;
+            self.arm_timers(&mut sh.schedule);
+        }
+        wire::encode_ack(buf, &h)
+    }
+
+    fn emit_retransmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        bufs: &mut impl SendBuffers,
+        sh: &mut Shared<P>,
+    ) -> Option<usize> {
+        loop {
+            let una = self.una;
+            let q = self.q.as_mut()?;
+            let seq = q.rtx.pop_front()?;
+            let pos = wire::seq_diff(seq, una);
+            if pos < 0 {
+                continue;
+            }
+            let Some(s) = q.inflight.get_mut(pos as usize) else {
+                continue;
+            };
+            s.rtx_queued = false;
+            if s.sacked {
+                continue;
+            }
+            s.sent_at = now;
+            s.retransmitted = true;
+            let kind = s.kind;
+            sh.stats.retransmits += 1;
+            return Some(self.build(seq, kind, buf, bufs, &sh.cfg));
+        }
+    }
+
+    /// A new sequenced packet, if the window allows: queued control first,
+    /// then data (segmentation: [`super::send_ops::SendOps::next_segment`]).
+    fn emit_new(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        bufs: &mut impl SendBuffers,
+        sh: &mut Shared<P>,
+    ) -> Option<usize> {
+        let max_payload = (buf.len().min(self.peer_mtu as usize) - wire::DATA_OVERHEAD)
+            .min(usize::from(u16::MAX));
+        let window = send_window(sh.cfg.window, self.peer_window);
+        let q = self.q.as_mut()?;
+        if q.inflight.len() >= window {
+            return None;
+        }
+        let kind = match q.ctrl.pop_front() {
+            Some(c) => PktKind::Ctrl(c),
+            None => q.ops.next_segment(max_payload as u32, &mut sh.events)?,
+        };
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        q.inflight.push_back(SentPkt::new(kind, now));
+        if self.rto_at == Instant::NEVER {
+            self.rto_at = now + Nanos(self.rtt.rto());
+            self.arm_timers(&mut sh.schedule);
+        }
+        Some(self.build(seq, kind, buf, bufs, &sh.cfg))
+    }
+
+    /// Encode sequenced packet `seq` (first transmission or retransmission).
+    fn build(
+        &mut self,
+        seq: u32,
+        kind: PktKind,
+        buf: &mut [u8],
+        bufs: &mut impl SendBuffers,
+        cfg: &Config,
+    ) -> usize {
+        let (ack, window, sack) = self.ack_fields(cfg.window);
+        let mut h = Header {
+            ty: 0,
+            flags: wf::ACK,
+            src_sess: self.local_sess,
+            dst_sess: self.remote_sess,
+            seq,
+            ack,
+            window,
+            payload_len: 0,
+            sack,
+        };
+        self.clear_ack_state();
+        match kind {
+            PktKind::Ctrl(c) => {
+                let mut ext = CtrlExt::default();
+                match c {
+                    Control::Cts {
+                        msg_id,
+                        max_len,
+                        discard,
+                    } => {
+                        h.ty = PacketType::Cts as u8;
+                        if discard {
+                            h.flags |= wf::DISCARD;
+                        }
+                        ext.a = msg_id;
+                        ext.b = max_len;
+                    }
+                    Control::Done { msg_id } => {
+                        h.ty = PacketType::Done as u8;
+                        ext.a = msg_id;
+                    }
+                }
+                wire::encode_ctrl(buf, &h, &ext)
+            }
+            PktKind::Data {
+                op,
+                offset,
+                len,
+                first,
+            } => {
+                h.ty = PacketType::Data as u8;
+                let Some(st) = self.q.as_ref().and_then(|q| q.ops.get(op)) else {
+                    // Cannot happen: an op outlives its unacked packets. Send an
+                    // empty ack rather than panic.
+                    h.ty = PacketType::Ack as u8;
+                    h.seq = 0;
+                    return wire::encode_ack(buf, &h);
+                };
+                h.flags |= st.hflags;
+                if first {
+                    h.flags |= wf::FIRST;
+                }
+                h.payload_len = len;
+                let ext = DataExt {
+                    msg_id: st.msg_id,
+                    total_len: st.len,
+                    offset,
+                    tag: st.tag,
+                    data: st.data,
+                };
+                wire::encode_header(buf, &h);
+                wire::encode_data_ext(buf, &ext);
+                let n = usize::from(len);
+                let dst = &mut buf[wire::DATA_HDR_LEN..wire::DATA_HDR_LEN + n];
+                if let Some(b) = st.inject.as_ref() {
+                    let o = offset as usize;
+                    dst.copy_from_slice(&b[o..o + n]);
+                } else if n > 0 {
+                    bufs.read(st.token, offset as usize, dst);
+                }
+                wire::seal(buf, wire::DATA_HDR_LEN + n)
+            }
+        }
+    }
+}

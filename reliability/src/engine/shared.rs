@@ -1,0 +1,42 @@
+//! Engine-wide state that the sessions' methods touch besides their own:
+//! the configuration, the generator of session ids, the event queue,
+//! statistics, the schedule, the inject store, and the totals that budgets
+//! are checked against. Each is its own type; this is only where they meet.
+
+use super::events::Events;
+use super::inject::InjectStore;
+use super::schedule::Schedule;
+use crate::api::{Config, Stats};
+use crate::rng::SplitMix64;
+
+#[derive(Debug)]
+pub(crate) struct Shared<P> {
+    pub(crate) cfg: Config,
+    /// Draws each new session's local id (PROTOCOL.md §4.1).
+    pub(crate) rng: SplitMix64,
+    pub(crate) events: Events<P>,
+    pub(crate) stats: Stats,
+    pub(crate) schedule: Schedule,
+    pub(crate) injects: InjectStore,
+    /// Bytes of out-of-order packets all sessions hold (`Config::reorder_budget`).
+    pub(crate) reorder_bytes: usize,
+    /// Send operations posted and not completed, over all sessions
+    /// (`Config::tx_queue_len`).
+    pub(crate) sends: usize,
+}
+
+impl<P> Shared<P> {
+    pub(crate) fn new(cfg: Config) -> Self {
+        let rng = SplitMix64::new(cfg.seed ^ u64::from(cfg.incarnation).rotate_left(32));
+        Shared {
+            cfg,
+            rng,
+            events: Events::default(),
+            stats: Stats::default(),
+            schedule: Schedule::default(),
+            injects: InjectStore::default(),
+            reorder_bytes: 0,
+            sends: 0,
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Unit tests of the engine through the simulated network (`crate::sim`),
+//! one file per area; this file holds the helpers they share.
+
+mod acks;
+mod limits;
+mod matching;
+mod sessions;
+
+use crate::sim::{Buffers, Faults, Sim};
+use crate::*;
+
+fn cfg(i: usize) -> Config {
+    Config {
+        incarnation: 100 + i as u32,
+        seed: 7 + i as u64,
+        ..Config::default()
+    }
+}
+
+fn sim(n: usize, faults: Faults, seed: u64) -> Sim<Buffers> {
+    Sim::new(
+        (0..n).map(|_| Buffers::default()).collect(),
+        faults,
+        seed,
+        cfg,
+    )
+}
+
+/// One node per entry of `mtus` (its `Config::mtu`), on a link that drops
+/// datagrams above `link_mtu` and loses `loss` of the rest.
+fn sim_with_mtus(mtus: &[usize], link_mtu: usize, loss: f64, seed: u64) -> Sim<Buffers> {
+    let f = Faults {
+        mtu: link_mtu,
+        loss,
+        ..Faults::default()
+    };
+    let apps = mtus.iter().map(|_| Buffers::default()).collect();
+    Sim::new(apps, f, seed, |i| Config {
+        mtu: mtus[i],
+        ..cfg(i)
+    })
+}
+
+fn pattern(len: usize, salt: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8)
+        .collect()
+}
+
+fn send(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, data: Vec<u8>, tag: Option<u64>) {
+    let len = data.len();
+    s.nodes[from].app.send.insert(token, data);
+    let now = s.now;
+    s.nodes[from]
+        .engine
+        .post_send(
+            now,
+            SendOp {
+                token,
+                dst: to,
+                payload: Payload::Buffer { len },
+                tag,
+                data: Some(token),
+                level: CompletionLevel::Transmit,
+            },
+        )
+        .unwrap();
+}
+
+fn recv(
+    s: &mut Sim<Buffers>,
+    at: usize,
+    token: u64,
+    len: usize,
+    src: Option<usize>,
+    tag: Option<TagMatch>,
+) {
+    s.nodes[at].app.recv.insert(token, vec![0; len]);
+    let node = &mut s.nodes[at];
+    node.engine
+        .post_recv(
+            RecvOp {
+                token,
+                len,
+                src,
+                tag,
+                multi_recv: None,
+            },
+            &mut node.app,
+        )
+        .unwrap();
+}
+
+fn completions(s: &mut Sim<Buffers>, i: usize) -> Vec<Completion<usize>> {
+    s.events(i)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Completion(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn run(s: &mut Sim<Buffers>) {
+    let limit = s.now + Nanos::from_secs(60);
+    s.run_until(limit, |_| false);
+}
+
+/// Two endpoints with a session: one 10-byte message 0 → 1 delivered and
+/// its completions drained.
+fn established(seed: u64) -> Sim<Buffers> {
+    let mut s = sim(2, Faults::default(), seed);
+    recv(&mut s, 1, 1, 10, None, None);
+    send(&mut s, 0, 1, 1, pattern(10, 0), None);
+    run(&mut s);
+    assert_eq!(completions(&mut s, 0)[0].error, None);
+    completions(&mut s, 1);
+    s
+}
