@@ -1,6 +1,7 @@
 //! Public types of the engine API: configuration, operations, events, errors,
 //! statistics and the buffer-access traits that keep copies to one per direction.
 
+use crate::rma::{Access, RmaStatus};
 use crate::time::Nanos;
 
 /// Largest message the engine accepts: 1 GiB (`fi_ep_attr::max_msg_size`).
@@ -218,6 +219,16 @@ impl Flags {
     pub const CLAIM: Flags = Flags(1 << 7);
     /// Result of a discard (FI_DISCARD).
     pub const DISCARD: Flags = Flags(1 << 8);
+    /// FI_RMA: an RMA read or write (fi_rma(3)).
+    pub const RMA: Flags = Flags(1 << 9);
+    /// FI_ATOMIC: an atomic operation (fi_atomic(3)).
+    pub const ATOMIC: Flags = Flags(1 << 10);
+    /// FI_READ: an RMA read or a fetching atomic, at the initiator.
+    pub const READ: Flags = Flags(1 << 11);
+    /// FI_WRITE: an RMA write or a non-fetching atomic, at the initiator.
+    pub const WRITE: Flags = Flags(1 << 12);
+    /// FI_REMOTE_WRITE: at the target, a write carrying remote CQ data.
+    pub const REMOTE_WRITE: Flags = Flags(1 << 13);
 
     /// Whether all bits of `o` are set.
     #[inline]
@@ -257,6 +268,9 @@ pub enum OpError {
     /// FI_ECONNRESET: the peer closed its endpoint (it sent CLOSE); what it had
     /// not acknowledged by then will never be received.
     PeerClosed,
+    /// The target refused an RMA or atomic operation (its memory is
+    /// untouched): unknown key, range or access (fi_rma(3), fi_atomic(3)).
+    Remote(RmaStatus),
 }
 
 /// A completion: everything an `fi_cq_*_entry` / `fi_cq_err_entry` needs.
@@ -327,6 +341,16 @@ pub trait SendBuffers {
     /// Copy bytes `[offset, offset + dst.len())` of the message of send `token`
     /// into `dst`. The engine only asks for ranges inside the posted length.
     fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]);
+
+    /// RMA target: copy registered memory `[addr, addr + dst.len())` of
+    /// registration `key` into `dst` (a read's response, at its first
+    /// transmission and every retransmission). The engine asks only for
+    /// ranges that [`RecvBuffers::rma_check`] accepted for reading. Without
+    /// registered memory: zeros.
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+        let _ = (key, addr);
+        dst.fill(0);
+    }
 }
 
 /// Gives the engine write access to posted receive buffers (the single RX copy).
@@ -334,6 +358,57 @@ pub trait RecvBuffers {
     /// Copy `src` to bytes `[offset, offset + src.len())` of the buffer of receive
     /// `token`. The engine only writes inside the posted length.
     fn write(&mut self, token: u64, offset: usize, src: &[u8]);
+
+    /// RMA target: may `len` bytes at `addr` of registration `key` be
+    /// accessed with `access`? Asked once per operation before any byte is
+    /// touched. Without registered memory: no such key.
+    fn rma_check(
+        &mut self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(), RmaStatus> {
+        let _ = (key, addr, len, access);
+        Err(RmaStatus::UnknownKey)
+    }
+
+    /// RMA target: copy `src` to `addr` of registration `key` (a write's
+    /// segment, inside a range [`RecvBuffers::rma_check`] accepted).
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+        let _ = (key, addr, src);
+    }
+
+    /// RMA target: execute atomic `op` on `datatype` at `addr` of
+    /// registration `key` with `operands` (then compare values), writing the
+    /// old values into `result` when it is not empty (fetch). Checks key,
+    /// range and access itself, and leaves memory untouched on error. Called
+    /// exactly once per operation.
+    fn rma_atomic(
+        &mut self,
+        key: u64,
+        addr: u64,
+        op: u8,
+        datatype: u8,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), RmaStatus> {
+        let _ = (key, addr, op, datatype, operands, result);
+        Err(RmaStatus::UnknownKey)
+    }
+
+    /// RMA target: an operation on registration `key` completed with
+    /// `access` (FI_RMA_EVENT counters: FI_REMOTE_READ / FI_REMOTE_WRITE).
+    fn rma_remote_done(&mut self, key: u64, access: Access) {
+        let _ = (key, access);
+    }
+
+    /// RMA initiator: `src` is bytes `[offset, offset + src.len())` of the
+    /// result of RMA operation `token` (a read's data, an atomic's fetched
+    /// values). The engine only writes inside the length posted.
+    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+        let _ = (token, offset, src);
+    }
 }
 
 /// A [`SendBuffers`]/[`RecvBuffers`] that has no buffers (for calls that

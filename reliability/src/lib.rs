@@ -91,6 +91,7 @@
 mod api;
 mod crc;
 mod engine;
+mod rma;
 mod rng;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
@@ -101,6 +102,7 @@ pub mod wire;
 pub use api::*;
 pub use crc::crc32c;
 pub use engine::Engine;
+pub use rma::{Access, MAX_ATOMIC_BYTES, RmaKind, RmaOp, RmaStatus};
 #[cfg(any(test, feature = "sim"))]
 pub use rng::SplitMix64;
 pub use slab::{FxBuild, FxHasher};

@@ -12,6 +12,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::api::{Config, Event, RecvBuffers, SendBuffers};
+use crate::rma::{Access, RmaStatus};
+
+pub mod memory;
 use crate::engine::Engine;
 use crate::rng::SplitMix64;
 use crate::time::{Instant, Nanos};
@@ -367,6 +370,8 @@ pub struct Buffers {
     pub send: std::collections::HashMap<u64, Vec<u8>>,
     /// Receive buffers.
     pub recv: std::collections::HashMap<u64, Vec<u8>>,
+    /// Registered memory (RMA target) and RMA results (initiator).
+    pub mem: memory::Memory,
 }
 
 impl SendBuffers for Buffers {
@@ -380,6 +385,10 @@ impl SendBuffers for Buffers {
             None => dst.fill(0xEE),
         }
     }
+
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+        self.mem.read(key, addr, dst);
+    }
 }
 
 impl RecvBuffers for Buffers {
@@ -389,5 +398,39 @@ impl RecvBuffers for Buffers {
         {
             d.copy_from_slice(src);
         }
+    }
+
+    fn rma_check(
+        &mut self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(), RmaStatus> {
+        self.mem.check(key, addr, len, access)
+    }
+
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+        self.mem.write(key, addr, src);
+    }
+
+    fn rma_atomic(
+        &mut self,
+        key: u64,
+        addr: u64,
+        op: u8,
+        datatype: u8,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), RmaStatus> {
+        self.mem.atomic(key, addr, op, datatype, operands, result)
+    }
+
+    fn rma_remote_done(&mut self, key: u64, access: Access) {
+        self.mem.executed.push((key, access));
+    }
+
+    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+        self.mem.result(token, offset, src);
     }
 }

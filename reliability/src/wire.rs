@@ -7,6 +7,12 @@
 
 use crate::crc::crc32c;
 
+mod rma;
+pub use rma::{
+    MAX_ATOMIC_BYTES, RMA_EXT_LEN, RMA_HDR_LEN, RMA_OVERHEAD, RmaExt, encode_rma_ext, is_rma,
+    status,
+};
+
 /// Protocol version carried in byte 0.
 pub const VERSION: u8 = 1;
 /// Size of the common header.
@@ -45,6 +51,18 @@ pub enum PacketType {
     /// The sender's endpoint is closing: its final acknowledgement, then the
     /// session ends (PROTOCOL.md §4.5).
     Close = 8,
+    /// RMA: a segment of an RMA write (§8.2).
+    Write = 9,
+    /// RMA: read request (§8.3).
+    ReadReq = 10,
+    /// RMA: a segment of a read's data, or its failure (§8.3).
+    ReadResp = 11,
+    /// RMA: an atomic operation and its operands (§8.4).
+    Atomic = 12,
+    /// RMA: an atomic's status and fetched values (§8.4).
+    AtomicResp = 13,
+    /// RMA: a write's status (§8.2).
+    RmaResp = 14,
 }
 
 impl PacketType {
@@ -59,6 +77,12 @@ impl PacketType {
             6 => Self::Cts,
             7 => Self::Done,
             8 => Self::Close,
+            9 => Self::Write,
+            10 => Self::ReadReq,
+            11 => Self::ReadResp,
+            12 => Self::Atomic,
+            13 => Self::AtomicResp,
+            14 => Self::RmaResp,
             _ => return None,
         })
     }
@@ -66,7 +90,7 @@ impl PacketType {
     /// Whether this type consumes a sequence number (is reliable).
     #[inline]
     pub fn is_sequenced(self) -> bool {
-        matches!(self, Self::Data | Self::Cts | Self::Done)
+        matches!(self, Self::Data | Self::Cts | Self::Done) || rma::is_rma(self)
     }
 }
 
@@ -253,7 +277,9 @@ pub struct Packet<'a> {
     pub data: DataExt,
     /// Control extension (zero for other types).
     pub ctrl: CtrlExt,
-    /// Payload (DATA only).
+    /// RMA extension (RMA types only, §8).
+    pub rma: RmaExt,
+    /// Payload (DATA and RMA types).
     pub payload: Bytes<'a>,
 }
 
@@ -282,7 +308,7 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
     if crc32c(&buf[..body_end]) != rd32(buf, body_end) {
         return Err(WireError::Checksum);
     }
-    parse(&buf[..body_end.min(DATA_HDR_LEN)], body_end, |a, b| {
+    parse(&buf[..body_end.min(MAX_HDR_LEN)], body_end, |a, b| {
         Bytes::One(&buf[a..b])
     })
 }
@@ -310,8 +336,8 @@ pub fn decode_pieces<'a>(pieces: &'a [&'a [u8]]) -> Result<Packet<'a>, WireError
     if !crc != u32::from_le_bytes(trailer) {
         return Err(WireError::Checksum);
     }
-    let mut head = [0u8; DATA_HDR_LEN];
-    let n = all.copy_to(&mut head[..body_end.min(DATA_HDR_LEN)]);
+    let mut head = [0u8; MAX_HDR_LEN];
+    let n = all.copy_to(&mut head[..body_end.min(MAX_HDR_LEN)]);
     parse(&head[..n], body_end, |a, b| Bytes::Pieces {
         pieces,
         skip: a,
@@ -319,8 +345,15 @@ pub fn decode_pieces<'a>(pieces: &'a [&'a [u8]]) -> Result<Packet<'a>, WireError
     })
 }
 
+/// Longest header (common header and extension) of any type.
+const MAX_HDR_LEN: usize = if RMA_HDR_LEN > DATA_HDR_LEN {
+    RMA_HDR_LEN
+} else {
+    DATA_HDR_LEN
+};
+
 /// The checks and fields after the CRC: `head` is the start of the body (up
-/// to [`DATA_HDR_LEN`] bytes), `body_end` its length; `payload(a, b)` gives
+/// to [`MAX_HDR_LEN`] bytes), `body_end` its length; `payload(a, b)` gives
 /// the body's bytes `a..b`.
 fn parse<'a>(
     buf: &[u8],
@@ -350,8 +383,13 @@ fn parse<'a>(
         hdr,
         data: DataExt::default(),
         ctrl: CtrlExt::default(),
+        rma: RmaExt::default(),
         payload: Bytes::One(&[]),
     };
+    if rma::is_rma(ty) {
+        (p.rma, p.payload) = rma::parse_rma(ty, buf, &hdr, body_end, payload)?;
+        return Ok(p);
+    }
     match ty {
         PacketType::Ack => {
             if body_end != COMMON_LEN || hdr.payload_len != 0 {

@@ -20,6 +20,7 @@ mod inject;
 mod matcher;
 mod oneshot;
 mod peers;
+mod rma;
 mod schedule;
 mod seam;
 mod session;

@@ -6,6 +6,7 @@
 //! - `receiver.rs`: duplicates, reordering, in-order delivery up to the matcher, the ack policy, refusals (§5.2, §5.4);
 //! - `transmit.rs`: the next packet to send, and encoding it;
 //! - `send_ops.rs`: the send operations queued to this peer, their segmentation and completions (§6.1, §6.3, §6.4);
+//! - `rma_ops.rs`, `rma_target.rs`: RMA and atomics to and from this peer, initiator and target (§8);
 //! - `rtt.rs`: the RTT estimator (RFC 6298); `reorder.rs`: the reordering buffer.
 //!
 //! An idle session is small (`IDLE_PEER_BYTES`): its queues live in a heap
@@ -14,6 +15,8 @@
 mod handshake;
 mod receiver;
 mod reorder;
+mod rma_ops;
+mod rma_target;
 mod rtt;
 mod send_ops;
 mod sender;
@@ -31,6 +34,7 @@ use super::shared::Shared;
 use crate::api::{Config, OpError};
 use crate::time::Instant;
 use reorder::ReorderBuffer;
+use rma_ops::RmaOps;
 use rtt::Rtt;
 use send_ops::SendOps;
 use sender::SentPkt;
@@ -58,6 +62,8 @@ struct Queues<P> {
     ctrl: VecDeque<Control>,
     /// Send operations to this peer.
     ops: SendOps,
+    /// RMA operations to this peer, and responses owed to it (§8).
+    rma: RmaOps,
     /// Out-of-order packets received.
     reorder: ReorderBuffer,
     /// Messages being received from this peer.
@@ -71,6 +77,7 @@ impl<P> Default for Queues<P> {
             rtx: VecDeque::new(),
             ctrl: VecDeque::new(),
             ops: SendOps::default(),
+            rma: RmaOps::default(),
             reorder: ReorderBuffer::default(),
             incoming: Vec::new(),
         }
@@ -83,6 +90,7 @@ impl<P> Queues<P> {
             && self.rtx.is_empty()
             && self.ctrl.is_empty()
             && self.ops.is_empty()
+            && self.rma.is_empty()
             && self.reorder.is_empty()
             && self.incoming.is_empty()
     }
@@ -91,7 +99,8 @@ impl<P> Queues<P> {
     /// packets (control, rendezvous data, messages) if `window` allows.
     fn has_output(&self, window: usize) -> bool {
         !self.rtx.is_empty()
-            || (self.inflight.len() < window && (!self.ctrl.is_empty() || self.ops.has_data()))
+            || (self.inflight.len() < window
+                && (!self.ctrl.is_empty() || self.ops.has_data() || self.rma.has_data()))
     }
 }
 
@@ -274,6 +283,7 @@ impl<P: Copy> Session<P> {
             sh.sends -= q
                 .ops
                 .fail_all(reason, self.next_msg_id, &mut sh.events, &mut sh.injects);
+            sh.sends -= q.rma.fail_all(reason, &mut sh.events, &mut sh.injects);
             let mut reorder = q.reorder;
             reorder.clear(&mut sh.reorder_bytes);
             incoming = q.incoming;

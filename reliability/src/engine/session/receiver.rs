@@ -70,11 +70,14 @@ impl<P: Copy + Eq> Session<P> {
             }
         }
         // A DATA segment with more of its message to come (an RTS has no
-        // payload and is not one).
-        let mid_message = pkt.ty == PacketType::Data
-            && !pkt.payload.is_empty()
-            && (pkt.data.offset as usize).saturating_add(pkt.payload.len())
-                < pkt.data.total_len as usize;
+        // payload and is not one), or such a segment of an RMA transfer.
+        let (offset, total) = match pkt.ty {
+            PacketType::Data => (pkt.data.offset, pkt.data.total_len),
+            PacketType::Write | PacketType::ReadResp => (pkt.rma.offset, pkt.rma.total_len),
+            _ => (0, 0),
+        };
+        let mid_message = !pkt.payload.is_empty()
+            && (offset as usize).saturating_add(pkt.payload.len()) < total as usize;
         // Only a message whose sender waits for this ack to report its
         // completion (AR) needs it now; an injected one's ack can wait for
         // the reply to carry it, or for ack_delay.
@@ -126,6 +129,11 @@ impl<P: Copy + Eq> Session<P> {
             }
             PacketType::Done => {
                 self.on_done(pkt.ctrl.a, sh);
+                true
+            }
+            // RMA is never refused: its destination is registered memory (§8).
+            ty if wire::is_rma(ty) => {
+                self.on_rma(&pkt, sh, bufs);
                 true
             }
             _ => true,

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::wire::{Bytes, CtrlExt, DataExt, Packet, PacketType};
+use crate::wire::{Bytes, CtrlExt, DataExt, Packet, PacketType, RmaExt};
 
 /// Fixed bookkeeping cost charged per held packet against the budget.
 const REORDER_OVERHEAD: usize = 64;
@@ -16,6 +16,7 @@ pub(super) struct InOrder<'a> {
     pub(super) flags: u16,
     pub(super) data: DataExt,
     pub(super) ctrl: CtrlExt,
+    pub(super) rma: RmaExt,
     pub(super) payload: Bytes<'a>,
 }
 
@@ -26,6 +27,7 @@ impl<'a> InOrder<'a> {
             flags: pkt.hdr.flags,
             data: pkt.data,
             ctrl: pkt.ctrl,
+            rma: pkt.rma,
             payload: pkt.payload,
         }
     }
@@ -38,6 +40,7 @@ pub(super) struct Held {
     flags: u16,
     data: DataExt,
     ctrl: CtrlExt,
+    rma: RmaExt,
     payload: Vec<u8>,
 }
 
@@ -49,6 +52,7 @@ impl Held {
             flags: self.flags,
             data: self.data,
             ctrl: self.ctrl,
+            rma: self.rma,
             payload: Bytes::One(&self.payload),
         }
     }
@@ -99,6 +103,7 @@ impl ReorderBuffer {
                 flags: pkt.hdr.flags,
                 data: pkt.data,
                 ctrl: pkt.ctrl,
+                rma: pkt.rma,
                 payload: pkt.payload.to_vec(),
             }));
             *held_bytes += cost;

@@ -109,6 +109,14 @@ impl SendOps {
         !(self.rndv_ready.is_empty() && self.sendq.is_empty())
     }
 
+    /// The message number of the message whose packet
+    /// [`SendOps::next_segment`] would emit, for ordering against the
+    /// session's RMA operations.
+    pub(super) fn next_msg_id(&self) -> Option<u32> {
+        let op = *self.rndv_ready.front().or(self.sendq.front())?;
+        self.store.get(op).map(|s| s.msg_id)
+    }
+
     pub(super) fn get(&self, op: OpId) -> Option<&SendState> {
         self.store.get(op)
     }

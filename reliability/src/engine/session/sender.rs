@@ -6,6 +6,7 @@
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
+use super::rma_ops::{RespId, RmaId};
 use super::send_ops::OpId;
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
@@ -26,6 +27,10 @@ pub(super) enum PktKind {
     },
     /// A CTS or DONE.
     Ctrl(Control),
+    /// A packet of an RMA operation we initiated (§8).
+    Rma { op: RmaId, offset: u32, len: u16 },
+    /// A packet of a response we owe as RMA target (§8).
+    Resp { id: RespId, offset: u32, len: u16 },
 }
 
 /// A sequenced packet in flight.
@@ -81,8 +86,11 @@ impl<P: Copy> Session<P> {
                 if !s.retransmitted {
                     sample = Some(now.since(s.sent_at).0);
                 }
-                if let PktKind::Data { op, .. } = s.kind {
-                    q.ops.packet_acked(op, sh);
+                match s.kind {
+                    PktKind::Data { op, .. } => q.ops.packet_acked(op, sh),
+                    PktKind::Rma { op, .. } => q.rma.op_acked(op, sh),
+                    PktKind::Resp { id, .. } => q.rma.resp_acked(id),
+                    PktKind::Ctrl(_) => {}
                 }
             }
             let cfg = &sh.cfg;

@@ -146,9 +146,21 @@ impl<P: Copy> Session<P> {
         if q.inflight.len() >= window {
             return None;
         }
+        let rma_payload = (buf.len().min(self.peer_mtu as usize) - wire::RMA_OVERHEAD)
+            .min(usize::from(u16::MAX)) as u32;
         let kind = match q.ctrl.pop_front() {
             Some(c) => PktKind::Ctrl(c),
-            None => q.ops.next_segment(max_payload as u32, &mut sh.events)?,
+            // Responses we owe as RMA target first (§8), then our own
+            // messages and RMA operations in posting order.
+            None => match q.rma.next_response(rma_payload) {
+                Some(k) => k,
+                None => match (q.rma.next_msg_id(), q.ops.next_msg_id()) {
+                    (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => {
+                        q.rma.next_op_packet(rma_payload)?
+                    }
+                    _ => q.ops.next_segment(max_payload as u32, &mut sh.events)?,
+                },
+            },
         };
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
@@ -204,6 +216,18 @@ impl<P: Copy> Session<P> {
                     }
                 }
                 wire::encode_ctrl(buf, &h, &ext)
+            }
+            PktKind::Rma { .. } | PktKind::Resp { .. } => {
+                let encoded = self
+                    .q
+                    .as_ref()
+                    .and_then(|q| q.rma.encode(kind, h, buf, bufs));
+                encoded.unwrap_or_else(|| {
+                    // Cannot happen: state outlives its unacked packets.
+                    h.ty = PacketType::Ack as u8;
+                    h.seq = 0;
+                    wire::encode_ack(buf, &h)
+                })
             }
             PktKind::Data {
                 op,

@@ -4,6 +4,7 @@
 mod acks;
 mod limits;
 mod matching;
+mod rma;
 mod sessions;
 
 use crate::sim::{Buffers, Faults, Sim};

@@ -1,0 +1,373 @@
+//! RMA and atomics (PROTOCOL.md §8) through the simulated network: data
+//! placed and read back intact, remote CQ data, refusals that leave the
+//! target's memory untouched, atomics executed exactly once under loss,
+//! duplication and reordering, and ordering with messages.
+
+use super::*;
+use crate::sim::memory::{ATOMIC_ADD, ATOMIC_CSWAP, DATATYPE_U64, Region};
+
+const KEY: u64 = 0xC0DE;
+const BASE: u64 = 0x1000_0000;
+
+fn region(s: &mut Sim<Buffers>, at: usize, key: u64, len: usize, access: Access) {
+    let r = Region {
+        base: BASE,
+        bytes: vec![0; len],
+        access,
+    };
+    s.nodes[at].app.mem.regions.insert(key, r);
+}
+
+fn mem(s: &Sim<Buffers>, at: usize, key: u64) -> &[u8] {
+    &s.nodes[at].app.mem.regions[&key].bytes
+}
+
+fn write(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, addr: u64, data: Vec<u8>) {
+    let len = data.len();
+    s.nodes[from].app.send.insert(token, data);
+    let now = s.now;
+    let op = RmaOp {
+        token,
+        dst: to,
+        kind: RmaKind::Write,
+        key: KEY,
+        addr,
+        payload: Payload::Buffer { len },
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[from].engine.post_rma(now, op).unwrap();
+}
+
+fn read(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, addr: u64, len: usize) {
+    s.nodes[from].app.mem.results.insert(token, vec![0; len]);
+    let now = s.now;
+    let op = RmaOp {
+        token,
+        dst: to,
+        kind: RmaKind::Read,
+        key: KEY,
+        addr,
+        payload: Payload::Buffer { len },
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[from].engine.post_rma(now, op).unwrap();
+}
+
+fn atomic(s: &mut Sim<Buffers>, from: usize, token: u64, op: u8, operands: &[u8], fetch: bool) {
+    let result_len = if fetch {
+        if op == ATOMIC_CSWAP {
+            operands.len() / 2
+        } else {
+            operands.len()
+        }
+    } else {
+        0
+    };
+    s.nodes[from]
+        .app
+        .mem
+        .results
+        .insert(token, vec![0; result_len]);
+    let now = s.now;
+    let rop = RmaOp {
+        token,
+        dst: 1 - from,
+        kind: RmaKind::Atomic {
+            op,
+            datatype: DATATYPE_U64,
+            result_len,
+        },
+        key: KEY,
+        addr: BASE,
+        payload: Payload::Inject(operands),
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[from].engine.post_rma(now, rop).unwrap();
+}
+
+fn lossy() -> Faults {
+    Faults {
+        loss: 0.1,
+        dup: 0.1,
+        jitter: Nanos::from_micros(40),
+        ..Faults::default()
+    }
+}
+
+#[test]
+fn writes_then_reads_come_back_intact() {
+    for (seed, faults) in [(1, Faults::default()), (2, lossy())] {
+        let mut s = sim(2, faults, seed);
+        let size = 3 << 20;
+        region(&mut s, 1, KEY, size, Access::READ | Access::WRITE);
+        let sizes = [0usize, 1, 1400, 65536, 1 << 20];
+        let mut at = 0u64;
+        for (i, &n) in sizes.iter().enumerate() {
+            write(&mut s, 0, 1, 10 + i as u64, BASE + at, pattern(n, i as u8));
+            at += n as u64;
+        }
+        // Posted after the writes: reads see them (FI_ORDER_RAW).
+        let mut at = 0u64;
+        for (i, &n) in sizes.iter().enumerate() {
+            read(&mut s, 0, 1, 20 + i as u64, BASE + at, n);
+            at += n as u64;
+        }
+        run(&mut s);
+        let done = completions(&mut s, 0);
+        assert_eq!(done.len(), 2 * sizes.len(), "seed {seed}");
+        assert!(done.iter().all(|c| c.error.is_none()), "{done:?}");
+        for c in &done {
+            let want = if c.token < 20 {
+                Flags::RMA | Flags::WRITE
+            } else {
+                Flags::RMA | Flags::READ
+            };
+            assert_eq!(c.flags, want);
+        }
+        let mut at = 0usize;
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_eq!(&mem(&s, 1, KEY)[at..at + n], &pattern(n, i as u8)[..]);
+            assert_eq!(
+                s.nodes[0].app.mem.results[&(20 + i as u64)],
+                pattern(n, i as u8)
+            );
+            at += n;
+        }
+        // The target's application saw nothing: no CQ data was asked for.
+        assert!(completions(&mut s, 1).is_empty());
+        assert_eq!(s.nodes[1].app.mem.executed.len(), 2 * sizes.len());
+    }
+}
+
+#[test]
+fn write_with_data_reports_at_the_target() {
+    let mut s = sim(2, Faults::default(), 3);
+    region(&mut s, 1, KEY, 4096, Access::WRITE);
+    s.nodes[0].app.send.insert(1, pattern(3000, 1));
+    let now = s.now;
+    let op = RmaOp {
+        token: 1,
+        dst: 1,
+        kind: RmaKind::Write,
+        key: KEY,
+        addr: BASE + 8,
+        payload: Payload::Buffer { len: 3000 },
+        data: Some(0xDA7A),
+        level: CompletionLevel::Transmit,
+    };
+    s.nodes[0].engine.post_rma(now, op).unwrap();
+    run(&mut s);
+    let at_target = completions(&mut s, 1);
+    assert_eq!(at_target.len(), 1);
+    let c = at_target[0];
+    assert_eq!(
+        c.flags,
+        Flags::RMA | Flags::REMOTE_WRITE | Flags::REMOTE_CQ_DATA
+    );
+    assert_eq!((c.data, c.len, c.src), (0xDA7A, 3000, Some(0)));
+    assert_eq!(&mem(&s, 1, KEY)[8..3008], &pattern(3000, 1)[..]);
+    assert_eq!(completions(&mut s, 0)[0].error, None);
+}
+
+#[test]
+fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
+    let mut s = sim(2, lossy(), 4);
+    region(&mut s, 1, KEY, 4096, Access::READ);
+    region(&mut s, 1, KEY + 1, 4096, Access::WRITE);
+    let before = mem(&s, 1, KEY).to_vec();
+    // Unknown key, beyond the end (a large write whose first segments
+    // would fit), below the start, no write right, no read right.
+    let bad = |key: u64, addr: u64, len: usize| (key, addr, len);
+    let writes = [
+        bad(77, BASE, 10),
+        bad(KEY + 1, BASE + 4000, 100_000),
+        bad(KEY + 1, BASE - 1, 10),
+        bad(KEY, BASE, 10),
+    ];
+    for (i, &(key, addr, len)) in writes.iter().enumerate() {
+        let token = 1 + i as u64;
+        s.nodes[0].app.send.insert(token, vec![0xAB; len]);
+        let now = s.now;
+        let op = RmaOp {
+            token,
+            dst: 1,
+            kind: RmaKind::Write,
+            key,
+            addr,
+            payload: Payload::Buffer { len },
+            data: Some(1),
+            level: CompletionLevel::Delivery,
+        };
+        s.nodes[0].engine.post_rma(now, op).unwrap();
+    }
+    s.nodes[0].app.mem.results.insert(9, vec![0; 8]);
+    let now = s.now;
+    let op = RmaOp {
+        token: 9,
+        dst: 1,
+        kind: RmaKind::Read,
+        key: KEY + 1,
+        addr: BASE,
+        payload: Payload::Buffer { len: 8 },
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[0].engine.post_rma(now, op).unwrap();
+    // An atomic with fetch on a region without the read right.
+    let now = s.now;
+    let op = RmaOp {
+        token: 10,
+        dst: 1,
+        kind: RmaKind::Atomic {
+            op: ATOMIC_ADD,
+            datatype: DATATYPE_U64,
+            result_len: 8,
+        },
+        key: KEY + 1,
+        addr: BASE,
+        payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[0].engine.post_rma(now, op).unwrap();
+    run(&mut s);
+    let mut errs: Vec<(u64, Option<OpError>)> = completions(&mut s, 0)
+        .iter()
+        .map(|c| (c.token, c.error))
+        .collect();
+    errs.sort_by_key(|e| e.0);
+    let remote = |e| Some(OpError::Remote(e));
+    assert_eq!(
+        errs,
+        vec![
+            (1, remote(RmaStatus::UnknownKey)),
+            (2, remote(RmaStatus::OutOfRange)),
+            (3, remote(RmaStatus::OutOfRange)),
+            (4, remote(RmaStatus::NoAccess)),
+            (9, remote(RmaStatus::NoAccess)),
+            (10, remote(RmaStatus::NoAccess)),
+        ]
+    );
+    assert_eq!(mem(&s, 1, KEY), &before[..]);
+    assert!(mem(&s, 1, KEY + 1).iter().all(|&b| b == 0));
+    assert!(
+        completions(&mut s, 1).is_empty(),
+        "no CQ data for a refused write"
+    );
+    assert!(s.nodes[1].app.mem.executed.is_empty());
+    // The session is still good.
+    if let Some(r) = s.nodes[1].app.mem.regions.get_mut(&KEY) {
+        r.access = Access::READ | Access::WRITE;
+    }
+    write(&mut s, 0, 1, 20, BASE, vec![5; 16]);
+    run(&mut s);
+    assert_eq!(completions(&mut s, 0)[0].error, None);
+    assert_eq!(&mem(&s, 1, KEY)[..16], &[5; 16]);
+}
+
+#[test]
+fn atomics_run_exactly_once_under_loss_duplication_and_reordering() {
+    let faults = Faults {
+        loss: 0.2,
+        dup: 0.3,
+        jitter: Nanos::from_micros(100),
+        ..Faults::default()
+    };
+    let mut s = sim(2, faults, 5);
+    region(&mut s, 1, KEY, 16, Access::READ | Access::WRITE);
+    let n = 400u64;
+    for t in 0..n {
+        // Fetch-and-add 1 on lane 0, add 2 without fetch on lane 1.
+        let mut ops = [0u8; 16];
+        ops[0] = 1;
+        ops[8] = 2;
+        atomic(&mut s, 0, t, ATOMIC_ADD, &ops, t % 2 == 0);
+    }
+    run(&mut s);
+    let done = completions(&mut s, 0);
+    assert_eq!(done.len(), n as usize);
+    assert!(done.iter().all(|c| c.error.is_none()));
+    let lane = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    assert_eq!(lane(mem(&s, 1, KEY), 0), n);
+    assert_eq!(lane(mem(&s, 1, KEY), 1), 2 * n);
+    // The fetched old values are what the execution order gives: op t saw t.
+    for t in (0..n).step_by(2) {
+        let r = &s.nodes[0].app.mem.results[&t];
+        assert_eq!(lane(r, 0), t, "op {t}");
+        assert_eq!(lane(r, 1), 2 * t);
+    }
+    assert_eq!(s.nodes[1].app.mem.executed.len(), n as usize);
+    assert!(s.nodes[1].engine.stats().duplicates > 0);
+}
+
+#[test]
+fn compare_and_swap_fetches_and_swaps_only_on_match() {
+    let mut s = sim(2, Faults::default(), 6);
+    region(&mut s, 1, KEY, 8, Access::READ | Access::WRITE);
+    let mut ops = [0u8; 16];
+    ops[0] = 7; // swap in 7 if the value is 0
+    atomic(&mut s, 0, 1, ATOMIC_CSWAP, &ops, true);
+    ops[0] = 9; // no swap: the value is 7 now
+    atomic(&mut s, 0, 2, ATOMIC_CSWAP, &ops, true);
+    run(&mut s);
+    assert!(
+        completions(&mut s, 0)
+            .iter()
+            .all(|c| c.error.is_none() && c.flags == Flags::ATOMIC | Flags::READ)
+    );
+    assert_eq!(s.nodes[0].app.mem.results[&1][0], 0);
+    assert_eq!(s.nodes[0].app.mem.results[&2][0], 7);
+    assert_eq!(mem(&s, 1, KEY)[0], 7);
+}
+
+#[test]
+fn rma_keeps_posting_order_with_messages() {
+    // A write posted before a send is placed before the send is received
+    // (FI_ORDER_SAW), and the read posted after both sees it.
+    let mut s = sim(2, lossy(), 8);
+    region(&mut s, 1, KEY, 1 << 20, Access::READ | Access::WRITE);
+    recv(&mut s, 1, 100, 16, None, None);
+    write(&mut s, 0, 1, 1, BASE, pattern(1 << 20, 3));
+    send(&mut s, 0, 1, 2, vec![1; 16], None);
+    read(&mut s, 0, 1, 3, BASE, 1 << 20);
+    let mut seen_write_first = false;
+    let limit = s.now + Nanos::from_secs(60);
+    s.run_until(limit, |s| {
+        if s.nodes[1].app.recv[&100][0] == 1 && !seen_write_first {
+            seen_write_first = s.nodes[1].app.mem.regions[&KEY].bytes == pattern(1 << 20, 3);
+            assert!(
+                seen_write_first,
+                "message arrived before the write was placed"
+            );
+        }
+        false
+    });
+    assert!(seen_write_first);
+    assert_eq!(s.nodes[0].app.mem.results[&3], pattern(1 << 20, 3));
+    let tokens: Vec<u64> = completions(&mut s, 0).iter().map(|c| c.token).collect();
+    assert_eq!(tokens.len(), 3);
+}
+
+#[test]
+fn rma_fails_with_its_session() {
+    let mut s = established(9);
+    region(&mut s, 1, KEY, 64, Access::WRITE);
+    write(&mut s, 0, 1, 1, BASE, vec![1; 64]);
+    // The target restarts before the write reaches it: the new incarnation
+    // never executes an operation of its predecessor's session.
+    s.restart(
+        1,
+        Config {
+            incarnation: 999,
+            ..cfg(1)
+        },
+    );
+    run(&mut s);
+    let c = completions(&mut s, 0);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].error, Some(OpError::PeerRestarted));
+    assert!(s.nodes[1].app.mem.executed.is_empty());
+}
