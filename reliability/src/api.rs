@@ -268,9 +268,26 @@ pub enum OpError {
     /// FI_ECONNRESET: the peer closed its endpoint (it sent CLOSE); what it had
     /// not acknowledged by then will never be received.
     PeerClosed,
-    /// The target refused an RMA or atomic operation (its memory is
-    /// untouched): unknown key, range or access (fi_rma(3), fi_atomic(3)).
-    Remote(RmaStatus),
+    /// The target refused an RMA or atomic operation, its memory untouched
+    /// (fi_rma(3), fi_atomic(3)): no registration has the key.
+    RemoteKey,
+    /// … the range is not inside the registration.
+    RemoteRange,
+    /// … the registration does not grant the access.
+    RemoteAccess,
+    /// … the target cannot execute it (atomic operation or datatype).
+    RemoteInvalid,
+}
+
+impl From<RmaStatus> for OpError {
+    fn from(s: RmaStatus) -> OpError {
+        match s {
+            RmaStatus::UnknownKey => OpError::RemoteKey,
+            RmaStatus::OutOfRange => OpError::RemoteRange,
+            RmaStatus::NoAccess => OpError::RemoteAccess,
+            RmaStatus::Invalid => OpError::RemoteInvalid,
+        }
+    }
 }
 
 /// A completion: everything an `fi_cq_*_entry` / `fi_cq_err_entry` needs.

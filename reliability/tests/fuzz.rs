@@ -6,7 +6,8 @@
 //! type, flags, sessions, sequence/ack numbers, message ids, offsets and
 //! lengths) and, for most of them, re-sealed with a correct CRC so they reach
 //! the protocol logic instead of stopping at the checksum. Checks: no panic,
-//! and memory stays within the configured budgets.
+//! memory stays within the configured budgets, and RMA (PROTOCOL.md §8)
+//! never touches registered memory outside the range the target accepted.
 //!
 //! Default: about 2 s. Longer: `FUZZ_SECS=600 cargo test --release -p
 //! ofi-xdp-reliability --test fuzz -- --nocapture` (`FUZZ_SEED` picks the seed).
@@ -15,8 +16,19 @@
 
 use std::time::{Duration, Instant as WallClock};
 
+use ofi_xdp_reliability::sim::memory::{ATOMIC_ADD, DATATYPE_U64, Memory, Region};
 use ofi_xdp_reliability::wire::{self, COMMON_LEN, TRAILER_LEN};
 use ofi_xdp_reliability::*;
+
+/// The target's one registered region: key, base address, length.
+const KEY: u64 = 0xC0DE;
+const BASE: u64 = 0x7000_0000;
+const REGION: usize = 300_000;
+
+/// Whether `[addr, addr + len)` lies inside the registered region.
+fn inside(key: u64, addr: u64, len: usize) -> bool {
+    key == KEY && addr >= BASE && addr + len as u64 <= BASE + REGION as u64
+}
 
 struct Bufs;
 impl SendBuffers for Bufs {
@@ -25,11 +37,32 @@ impl SendBuffers for Bufs {
             *b = (token as usize + offset + i) as u8;
         }
     }
+
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+        assert!(inside(key, addr, dst.len()), "RMA read outside the region");
+        dst.fill(0x5A);
+    }
 }
 
-/// Receive buffers that check every write lies inside the posted length.
+/// Receive buffers that check every write lies inside the posted length,
+/// and registered memory that checks every RMA access lies inside it.
 struct CheckedRecv {
     lens: std::collections::HashMap<u64, usize>,
+    mem: Memory,
+}
+
+fn checked_recv() -> CheckedRecv {
+    let mut mem = Memory::default();
+    let region = Region {
+        base: BASE,
+        bytes: vec![0; REGION],
+        access: Access::READ | Access::WRITE,
+    };
+    mem.regions.insert(KEY, region);
+    CheckedRecv {
+        lens: Default::default(),
+        mem,
+    }
 }
 impl RecvBuffers for CheckedRecv {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
@@ -39,6 +72,39 @@ impl RecvBuffers for CheckedRecv {
             .copied()
             .expect("write to a receive that is not posted");
         assert!(offset + src.len() <= len, "write beyond the posted buffer");
+    }
+
+    fn rma_check(
+        &mut self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(), RmaStatus> {
+        self.mem.check(key, addr, len, access)
+    }
+
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+        assert!(inside(key, addr, src.len()), "RMA write outside the region");
+        self.mem.write(key, addr, src);
+    }
+
+    fn rma_atomic(
+        &mut self,
+        key: u64,
+        addr: u64,
+        op: u8,
+        datatype: u8,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), RmaStatus> {
+        self.mem.atomic(key, addr, op, datatype, operands, result)
+    }
+
+    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+        // Our own operations' results: inside what each asked for.
+        let len = self.mem.results.get(&token).map_or(0, Vec::len);
+        assert!(offset + src.len() <= len, "RMA result beyond the buffer");
     }
 }
 
@@ -58,9 +124,7 @@ fn cfg(i: u32) -> Config {
 fn capture() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut a: Engine<u32> = Engine::new(cfg(1));
     let mut b: Engine<u32> = Engine::new(cfg(2));
-    let mut rb = CheckedRecv {
-        lens: Default::default(),
-    };
+    let mut rb = checked_recv();
     let mut to_b = Vec::new();
     let mut to_a = Vec::new();
     let sizes = [0usize, 5, 1500, 4000, 70_000, 200_000];
@@ -96,6 +160,48 @@ fn capture() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         )
         .unwrap();
     }
+    // RMA 1 → 2: writes (one with CQ data), reads, atomics with and
+    // without fetch, and one refused (unknown key).
+    let rma = [
+        (RmaKind::Write, KEY, 0usize, 3000usize, Some(5u64)),
+        (RmaKind::Write, KEY, 4000, 100_000, None),
+        (RmaKind::Read, KEY, 0, 5000, None),
+        (RmaKind::Write, KEY + 9, 0, 10, None),
+    ];
+    for (i, &(kind, key, at, len, data)) in rma.iter().enumerate() {
+        let token = 50 + i as u64;
+        rb.mem.results.insert(token, vec![0; len]);
+        let op = RmaOp {
+            token,
+            dst: 2,
+            kind,
+            key,
+            addr: BASE + at as u64,
+            payload: Payload::Buffer { len },
+            data,
+            level: CompletionLevel::Delivery,
+        };
+        a.post_rma(Instant(0), op).unwrap();
+    }
+    for (t, fetch) in [(60u64, true), (61, false)] {
+        rb.mem.results.insert(t, vec![0; 8]);
+        let kind = RmaKind::Atomic {
+            op: ATOMIC_ADD,
+            datatype: DATATYPE_U64,
+            result_len: if fetch { 8 } else { 0 },
+        };
+        let op = RmaOp {
+            token: t,
+            dst: 2,
+            kind,
+            key: KEY,
+            addr: BASE,
+            payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
+            data: None,
+            level: CompletionLevel::Delivery,
+        };
+        a.post_rma(Instant(0), op).unwrap();
+    }
     let mut frame = vec![0u8; 1472];
     let mut now = Instant(0);
     for _ in 0..10_000 {
@@ -128,7 +234,7 @@ fn mutate(rng: &mut SplitMix64, src: &[u8]) -> Vec<u8> {
     let mut d = src.to_vec();
     let reseal = !rng.next_u64().is_multiple_of(8);
     for _ in 0..1 + rng.next_u64() % 3 {
-        match rng.next_u64() % 10 {
+        match rng.next_u64() % 11 {
             0 if !d.is_empty() => {
                 let i = (rng.next_u64() as usize) % d.len();
                 d[i] ^= 1 << (rng.next_u64() % 8);
@@ -136,7 +242,7 @@ fn mutate(rng: &mut SplitMix64, src: &[u8]) -> Vec<u8> {
             1 => d.truncate((rng.next_u64() as usize) % (d.len() + 1)),
             2 => d.extend((0..rng.next_u64() % 64).map(|_| rng.next_u64() as u8)),
             // Field rewrites inside the header / extension (offsets per PROTOCOL.md §2).
-            3 if d.len() > 2 => d[1] = (rng.next_u64() % 9) as u8,
+            3 if d.len() > 2 => d[1] = (rng.next_u64() % 15) as u8,
             4 if d.len() > 4 => {
                 let f = (rng.next_u64() & 0x1FF) as u16;
                 d[2..4].copy_from_slice(&f.to_le_bytes());
@@ -169,6 +275,20 @@ fn mutate(rng: &mut SplitMix64, src: &[u8]) -> Vec<u8> {
             8 if d.len() >= 32 => {
                 let s = rng.next_u64();
                 d[24..32].copy_from_slice(&s.to_le_bytes());
+            }
+            9 if d.len() >= 72 => {
+                // RMA (§8.1): op/datatype/status, key, address — near the
+                // region's edges or anywhere.
+                let o = [44usize, 48, 56][(rng.next_u64() % 3) as usize];
+                let v = match (o, rng.next_u64() % 3) {
+                    (44, _) => rng.next_u64() & 0x00FF_FFFF,
+                    (48, 0) => KEY,
+                    (56, 0) => BASE + REGION as u64 - rng.next_u64() % 5000,
+                    (56, 1) => BASE.wrapping_sub(rng.next_u64() % 64),
+                    _ => rng.next_u64(),
+                };
+                let n = if o == 44 { 4 } else { 8 };
+                d[o..o + n].copy_from_slice(&v.to_le_bytes()[..n]);
             }
             _ if d.len() >= 24 => {
                 // payload_len inconsistent with the datagram.
@@ -209,9 +329,7 @@ fn fuzz_decoder_and_engine() {
         // real handshake), some receives posted, then a burst of mutants mixed
         // with genuine datagrams, from peer 1 and from unknown sources.
         let mut b: Engine<u32> = Engine::new(cfg(2));
-        let mut rb = CheckedRecv {
-            lens: Default::default(),
-        };
+        let mut rb = checked_recv();
         for t in 0..4u64 {
             let len = [0usize, 100, 5000, 100_000][t as usize];
             rb.lens.insert(t, len);

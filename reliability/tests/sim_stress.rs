@@ -2,6 +2,10 @@
 //! loss, 5% duplication, reordering and 1% corruption, checking exactly-once,
 //! intact, in-order (per sender, receiver and queue) delivery, one completion
 //! per operation, bounded unexpected memory, and reproducibility from the seed.
+//! Beside the messages, RMA writes, reads and atomics (PROTOCOL.md §8) run
+//! on the same streams: reads return the last write posted before them,
+//! every fetch-and-add runs once and in posting order, and operations on an
+//! unknown key fail at the initiator.
 //!
 //! Default: a small count (`cargo test --release -p ofi-xdp-reliability`).
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
@@ -11,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use ofi_xdp_reliability::sim::memory::{ATOMIC_ADD, DATATYPE_U64, Memory, Region};
 use ofi_xdp_reliability::sim::{Faults, Sim};
 use ofi_xdp_reliability::*;
 
@@ -23,6 +28,14 @@ const CLASSES: usize = 4;
 const SMALL_CAP: usize = 64 * 1024;
 const MULTI_CAP: usize = 256 * 1024;
 const UNEXPECTED_BUDGET: usize = 192 << 10;
+/// RMA: each node registers one region; sender s owns slice s of every
+/// target's region (writes and reads) and counter lane s (atomics).
+const RMA_KEY: u64 = 0xC0DE;
+const RMA_BASE: u64 = 0x4000_0000;
+const SLICE: usize = 64 * 1024;
+const LANES_AT: usize = N * SLICE;
+/// One operation in this many posts is also an RMA operation.
+const RMA_EVERY: u64 = 6;
 
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -51,12 +64,18 @@ struct App {
     sends: HashMap<u64, u64>,
     /// Receive token → buffer.
     recvs: HashMap<u64, Vec<u8>>,
+    /// Registered memory, and RMA results by token.
+    mem: Memory,
 }
 
 impl SendBuffers for App {
     fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
         let id = self.sends.get(&token).copied().unwrap_or(0);
         fill(id, offset, dst);
+    }
+
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+        self.mem.read(key, addr, dst);
     }
 }
 
@@ -68,6 +87,121 @@ impl RecvBuffers for App {
             .expect("write to unknown receive");
         b[offset..offset + src.len()].copy_from_slice(src);
     }
+
+    fn rma_check(
+        &mut self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(), RmaStatus> {
+        self.mem.check(key, addr, len, access)
+    }
+
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+        self.mem.write(key, addr, src);
+    }
+
+    fn rma_atomic(
+        &mut self,
+        key: u64,
+        addr: u64,
+        op: u8,
+        datatype: u8,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), RmaStatus> {
+        self.mem.atomic(key, addr, op, datatype, operands, result)
+    }
+
+    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+        self.mem.result(token, offset, src);
+    }
+}
+
+/// An RMA operation outstanding, and what its completion must show.
+enum RmaCheck {
+    /// A write to the initiator's slice of the target.
+    Write,
+    /// A read of `len` bytes that must equal write `id`'s content.
+    Read { dst: usize, id: u64, len: usize },
+    /// A fetch-and-add that must have seen `before` (`None`: no fetch).
+    Add { before: Option<u64> },
+    /// An operation on a key nobody registered: must fail.
+    BadKey,
+}
+
+/// Per (initiator, target) pair: the last write to its slice, reads of the
+/// slice outstanding (no write is posted meanwhile: the provider does not
+/// promise write-after-read ordering, FI_ORDER_WAR), adds posted.
+#[derive(Default, Clone, Copy)]
+struct Pair {
+    last_write: Option<(u64, usize)>,
+    reads_out: usize,
+    adds: u64,
+}
+
+/// Post one RMA operation from `s` to `dst`.
+fn post_rma(
+    sim: &mut Sim<App>,
+    rng: &mut Rng,
+    node: &mut NodeState,
+    pair: &mut Pair,
+    s: usize,
+    dst: usize,
+    id: u64,
+) {
+    let token = node.next_token;
+    node.next_token += 1;
+    let slice = RMA_BASE + (s * SLICE) as u64;
+    let (kind, key, addr, len, check) = match rng.below(20) {
+        0 => (RmaKind::Write, RMA_KEY + 1, slice, 8, RmaCheck::BadKey),
+        1..8 if pair.reads_out == 0 => {
+            let len = rng.below(SLICE as u64 + 1) as usize;
+            pair.last_write = Some((id, len));
+            sim.nodes[s].app.sends.insert(token, id);
+            (RmaKind::Write, RMA_KEY, slice, len, RmaCheck::Write)
+        }
+        8..14 if pair.last_write.is_some() => {
+            let (wid, wlen) = pair.last_write.unwrap_or_default();
+            let len = rng.below(wlen as u64 + 1) as usize;
+            pair.reads_out += 1;
+            sim.nodes[s].app.mem.results.insert(token, vec![0; len]);
+            let check = RmaCheck::Read { dst, id: wid, len };
+            (RmaKind::Read, RMA_KEY, slice, len, check)
+        }
+        _ => {
+            let fetch = rng.below(2) == 0;
+            let before = fetch.then_some(pair.adds);
+            pair.adds += 1;
+            sim.nodes[s].app.mem.results.insert(token, vec![0; 8]);
+            let kind = RmaKind::Atomic {
+                op: ATOMIC_ADD,
+                datatype: DATATYPE_U64,
+                result_len: if fetch { 8 } else { 0 },
+            };
+            let lane = RMA_BASE + (LANES_AT + s * 8) as u64;
+            (kind, RMA_KEY, lane, 8, RmaCheck::Add { before })
+        }
+    };
+    let one = 1u64.to_le_bytes();
+    let payload = match kind {
+        RmaKind::Atomic { .. } => Payload::Inject(&one),
+        _ => Payload::Buffer { len },
+    };
+    let now = sim.now;
+    let op = RmaOp {
+        token,
+        dst,
+        kind,
+        key,
+        addr,
+        payload,
+        data: None,
+        level: CompletionLevel::Delivery,
+    };
+    assert_eq!(sim.nodes[s].engine.post_rma(now, op), Ok(()));
+    node.rma.insert(token, check);
 }
 
 struct Rng(u64);
@@ -102,6 +236,10 @@ struct NodeState {
     recv_seq: u64,
     /// Per (src, class): (recv post seq, buffer offset, message idx).
     got: HashMap<(usize, usize), Vec<Matched>>,
+    /// Outstanding RMA operations by token.
+    rma: HashMap<u64, RmaCheck>,
+    /// Per target: this node's RMA history with it.
+    pairs: [Pair; N],
 }
 
 struct Outcome {
@@ -111,6 +249,7 @@ struct Outcome {
     corrupt: u64,
     duplicates: u64,
     rnr: u64,
+    rma_done: u64,
 }
 
 fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
@@ -125,20 +264,25 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // hands them over.
         split: 0.3,
     };
-    let mut sim: Sim<App> = Sim::new(
-        (0..N).map(|_| App::default()).collect(),
-        faults,
-        seed,
-        |i| Config {
-            incarnation: 1000 + i as u32,
-            seed: seed ^ (i as u64 * 7919),
-            unexpected_budget: UNEXPECTED_BUDGET,
-            // Half the endpoints use the provider's ack policy (awaited
-            // message ends at once, injected ones delayed or piggybacked).
-            ack_message_end_at_once: i % 2 == 1,
-            ..Config::default()
-        },
-    );
+    let app = || {
+        let mut a = App::default();
+        let region = Region {
+            base: RMA_BASE,
+            bytes: vec![0; LANES_AT + N * 8],
+            access: Access::READ | Access::WRITE,
+        };
+        a.mem.regions.insert(RMA_KEY, region);
+        a
+    };
+    let mut sim: Sim<App> = Sim::new((0..N).map(|_| app()).collect(), faults, seed, |i| Config {
+        incarnation: 1000 + i as u32,
+        seed: seed ^ (i as u64 * 7919),
+        unexpected_budget: UNEXPECTED_BUDGET,
+        // Half the endpoints use the provider's ack policy (awaited
+        // message ends at once, injected ones delayed or piggybacked).
+        ack_message_end_at_once: i % 2 == 1,
+        ..Config::default()
+    });
     let mut rng = Rng(seed);
     let mut st: Vec<NodeState> = (0..N).map(|_| NodeState::default()).collect();
     // Per (src, dst, class): next message index to send.
@@ -146,6 +290,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
     let mut posted_total = 0u64;
     let mut recv_done = 0u64;
     let mut send_done = 0u64;
+    let mut rma_done = 0u64;
     let mut digest = 0u64;
     let limit = Instant(3_600_000_000_000);
     let window = 48;
@@ -153,7 +298,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
 
     let mut last_progress = (0u64, Instant(0));
     let mut last_report = 0u64;
-    while recv_done < total || send_done < total {
+    while recv_done < total || send_done < total || st.iter().any(|n| !n.rma.is_empty()) {
         assert!(
             sim.now < limit,
             "stuck: recv {recv_done} send {send_done} of {total}"
@@ -228,6 +373,11 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                 assert_eq!(r, Ok(()));
                 node.sends.insert(token, (dst, class, id, len));
                 posted_total += 1;
+                if rng.below(RMA_EVERY) == 0 {
+                    let mut pair = node.pairs[dst];
+                    post_rma(&mut sim, &mut rng, node, &mut pair, s, dst, id);
+                    node.pairs[dst] = pair;
+                }
             }
         }
         iter += 1;
@@ -348,6 +498,35 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
                         sim.nodes[i].engine.stats()
                     )
                 };
+                if let Some(want) = node.rma.remove(&c.token) {
+                    let app = &mut sim.nodes[i].app;
+                    let result = app.mem.results.remove(&c.token).unwrap_or_default();
+                    app.sends.remove(&c.token);
+                    match want {
+                        RmaCheck::BadKey => assert_eq!(c.error, Some(OpError::RemoteKey), "{c:?}"),
+                        RmaCheck::Write => {
+                            assert_eq!(c.error, None, "write failed: {c:?}");
+                            assert_eq!(c.flags, Flags::RMA | Flags::WRITE);
+                        }
+                        RmaCheck::Read { dst, id, len } => {
+                            assert_eq!(c.error, None, "read failed: {c:?}");
+                            assert_eq!(c.flags, Flags::RMA | Flags::READ);
+                            assert_eq!(result.len(), len);
+                            assert!(check(id, &result), "read {i}->{dst} returned other data");
+                            node.pairs[dst].reads_out -= 1;
+                        }
+                        RmaCheck::Add { before } => {
+                            assert_eq!(c.error, None, "atomic failed: {c:?}");
+                            if let Some(b) = before {
+                                assert_eq!(c.flags, Flags::ATOMIC | Flags::READ);
+                                assert_eq!(result, b.to_le_bytes(), "fetch-add out of order");
+                            }
+                        }
+                    }
+                    digest = mix(digest ^ c.token ^ sim.now.0);
+                    rma_done += 1;
+                    continue;
+                }
                 if c.flags.contains(Flags::SEND) {
                     let (_, _, id, len) =
                         node.sends.remove(&c.token).expect("send completed twice");
@@ -422,6 +601,15 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
             assert_eq!(v.len() as u64, next_idx[&(*src, d, *class)]);
         }
     }
+    // Every add ran exactly once: each lane holds its sender's count.
+    for (d, n) in sim.nodes.iter().enumerate() {
+        let bytes = &n.app.mem.regions[&RMA_KEY].bytes;
+        for (s, node) in st.iter().enumerate() {
+            let at = LANES_AT + s * 8;
+            let lane = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+            assert_eq!(lane, node.pairs[d].adds, "adds {s}->{d}");
+        }
+    }
     let mut out = Outcome {
         digest,
         now: sim.now,
@@ -429,6 +617,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         corrupt: 0,
         duplicates: 0,
         rnr: 0,
+        rma_done,
     };
     for n in &sim.nodes {
         let s = n.engine.stats();
@@ -440,7 +629,8 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         out.rnr += s.rnr_sent;
     }
     println!(
-        "{total} messages: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
+        "{total} messages, {} RMA operations: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
+        out.rma_done,
         out.now.0 as f64 / 1e9,
         out.retransmits,
         out.corrupt,
@@ -468,6 +658,7 @@ fn eight_endpoints_lossy_network() {
         .unwrap_or(0x5EED);
     let a = run(total, max_large, seed);
     assert!(a.retransmits > 0 && a.corrupt > 0 && a.duplicates > 0);
+    assert!(a.rma_done > total / (2 * RMA_EVERY));
     if total <= 20_000 {
         // Reproducible from the seed.
         let b = run(total, max_large, seed);

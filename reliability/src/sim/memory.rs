@@ -87,8 +87,8 @@ impl Memory {
             _ => return Err(RmaStatus::Invalid),
         };
         if datatype != DATATYPE_U64
-            || lanes % 8 != 0
-            || (op == ATOMIC_CSWAP && operands.len() % 16 != 0)
+            || !lanes.is_multiple_of(8)
+            || (op == ATOMIC_CSWAP && !operands.len().is_multiple_of(16))
             || (!result.is_empty() && result.len() != lanes)
         {
             return Err(RmaStatus::Invalid);

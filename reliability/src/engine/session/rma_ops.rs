@@ -298,7 +298,7 @@ impl RmaOps {
         };
         sh.sends -= 1;
         let error = match st.outcome {
-            Some(Err(e)) => Some(OpError::Remote(e)),
+            Some(Err(e)) => Some(OpError::from(e)),
             _ => None,
         };
         sh.events.complete(st.completion(error));

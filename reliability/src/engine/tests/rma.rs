@@ -239,7 +239,7 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
         .map(|c| (c.token, c.error))
         .collect();
     errs.sort_by_key(|e| e.0);
-    let remote = |e| Some(OpError::Remote(e));
+    let remote = |e: RmaStatus| Some(OpError::from(e));
     assert_eq!(
         errs,
         vec![
