@@ -1,7 +1,6 @@
 //! Domain object (fi_domain(3)): one network interface. Parent of AVs, CQs,
 //! counters, endpoints and memory regions.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use libc::{c_int, c_void};
@@ -22,7 +21,10 @@ pub struct Domain {
     pub cfg: crate::params::Config,
     /// MR keys in use (fi_mr(3): keys are chosen by the application unless
     /// FI_MR_PROV_KEY, and must be unique within the domain).
-    pub mr_keys: Mutex<HashSet<u64>>,
+    /// Registered memory by key: what peers' RMA and atomics may reach.
+    pub memory: Arc<crate::datapath::Registry>,
+    /// The next key the provider picks (FI_MR_PROV_KEY).
+    pub next_mr_key: std::sync::atomic::AtomicU64,
     pub eq: Mutex<Option<Arc<crate::eq::Eq>>>,
 }
 
@@ -110,7 +112,8 @@ pub unsafe extern "C" fn xdp_domain(
             iface,
             info,
             cfg: crate::params::Config::load(),
-            mr_keys: Mutex::new(HashSet::new()),
+            memory: Arc::default(),
+            next_mr_key: std::sync::atomic::AtomicU64::new(1),
             eq: Mutex::new(None),
         });
         let o = DomainObj {
@@ -201,15 +204,40 @@ unsafe extern "C" fn domain_srx_ctx(
 ) -> c_int {
     -FI_ENOSYS
 }
-/// No FI_ATOMIC capability.
+/// fi_query_atomic (fi_atomic(3)): whether `op` on `datatype` is offered
+/// as a plain (flags 0), fetching (FI_FETCH_ATOMIC) or compare
+/// (FI_COMPARE_ATOMIC) atomic; if so the largest count and the element
+/// size, else -FI_EOPNOTSUPP.
 unsafe extern "C" fn domain_query_atomic(
-    _: *mut fid_domain,
-    _: c_int,
-    _: c_int,
-    _: *mut c_void,
-    _: u64,
+    d: *mut fid_domain,
+    datatype: c_int,
+    op: c_int,
+    attr: *mut c_void,
+    flags: u64,
 ) -> c_int {
-    -FI_ENOSYS
+    use crate::datapath::atomics::{self, Form};
+    guard_int("fi_query_atomic", || {
+        // SAFETY: validated by domain_of.
+        unsafe { domain_of(d) }?;
+        let form = match flags {
+            0 => Form::Plain,
+            FI_FETCH_ATOMIC => Form::Fetch,
+            FI_COMPARE_ATOMIC => Form::Compare,
+            _ => return Err(Errno::BADFLAGS),
+        };
+        let attr = attr.cast::<fi_atomic_attr>();
+        if attr.is_null() {
+            return Err(Errno::INVAL);
+        }
+        if !atomics::valid(form, datatype, op) {
+            return Err(Errno::OPNOTSUPP);
+        }
+        let size = atomics::datatype_size(datatype).ok_or(Errno::OPNOTSUPP)?;
+        let count = atomics::max_count(form, datatype).ok_or(Errno::OPNOTSUPP)?;
+        // SAFETY: non-NULL, a struct fi_atomic_attr the caller provides.
+        unsafe { attr.write(fi_atomic_attr { count, size }) };
+        Ok(0)
+    })
 }
 /// No FI_COLLECTIVE capability.
 unsafe extern "C" fn domain_query_collective(

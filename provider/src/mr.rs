@@ -1,13 +1,26 @@
 //! Memory registration (fi_mr(3)). The provider copies through UMEM frames,
 //! so registration is bookkeeping: FI_MR_LOCAL is never required and
-//! `desc` arguments are accepted but not needed. Keys are the application's
-//! `requested_key` (no FI_MR_PROV_KEY) and must be unique in the domain.
+//! `desc` arguments are accepted but not needed. What a registration does
+//! is make memory reachable by peers' RMA and atomics: it enters the
+//! domain's [`Registry`] under its key with its remote access rights.
+//!
+//! Keys and addresses follow the domain's mr_mode (fi_mr(3) "MEMORY
+//! REGISTRATION MODES"): with FI_MR_PROV_KEY (or FI_MR_BASIC) the provider
+//! picks the key, else it is the application's `requested_key`, unique in
+//! the domain (-FI_ENOKEY otherwise); with FI_MR_VIRT_ADDR (or FI_MR_BASIC)
+//! peers address the region by its virtual address, else by offset, the
+//! region's first byte being the registration's `offset` argument.
+//! `fi_mr_bind` (no FI_MR_ENDPOINT, no FI_RMA_EVENT) is -FI_ENOSYS;
+//! `fi_mr_enable` and `fi_mr_refresh` succeed: a registration is usable at
+//! once and holds virtual addresses, never pinned pages.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use libc::{c_int, c_void, iovec, size_t};
 
-use crate::abi::{Errno, Result, guard_int, lock};
+use crate::abi::{Errno, Result, guard_int};
+use crate::datapath::memory::Region;
 use crate::domain::Domain;
 use crate::object::{self, FidObject, obj};
 use crate::sys::*;
@@ -28,7 +41,22 @@ pub struct MrObj {
     pub inner: Mr,
 }
 
-static MR_FI_OPS: fi_ops = object::fi_ops_of::<MrObj>(None, None);
+static MR_FI_OPS: fi_ops = object::fi_ops_of::<MrObj>(None, Some(mr_control));
+
+/// fi_mr_enable (FI_ENABLE) and fi_mr_refresh (FI_REFRESH): nothing to do
+/// (see the module docs); other commands are not defined for MRs.
+unsafe extern "C" fn mr_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard_int("mr control", || {
+        // SAFETY: validated by obj().
+        unsafe { obj::<MrObj>(f) }?;
+        match command {
+            FI_ENABLE => Ok(0),
+            FI_REFRESH if !arg.is_null() => Ok(0),
+            FI_REFRESH => Err(Errno::INVAL),
+            _ => Err(Errno::NOSYS),
+        }
+    })
+}
 
 // SAFETY: repr(C), fid_mr first, MR_FI_OPS in every instance.
 unsafe impl FidObject for MrObj {
@@ -39,7 +67,7 @@ unsafe impl FidObject for MrObj {
     }
     /// Nothing refers to a registration: it always closes, freeing its key.
     fn release(&self) {
-        lock(&self.inner.domain.mr_keys).remove(&self.inner.key);
+        self.inner.domain.memory.remove(self.inner.key);
         self.inner.domain.refs.put();
     }
 }
@@ -75,9 +103,27 @@ unsafe fn register(
     if ranges.len() > crate::getinfo::IOV_LIMIT {
         return Err(Errno::INVAL);
     }
-    // Offsets only matter for FI_MR_VIRT_ADDR-less RMA, which we lack.
-    let _ = offset;
-    if !lock(&domain.mr_keys).insert(requested_key) {
+    let mode = domain.info.mr_mode;
+    let prov_key = mode == FI_MR_BASIC || mode & FI_MR_PROV_KEY != 0;
+    let virt_addr = mode == FI_MR_BASIC || mode & FI_MR_VIRT_ADDR != 0;
+    let region = Region {
+        len: ranges.iter().map(|r| r.1 as u64).sum(),
+        iova: if virt_addr {
+            ranges.first().map_or(0, |r| r.0 as u64)
+        } else {
+            offset
+        },
+        access,
+        ranges: ranges.clone(),
+    };
+    let key = if prov_key {
+        // Keys the provider picks never repeat in a domain, so a peer
+        // holding a closed registration's key can never reach a new one.
+        domain.next_mr_key.fetch_add(1, Ordering::Relaxed)
+    } else {
+        requested_key
+    };
+    if !domain.memory.insert(key, region) {
         return Err(Errno(FI_ENOKEY));
     }
     let parent = domain.clone();
@@ -85,17 +131,23 @@ unsafe fn register(
         fid: fid_mr {
             fid: object::header::<MrObj>(context),
             mem_desc: std::ptr::null_mut(),
-            key: requested_key,
+            key,
         },
         inner: Mr {
             domain,
-            key: requested_key,
+            key,
             access,
             ranges,
         },
     };
     // SAFETY: `mr` was checked non-NULL above.
-    let p = unsafe { object::open(mr, Some(&parent.refs), o) }?;
+    let p = match unsafe { object::open(mr, Some(&parent.refs), o) } {
+        Ok(p) => p,
+        Err(e) => {
+            parent.memory.remove(key);
+            return Err(e);
+        }
+    };
     // The local descriptor is the MR itself (fi_mr_desc); never required.
     // SAFETY: p is freshly allocated and not yet used by the application,
     // which gets control back only when this call returns.

@@ -17,13 +17,18 @@
 //! Threading: the endpoint keeps its data path behind its state `Mutex`, so
 //! implementations are single-threaded (`Send`, not `Sync`).
 
+pub mod atomics;
 mod completion;
 pub mod iov;
+pub mod memory;
 mod op;
+mod rma;
 
 pub use completion::{Completion, CompletionError, Direction, DpCompletion};
 pub use iov::{Iov, Payload, contiguous, gather, gather_iov, scatter};
+pub use memory::Registry;
 pub use op::{Peek, RxOp, TxOp};
+pub use rma::{RmaKind, RmaOp};
 
 use crate::abi::Result;
 use crate::addr::XdpAddr;
@@ -45,6 +50,9 @@ pub struct OpenArgs {
     /// The kernel UDP socket that reserved `local`'s port (`None`: the data
     /// path binds one itself).
     pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
+    /// The domain's registered memory: what RMA and atomics from peers
+    /// may reach (fi_mr(3)).
+    pub memory: std::sync::Arc<Registry>,
 }
 
 /// A running data path: one AF_XDP socket plus protocol state.
@@ -53,6 +61,12 @@ pub trait DataPath: Send {
     fn post_send(&mut self, op: TxOp) -> Result<()>;
     /// Queue a receive; -FI_EAGAIN when out of resources.
     fn post_recv(&mut self, op: RxOp) -> Result<()>;
+    /// Queue an RMA or atomic operation (fi_rma(3), fi_atomic(3));
+    /// -FI_EAGAIN when out of resources. Data paths without RMA: -FI_ENOSYS.
+    fn post_rma(&mut self, op: RmaOp) -> Result<()> {
+        let _ = op;
+        Err(crate::abi::Errno::NOSYS)
+    }
     /// One progress pass (drain RX, run timers, flush TX, reap TX
     /// completions, refill the fill ring); report completions through `out`.
     fn progress(&mut self, out: &mut dyn FnMut(DpCompletion));

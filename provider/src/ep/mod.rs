@@ -61,6 +61,10 @@ pub struct EpState {
     pub eq: Option<Arc<Eq>>,
     pub send_cntr: Option<Arc<Cntr>>,
     pub recv_cntr: Option<Arc<Cntr>>,
+    /// Counters of completed RMA reads and fetching atomics (FI_READ), and
+    /// of RMA writes and other atomics (FI_WRITE) (fi_cntr(3)).
+    pub read_cntr: Option<Arc<Cntr>>,
+    pub write_cntr: Option<Arc<Cntr>>,
     pub min_multi_recv: usize,
     pub local: XdpAddr,
     /// Holds the UDP port reservation (see module docs).
@@ -116,8 +120,13 @@ impl Endpoint {
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
     /// if requested, errors always; counters count both.
     fn route(&self, st: &EpState, mut c: DpCompletion) {
+        let f = c.completion.flags;
         let (cq, cntr) = match c.dir {
+            Direction::Tx if f & FI_READ != 0 => (&st.tx_cq, &st.read_cntr),
+            Direction::Tx if f & FI_WRITE != 0 => (&st.tx_cq, &st.write_cntr),
             Direction::Tx => (&st.tx_cq, &st.send_cntr),
+            // A remote write's CQ data is a receive-side entry, not a receive.
+            Direction::Rx if f & FI_REMOTE_WRITE != 0 => (&st.rx_cq, &None),
             Direction::Rx => (&st.rx_cq, &st.recv_cntr),
         };
         let failed = c.completion.error.is_some();
@@ -165,10 +174,13 @@ impl Endpoint {
                 b.cq.detach(&me);
                 b.cq.refs.put();
             }
-            for k in [st.send_cntr.take(), st.recv_cntr.take()]
-                .into_iter()
-                .flatten()
-            {
+            let counters = [
+                st.send_cntr.take(),
+                st.recv_cntr.take(),
+                st.read_cntr.take(),
+                st.write_cntr.take(),
+            ];
+            for k in counters.into_iter().flatten() {
                 k.detach(&me);
                 k.refs.put();
             }
@@ -213,6 +225,7 @@ impl Endpoint {
                 .as_ref()
                 .and_then(|s| s.try_clone().ok())
                 .map(Arc::new),
+            memory: self.domain.memory.clone(),
         };
         let core = crate::xdp::open(&args)?;
         // CQs with FI_WAIT_FD wake up when our socket has data.
@@ -365,6 +378,8 @@ pub unsafe extern "C" fn xdp_endpoint(
                 eq: None,
                 send_cntr: None,
                 recv_cntr: None,
+                read_cntr: None,
+                write_cntr: None,
                 min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 local,
                 port_socket: Some(sock),
@@ -492,27 +507,39 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             FI_CLASS_CNTR => {
                 // SAFETY: validated by obj().
                 let k = unsafe { obj::<crate::cntr::CntrObj>(bfid) }?.inner.clone();
-                if flags & !(FI_SEND | FI_RECV) != 0 || flags == 0 {
-                    // Only send/receive events exist without RMA.
+                // FI_READ / FI_WRITE count this endpoint's RMA and atomics;
+                // FI_REMOTE_READ / FI_REMOTE_WRITE would need FI_RMA_EVENT,
+                // which is not offered.
+                let rma = if e.caps & (FI_RMA | FI_ATOMIC) != 0 {
+                    FI_READ | FI_WRITE
+                } else {
+                    0
+                };
+                if flags & !(FI_SEND | FI_RECV | rma) != 0 || flags == 0 {
                     return Err(Errno::BADFLAGS);
                 }
                 if !Arc::ptr_eq(&k.domain, &e.domain) {
                     return Err(Errno::DOMAIN);
                 }
-                if (flags & FI_SEND != 0 && st.send_cntr.is_some())
-                    || (flags & FI_RECV != 0 && st.recv_cntr.is_some())
+                let st = &mut *st;
+                let slots = [
+                    (FI_SEND, &mut st.send_cntr),
+                    (FI_RECV, &mut st.recv_cntr),
+                    (FI_READ, &mut st.read_cntr),
+                    (FI_WRITE, &mut st.write_cntr),
+                ];
+                if slots
+                    .iter()
+                    .any(|(f, slot)| flags & f != 0 && slot.is_some())
                 {
                     return Err(Errno::INVAL);
                 }
-                if flags & FI_SEND != 0 {
-                    k.refs.get();
-                    k.attach(e.me.clone());
-                    st.send_cntr = Some(k.clone());
-                }
-                if flags & FI_RECV != 0 {
-                    k.refs.get();
-                    k.attach(e.me.clone());
-                    st.recv_cntr = Some(k);
+                for (f, slot) in slots {
+                    if flags & f != 0 {
+                        k.refs.get();
+                        k.attach(e.me.clone());
+                        *slot = Some(k.clone());
+                    }
                 }
                 Ok(0)
             }

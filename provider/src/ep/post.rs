@@ -21,7 +21,7 @@ use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
 
 /// Flags a send may carry (fi_msg(3) "FLAGS").
-const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
+pub(super) const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
 /// Flags a receive may carry; FI_PEEK/FI_CLAIM/FI_DISCARD only through
 /// fi_trecvmsg ([`Recv::tmsg`]).
 const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE;
@@ -131,18 +131,49 @@ impl Send {
     /// with what the call implies (an inject asks for no completion; a
     /// senddata carries FI_REMOTE_CQ_DATA).
     fn flags(&self, e: &Endpoint) -> u64 {
-        if let Some(f) = self.flags {
-            return f;
-        }
-        let mut f = e.tx_op_flags.load(Ordering::Relaxed);
-        if self.inject_call {
-            f &= !FI_COMPLETION;
-        }
-        if self.data.is_some() {
-            f |= FI_REMOTE_CQ_DATA;
-        }
-        f
+        tx_flags(e, self.flags, self.inject_call, self.data.is_some())
     }
+}
+
+/// A transmit call's flags: its own (the *msg calls), or the endpoint's
+/// defaults with what the call implies (an inject asks for no completion;
+/// a call with data carries FI_REMOTE_CQ_DATA).
+pub(super) fn tx_flags(e: &Endpoint, given: Option<u64>, inject_call: bool, data: bool) -> u64 {
+    if let Some(f) = given {
+        return f;
+    }
+    let mut f = e.tx_op_flags.load(Ordering::Relaxed);
+    if inject_call {
+        f &= !FI_COMPLETION;
+    }
+    if data {
+        f |= FI_REMOTE_CQ_DATA;
+    }
+    f
+}
+
+/// The common tail of every transmit call: resolve `dest` through the AV,
+/// check the endpoint is enabled, decide whether success is reported
+/// (never for inject calls; with FI_SELECTIVE_COMPLETION only with
+/// FI_COMPLETION), and hand the operation to the data path through `post`.
+pub(super) fn post_tx(
+    e: &Endpoint,
+    dest: fi_addr_t,
+    flags: u64,
+    inject_call: bool,
+    post: impl FnOnce(&mut dyn crate::datapath::DataPath, crate::addr::XdpAddr, bool) -> Result<()>,
+) -> Result<ssize_t> {
+    let mut st = lock(&e.state);
+    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
+    let addr = av.lookup(dest).ok_or(Errno::INVAL)?;
+    if !st.enabled {
+        return Err(Errno::OPBADSTATE);
+    }
+    let selective = st.tx_cq.as_ref().is_some_and(|b| b.selective);
+    let report = !inject_call && (!selective || flags & FI_COMPLETION != 0);
+    let core = st.core.as_mut().ok_or(Errno::OPBADSTATE)?;
+    post(core.as_mut(), addr, report)?;
+    Ok(0)
 }
 
 /// A receive as one entry point describes it.
@@ -285,31 +316,23 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     if inject && len > e.inject_size {
         return Err(Errno::INVAL);
     }
-    let mut st = lock(&e.state);
-    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
-    let dest = av.lookup(s.dest).ok_or(Errno::INVAL)?;
-    if !st.enabled {
-        return Err(Errno::OPBADSTATE);
-    }
     let payload = if inject {
         Payload::Inject(s.iov)
     } else {
         Payload::Iov(s.iov)
     };
-    let selective = st.tx_cq.as_ref().is_some_and(|b| b.selective);
-    let report = !s.inject_call && (!selective || flags & FI_COMPLETION != 0);
-    let core = st.core.as_mut().ok_or(Errno::OPBADSTATE)?;
-    core.post_send(TxOp {
-        dest,
-        dest_fi_addr: s.dest,
-        payload,
-        tag: s.tag,
-        data: s.data,
-        context: s.context,
-        flags,
-        report,
-    })?;
-    Ok(0)
+    post_tx(e, s.dest, flags, s.inject_call, |core, dest, report| {
+        core.post_send(TxOp {
+            dest,
+            dest_fi_addr: s.dest,
+            payload,
+            tag: s.tag,
+            data: s.data,
+            context: s.context,
+            flags,
+            report,
+        })
+    })
 }
 
 /// Validate a receive and hand it to the data path (fi_msg(3), fi_tagged(3)).

@@ -25,6 +25,12 @@ pub const API_VERSION: u32 = fi_version(1, 17);
 /// `DEFAULT_SECONDARY` are always returned.
 pub const RDM_CAPS: u64 = FI_MSG
     | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
     | FI_SEND
     | FI_RECV
     | FI_SOURCE
@@ -33,9 +39,18 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
-pub(super) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
-pub(super) const RX_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV;
+pub(super) const TX_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
+pub(super) const RX_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_RECV
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_SOURCE
+    | FI_DIRECTED_RECV
+    | FI_MULTI_RECV;
 pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 
@@ -62,6 +77,26 @@ pub const MEM_TAG_FORMAT: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// Provider-specific protocol id of the RDM wire protocol.
 pub const PROTO_XDP_RDM: u32 = FI_PROV_SPECIFIC | 0x5844;
 pub const PROTO_VERSION: u32 = 1;
+/// Ordering of an RDM endpoint (fi_endpoint(3) "msg_order"), from
+/// PROTOCOL.md §8.6: operations from one initiator to one target travel in
+/// posting order on one stream and execute there in that order, so sends
+/// stay in order, and reads and writes (RMA or atomic) come after earlier
+/// writes, reads after earlier reads, and sends after earlier writes. Not
+/// write-after-read (a read's data is copied when its response is sent,
+/// and again at a retransmission) nor anything after a send (a large
+/// message's data arrives after its rendezvous).
+pub const RDM_ORDER: u64 = FI_ORDER_SAS
+    | FI_ORDER_RAR
+    | FI_ORDER_RAW
+    | FI_ORDER_WAW
+    | FI_ORDER_SAW
+    | FI_ORDER_RMA_RAR
+    | FI_ORDER_RMA_RAW
+    | FI_ORDER_RMA_WAW
+    | FI_ORDER_ATOMIC_RAR
+    | FI_ORDER_ATOMIC_RAW
+    | FI_ORDER_ATOMIC_WAW;
+
 /// Bytes of err_data a CQ error entry may carry.
 pub const MAX_ERR_DATA: usize = 64;
 
@@ -129,12 +164,13 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.info.addr_format = e.format.code();
 
     o.tx.caps = caps & TX_CAPS;
-    o.tx.msg_order = if rdm { FI_ORDER_SAS } else { FI_ORDER_NONE };
+    o.tx.msg_order = if rdm { RDM_ORDER } else { FI_ORDER_NONE };
     o.tx.comp_order = FI_ORDER_NONE;
     o.tx.inject_size = payload;
     o.tx.size = TX_SIZE;
     o.tx.iov_limit = IOV_LIMIT;
-    o.tx.rma_iov_limit = 0;
+    // One remote segment per RMA or atomic (fi_msg_rma, fi_msg_atomic).
+    o.tx.rma_iov_limit = usize::from(rdm);
 
     o.rx.caps = caps & RX_CAPS;
     o.rx.msg_order = o.tx.msg_order;
@@ -146,6 +182,11 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.ep.protocol = if rdm { PROTO_XDP_RDM } else { FI_PROTO_UDP };
     o.ep.protocol_version = PROTO_VERSION;
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
+    // The order above holds for operations of any size (one stream);
+    // write-after-read is not ordered.
+    o.ep.max_order_raw_size = if rdm { RDM_MAX_MSG } else { 0 };
+    o.ep.max_order_waw_size = if rdm { RDM_MAX_MSG } else { 0 };
+    o.ep.max_order_war_size = 0;
     o.ep.mem_tag_format = if rdm { MEM_TAG_FORMAT } else { 0 };
     o.ep.tx_ctx_cnt = 1;
     o.ep.rx_ctx_cnt = 1;

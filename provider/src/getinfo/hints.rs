@@ -44,7 +44,10 @@ pub(super) fn apply_hints(
                 tx.inject_size, o.tx.inject_size
             ));
         }
-        if tx.size > o.tx.size || tx.iov_limit > o.tx.iov_limit || tx.rma_iov_limit > 0 {
+        if tx.size > o.tx.size
+            || tx.iov_limit > o.tx.iov_limit
+            || tx.rma_iov_limit > o.tx.rma_iov_limit
+        {
             return Err("tx size/iov_limit".into());
         }
         if tx.op_flags & !TX_OP_FLAGS != 0 {
@@ -99,6 +102,12 @@ pub(super) fn apply_hints(
                 ep.max_msg_size, o.ep.max_msg_size
             ));
         }
+        if ep.max_order_raw_size > o.ep.max_order_raw_size
+            || ep.max_order_war_size > o.ep.max_order_war_size
+            || ep.max_order_waw_size > o.ep.max_order_waw_size
+        {
+            return Err("max_order_*_size".into());
+        }
         if ep.msg_prefix_size > 0 {
             return Err("msg_prefix_size".into());
         }
@@ -152,11 +161,17 @@ pub(super) fn apply_hints(
             FI_AV_MAP | FI_AV_TABLE => o.dom.av_type = d.av_type,
             a => return Err(format!("av_type {a}")),
         }
-        if version < fi_version(1, 5) && (d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE) {
+        // The two modes of libfabric before 1.5 keep their meaning.
+        if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
             o.dom.mr_mode = d.mr_mode;
         }
         // Since 1.5 mr_mode lists what the application supports; we require
-        // no bit, so every value is acceptable and we report 0.
+        // no bit, so every value is acceptable. Of the bits it supports we
+        // use provider-chosen keys and virtual addresses (fi_mr(3)), which
+        // MPI and fabtests expect; without them, requested keys and offsets.
+        else if version >= fi_version(1, 5) {
+            o.dom.mr_mode = d.mr_mode & (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+        }
         if d.cq_data_size > o.dom.cq_data_size {
             return Err("cq_data_size".into());
         }

@@ -367,6 +367,8 @@ pub struct InfoView {
     pub rx_op_flags: u64,
     pub threading: c_int,
     pub av_type: c_int,
+    /// domain_attr->mr_mode: how registrations name keys and addresses.
+    pub mr_mode: c_int,
 }
 
 impl InfoView {
@@ -400,6 +402,7 @@ impl InfoView {
             rx_op_flags: rx.map(|r| r.op_flags).unwrap_or(0),
             threading: dom.map(|d| d.threading).unwrap_or(FI_THREAD_UNSPEC),
             av_type: dom.map(|d| d.av_type).unwrap_or(FI_AV_UNSPEC),
+            mr_mode: dom.map(|d| d.mr_mode).unwrap_or(0),
         })
     }
 }

@@ -132,10 +132,68 @@ pub const FI_RM_ENABLED: c_int = 2;
 
 // msg_order bits
 pub const FI_ORDER_NONE: u64 = 0;
+pub const FI_ORDER_RAR: u64 = 1 << 0;
+pub const FI_ORDER_RAW: u64 = 1 << 1;
+pub const FI_ORDER_RAS: u64 = 1 << 2;
+pub const FI_ORDER_WAR: u64 = 1 << 3;
+pub const FI_ORDER_WAW: u64 = 1 << 4;
+pub const FI_ORDER_WAS: u64 = 1 << 5;
+pub const FI_ORDER_SAR: u64 = 1 << 6;
 pub const FI_ORDER_SAW: u64 = 1 << 7;
 pub const FI_ORDER_SAS: u64 = 1 << 8;
 pub const FI_ORDER_STRICT: u64 = 0x1ff;
 pub const FI_ORDER_DATA: u64 = 1 << 16;
+pub const FI_ORDER_RMA_RAR: u64 = 1 << 32;
+pub const FI_ORDER_RMA_RAW: u64 = 1 << 33;
+pub const FI_ORDER_RMA_WAR: u64 = 1 << 34;
+pub const FI_ORDER_RMA_WAW: u64 = 1 << 35;
+pub const FI_ORDER_ATOMIC_RAR: u64 = 1 << 36;
+pub const FI_ORDER_ATOMIC_RAW: u64 = 1 << 37;
+pub const FI_ORDER_ATOMIC_WAR: u64 = 1 << 38;
+pub const FI_ORDER_ATOMIC_WAW: u64 = 1 << 39;
+
+// enum fi_datatype (fi_domain.h)
+pub const FI_INT8: c_int = 0;
+pub const FI_UINT8: c_int = 1;
+pub const FI_INT16: c_int = 2;
+pub const FI_UINT16: c_int = 3;
+pub const FI_INT32: c_int = 4;
+pub const FI_UINT32: c_int = 5;
+pub const FI_INT64: c_int = 6;
+pub const FI_UINT64: c_int = 7;
+pub const FI_FLOAT: c_int = 8;
+pub const FI_DOUBLE: c_int = 9;
+pub const FI_FLOAT_COMPLEX: c_int = 10;
+pub const FI_DOUBLE_COMPLEX: c_int = 11;
+pub const FI_LONG_DOUBLE: c_int = 12;
+pub const FI_LONG_DOUBLE_COMPLEX: c_int = 13;
+pub const FI_INT128: c_int = 14;
+pub const FI_UINT128: c_int = 15;
+
+// enum fi_op (fi_domain.h)
+pub const FI_MIN: c_int = 0;
+pub const FI_MAX: c_int = 1;
+pub const FI_SUM: c_int = 2;
+pub const FI_PROD: c_int = 3;
+pub const FI_LOR: c_int = 4;
+pub const FI_LAND: c_int = 5;
+pub const FI_BOR: c_int = 6;
+pub const FI_BAND: c_int = 7;
+pub const FI_LXOR: c_int = 8;
+pub const FI_BXOR: c_int = 9;
+pub const FI_ATOMIC_READ: c_int = 10;
+pub const FI_ATOMIC_WRITE: c_int = 11;
+pub const FI_CSWAP: c_int = 12;
+pub const FI_CSWAP_NE: c_int = 13;
+pub const FI_CSWAP_LE: c_int = 14;
+pub const FI_CSWAP_LT: c_int = 15;
+pub const FI_CSWAP_GE: c_int = 16;
+pub const FI_CSWAP_GT: c_int = 17;
+pub const FI_MSWAP: c_int = 18;
+
+// fi_query_atomic flags (fi_atomic.h)
+pub const FI_FETCH_ATOMIC: u64 = 1 << 58;
+pub const FI_COMPARE_ATOMIC: u64 = 1 << 59;
 
 // enum fi_ep_type
 pub const FI_EP_UNSPEC: c_int = 0;
@@ -175,6 +233,7 @@ pub const FI_SETOPSFLAG: c_int = 3;
 pub const FI_ALIAS: c_int = 4;
 pub const FI_GETWAIT: c_int = 5;
 pub const FI_ENABLE: c_int = 6;
+pub const FI_REFRESH: c_int = 14;
 pub const FI_BACKLOG: c_int = 7;
 pub const FI_GETWAITOBJ: c_int = 16;
 
@@ -235,6 +294,7 @@ pub const FI_EBADF: c_int = libc::EBADF;
 pub const FI_EAGAIN: c_int = libc::EAGAIN;
 pub const FI_ENOMEM: c_int = libc::ENOMEM;
 pub const FI_EACCES: c_int = libc::EACCES;
+pub const FI_EKEYREJECTED: c_int = libc::EKEYREJECTED;
 pub const FI_EFAULT: c_int = libc::EFAULT;
 pub const FI_EBUSY: c_int = libc::EBUSY;
 pub const FI_ENODEV: c_int = libc::ENODEV;

@@ -7,7 +7,10 @@
 //! into a table of addresses, stable for the endpoint's lifetime. Sending
 //! to ourselves feeds our own datagrams straight back into the engine.
 
+mod rma;
+
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
@@ -18,7 +21,7 @@ use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::datapath::{
     Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
-    RxOp, TxOp, WaitState, contiguous, gather, scatter,
+    Registry, RmaOp, RxOp, TxOp, WaitState, contiguous, gather, scatter,
 };
 use crate::probe::{self, Stage};
 use crate::sys::*;
@@ -55,8 +58,12 @@ struct RecvState {
 /// Operations by token. Tokens are ours (a counter), so the fast hash.
 type TokenMap<V> = HashMap<u64, V, rel::FxBuild>;
 
-struct SendSide<'a>(&'a TokenMap<SendState>);
-struct RecvSide<'a>(&'a TokenMap<RecvState>);
+/// Send buffers by token, and (as RMA target) the registered memory a
+/// read's response is copied from.
+struct SendSide<'a>(&'a TokenMap<SendState>, &'a Registry);
+/// Receive buffers by token, RMA results by token (reads, fetches), and
+/// (as RMA target) the registered memory writes and atomics go to.
+struct RecvSide<'a>(&'a TokenMap<RecvState>, &'a TokenMap<Iov>, &'a Registry);
 
 impl rel::SendBuffers for SendSide<'_> {
     fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
@@ -67,6 +74,10 @@ impl rel::SendBuffers for SendSide<'_> {
             None => dst.fill(0),
         }
     }
+
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+        self.1.read(key, addr, dst);
+    }
 }
 
 impl rel::RecvBuffers for RecvSide<'_> {
@@ -74,6 +85,42 @@ impl rel::RecvBuffers for RecvSide<'_> {
         if let Some(r) = self.0.get(&token) {
             // SAFETY: the receive's buffers stay valid until its completion.
             unsafe { scatter(&r.iov, offset, src) };
+        }
+    }
+
+    fn rma_check(
+        &mut self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: rel::Access,
+    ) -> std::result::Result<(), rel::RmaStatus> {
+        self.2.check(key, addr, len, access).map(|_| ())
+    }
+
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+        self.2.write(key, addr, src);
+    }
+
+    fn rma_atomic(
+        &mut self,
+        key: u64,
+        addr: u64,
+        op: u8,
+        datatype: u8,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> std::result::Result<(), rel::RmaStatus> {
+        let (op, datatype) = (libc::c_int::from(op), libc::c_int::from(datatype));
+        self.2.atomic(key, addr, op, datatype, operands, result)
+    }
+
+    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+        if let Some(iov) = self.1.get(&token) {
+            // SAFETY: a read's or fetch's result buffers stay valid until
+            // its completion (fi_rma(3), fi_atomic(3)); the engine writes
+            // only inside the length posted.
+            unsafe { scatter(iov, offset, src) };
         }
     }
 }
@@ -85,6 +132,10 @@ pub struct Rdm {
     self_key: u32,
     sends: TokenMap<SendState>,
     recvs: TokenMap<RecvState>,
+    /// Where RMA reads' data and atomics' fetched values go, by token.
+    results: TokenMap<Iov>,
+    /// The domain's registered memory (RMA target).
+    memory: Arc<Registry>,
     next_token: u64,
     /// [`monotonic_ns`] when the endpoint opened: the engine's time zero.
     epoch_ns: u64,
@@ -141,6 +192,11 @@ fn fabric_flags(f: rel::Flags) -> u64 {
         (rel::Flags::TAGGED, FI_TAGGED),
         (rel::Flags::REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA),
         (rel::Flags::MULTI_RECV, FI_MULTI_RECV),
+        (rel::Flags::RMA, FI_RMA),
+        (rel::Flags::ATOMIC, FI_ATOMIC),
+        (rel::Flags::READ, FI_READ),
+        (rel::Flags::WRITE, FI_WRITE),
+        (rel::Flags::REMOTE_WRITE, FI_REMOTE_WRITE),
         // PEEK, CLAIM and DISCARD stay inside: fi_cq(3) defines none of them
         // as a completion flag (FI_CLAIM only for FI_BUFFERED_RECV).
     ] {
@@ -160,6 +216,10 @@ fn op_errno(e: rel::OpError) -> libc::c_int {
         rel::OpError::PeerRestarted | rel::OpError::PeerReset | rel::OpError::PeerClosed => {
             libc::ECONNRESET
         }
+        // The target refused an RMA or atomic (PROTOCOL.md §8.5).
+        rel::OpError::RemoteKey => FI_EKEYREJECTED,
+        rel::OpError::RemoteRange | rel::OpError::RemoteAccess => FI_EACCES,
+        rel::OpError::RemoteInvalid => FI_EOPNOTSUPP,
     }
 }
 
@@ -248,6 +308,8 @@ impl Rdm {
             self_key,
             sends: TokenMap::default(),
             recvs: TokenMap::default(),
+            results: TokenMap::default(),
+            memory: args.memory.clone(),
             next_token: 1,
             epoch_ns: monotonic_ns(),
             min_multi_recv: args.min_multi_recv,
@@ -283,6 +345,7 @@ impl Rdm {
                 engine,
                 peers,
                 sends,
+                memory,
                 self_key,
                 ..
             } = self;
@@ -301,7 +364,7 @@ impl Rdm {
                 }
                 let Some(buf) = port.alloc_tx() else { break };
                 let t = match port.tx_payload_mut(buf) {
-                    Some(b) => engine.poll_transmit(now, b, &mut SendSide(sends)),
+                    Some(b) => engine.poll_transmit(now, b, &mut SendSide(sends, memory)),
                     None => None,
                 };
                 let Some(t) = t else {
@@ -345,18 +408,26 @@ impl Rdm {
             let Rdm {
                 engine,
                 recvs,
+                results,
+                memory,
                 self_key,
                 ..
             } = self;
-            engine.handle_datagram(now, *self_key, &d, &mut RecvSide(recvs));
+            let mut bufs = RecvSide(recvs, results, memory);
+            engine.handle_datagram(now, *self_key, &d, &mut bufs);
         }
         drained
     }
 
     fn completion(&mut self, c: rel::Completion<u32>) -> Option<DpCompletion> {
         let flags = fabric_flags(c.flags);
-        let recv = c.flags.contains(rel::Flags::RECV);
-        let (context, report, base) = if recv {
+        // A write with remote CQ data, at its target: an entry on the
+        // receive CQ without a context (fi_rma(3) FI_REMOTE_CQ_DATA).
+        let remote = c.flags.contains(rel::Flags::REMOTE_WRITE);
+        let recv = c.flags.contains(rel::Flags::RECV) || remote;
+        let (context, report, base) = if remote {
+            (0, true, 0)
+        } else if recv {
             let r = self.recvs.get(&c.token)?;
             let found = (r.context, r.report, r.iov.first().map(|x| x.0).unwrap_or(0));
             // A multi-recv buffer lives on until the completion that carries
@@ -370,6 +441,7 @@ impl Rdm {
             // where receive completions are suppressed (fi_msg(3) FI_MULTI_RECV).
             (found.0, found.1 || flags & FI_MULTI_RECV != 0, found.2)
         } else {
+            self.results.remove(&c.token);
             match self.sends.remove(&c.token) {
                 Some(s) => (s.context, s.report, 0),
                 // Injected sends keep no state; their success is never reported.
@@ -428,17 +500,29 @@ fn completion_level(flags: u64, len: usize, inject_size: usize) -> rel::Completi
     }
 }
 
-impl DataPath for Rdm {
-    fn post_send(&mut self, op: TxOp) -> Result<()> {
-        let now = self.now();
-        let dst = self.peers.key(&op.dest);
+impl Rdm {
+    /// The engine key of `dest`, its MAC resolved now (outside the
+    /// progress loop) unless it is ourselves.
+    fn dest_key(&mut self, dest: &crate::addr::XdpAddr) -> Result<u32> {
+        let dst = self.peers.key(dest);
         if dst != self.self_key {
-            // Resolve the MAC now, outside the progress loop.
             let a = self.peers.addrs[dst as usize];
             if let Some(mac) = self.port.resolve(&a)? {
                 self.peers.addrs[dst as usize].mac = Some(mac);
             }
         }
+        Ok(dst)
+    }
+}
+
+impl DataPath for Rdm {
+    fn post_rma(&mut self, op: RmaOp) -> Result<()> {
+        self.post_rma_op(op)
+    }
+
+    fn post_send(&mut self, op: TxOp) -> Result<()> {
+        let now = self.now();
+        let dst = self.dest_key(&op.dest)?;
         let level = completion_level(op.flags, op.payload.len(), self.engine.config().inject_size);
         // An injected or inject-complete send is copied into the engine: it
         // retransmits from its copy after the caller has reused the buffer.
@@ -521,19 +605,15 @@ impl DataPath for Rdm {
             Peek::PeekDiscard => Some(rel::PeekMode::Discard),
             Peek::None | Peek::Claim | Peek::ClaimDiscard => None,
         };
+        let mut bufs = RecvSide(&self.recvs, &self.results, &self.memory);
         let r = match (mode, op.peek) {
             (Some(mode), _) => {
                 self.engine.peek(token, src, tag, mode);
                 Ok(())
             }
-            (None, Peek::Claim) => self
-                .engine
-                .claim(rop, key, false, &mut RecvSide(&self.recvs)),
-            (None, Peek::ClaimDiscard) => {
-                self.engine
-                    .claim(rop, key, true, &mut RecvSide(&self.recvs))
-            }
-            (None, _) => self.engine.post_recv(rop, &mut RecvSide(&self.recvs)),
+            (None, Peek::Claim) => self.engine.claim(rop, key, false, &mut bufs),
+            (None, Peek::ClaimDiscard) => self.engine.claim(rop, key, true, &mut bufs),
+            (None, _) => self.engine.post_recv(rop, &mut bufs),
         };
         if let Err(e) = r {
             self.recvs.remove(&token);
@@ -556,9 +636,12 @@ impl DataPath for Rdm {
                 engine,
                 peers,
                 recvs,
+                results,
+                memory,
                 unknown_sources_dropped,
                 ..
             } = self;
+            let mut bufs = RecvSide(recvs, results, memory);
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, pieces| {
                 probe::arrived();
@@ -574,10 +657,10 @@ impl DataPath for Rdm {
                 }
                 trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
-                    [payload] => engine.handle_datagram(now, key, payload, &mut RecvSide(recvs)),
+                    [payload] => engine.handle_datagram(now, key, payload, &mut bufs),
                     // A jumbo datagram in its UMEM chunks: the engine copies
                     // its payload from them straight into the receive.
-                    _ => engine.handle_datagram_pieces(now, key, pieces, &mut RecvSide(recvs)),
+                    _ => engine.handle_datagram_pieces(now, key, pieces, &mut bufs),
                 }
                 probe::at(Stage::EngineReceived);
             });

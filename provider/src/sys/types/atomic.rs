@@ -1,12 +1,38 @@
-//! `rdma/fi_atomic.h`: `fi_ops_atomic`.
+//! `rdma/fi_atomic.h`: `fi_ops_atomic`, `struct fi_ioc` (`fabric.h`),
+//! `struct fi_msg_atomic`, `struct fi_atomic_attr`.
 
 use libc::{c_int, c_void, size_t, ssize_t};
 
 use super::*;
 
-/// Atomics are not implemented (see [`fi_ops_rma`]). Slots are typed as
-/// "any function of the endpoint" with the real arity so the C caller's
-/// arguments land in registers the callee ignores.
+#[repr(C)]
+pub struct fi_ioc {
+    pub addr: *mut c_void,
+    pub count: size_t,
+}
+
+#[repr(C)]
+pub struct fi_msg_atomic {
+    pub msg_iov: *const fi_ioc,
+    pub desc: *mut *mut c_void,
+    pub iov_count: size_t,
+    pub addr: fi_addr_t,
+    pub rma_iov: *const fi_rma_ioc,
+    pub rma_iov_count: size_t,
+    pub datatype: c_int,
+    pub op: c_int,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
+#[repr(C)]
+pub struct fi_atomic_attr {
+    pub count: size_t,
+    pub size: size_t,
+}
+
+/// The slots take `struct fi_ioc` and `struct fi_msg_atomic` pointers as
+/// `void *` (the same in the C ABI); the entry points cast them.
 #[repr(C)]
 pub struct fi_ops_atomic {
     pub size: size_t,

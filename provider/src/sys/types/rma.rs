@@ -1,12 +1,36 @@
-//! `rdma/fi_rma.h`: `fi_ops_rma`.
+//! `rdma/fi_rma.h`: `fi_ops_rma`, `struct fi_rma_iov`, `struct fi_rma_ioc`,
+//! `struct fi_msg_rma`.
 
 use libc::{c_void, iovec, size_t, ssize_t};
 
 use super::*;
 
-/// RMA is not implemented; the table is mirrored so every slot can point at
-/// a function returning -FI_ENOSYS. Arguments beyond `ep` are never read, so
-/// the slots use the real C signatures only for the ABI.
+#[repr(C)]
+pub struct fi_rma_iov {
+    pub addr: u64,
+    pub len: size_t,
+    pub key: u64,
+}
+
+#[repr(C)]
+pub struct fi_rma_ioc {
+    pub addr: u64,
+    pub count: size_t,
+    pub key: u64,
+}
+
+#[repr(C)]
+pub struct fi_msg_rma {
+    pub msg_iov: *const iovec,
+    pub desc: *mut *mut c_void,
+    pub iov_count: size_t,
+    pub addr: fi_addr_t,
+    pub rma_iov: *const fi_rma_iov,
+    pub rma_iov_count: size_t,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
 #[repr(C)]
 pub struct fi_ops_rma {
     pub size: size_t,
@@ -34,7 +58,7 @@ pub struct fi_ops_rma {
             *mut c_void,
         ) -> ssize_t,
     >,
-    pub readmsg: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, u64) -> ssize_t>,
+    pub readmsg: Option<unsafe extern "C" fn(*mut fid_ep, *const fi_msg_rma, u64) -> ssize_t>,
     pub write: Option<
         unsafe extern "C" fn(
             *mut fid_ep,
@@ -59,7 +83,7 @@ pub struct fi_ops_rma {
             *mut c_void,
         ) -> ssize_t,
     >,
-    pub writemsg: Option<unsafe extern "C" fn(*mut fid_ep, *const c_void, u64) -> ssize_t>,
+    pub writemsg: Option<unsafe extern "C" fn(*mut fid_ep, *const fi_msg_rma, u64) -> ssize_t>,
     pub inject: Option<
         unsafe extern "C" fn(*mut fid_ep, *const c_void, size_t, fi_addr_t, u64, u64) -> ssize_t,
     >,

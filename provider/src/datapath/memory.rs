@@ -1,0 +1,150 @@
+//! Registered memory as RMA targets see it (fi_mr(3)): the domain's table
+//! of registrations by key, the check every remote operation passes before
+//! a byte is touched — key, range, access (fi_rma(3), fi_atomic(3)) — and
+//! the copies into and out of the application's registered buffers.
+//!
+//! The MR objects (`crate::mr`) fill the table; the data path reads it in
+//! its progress, when the target executes an operation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use libc::c_int;
+use ofi_xdp_reliability::{Access, RmaStatus};
+
+use super::atomics;
+use super::iov::{gather, scatter};
+use crate::abi::lock;
+use crate::sys::*;
+
+/// One registration.
+#[derive(Debug)]
+pub struct Region {
+    /// The application's buffers as (address, length), concatenated.
+    pub ranges: Vec<(usize, usize)>,
+    /// Bytes of all ranges.
+    pub len: u64,
+    /// The address initiators give for the region's first byte: its
+    /// virtual address (FI_MR_VIRT_ADDR), or the registration's `offset`.
+    pub iova: u64,
+    /// FI_REMOTE_READ | FI_REMOTE_WRITE as registered.
+    pub access: u64,
+}
+
+impl Region {
+    /// The offset of `[addr, addr + len)` in the region, if it lies inside.
+    fn offset_of(&self, addr: u64, len: u64) -> Option<usize> {
+        let off = addr.checked_sub(self.iova)?;
+        (off.checked_add(len)? <= self.len).then_some(off as usize)
+    }
+
+    /// Whether the registration grants `access`.
+    fn grants(&self, access: Access) -> bool {
+        (!access.contains(Access::READ) || self.access & FI_REMOTE_READ != 0)
+            && (!access.contains(Access::WRITE) || self.access & FI_REMOTE_WRITE != 0)
+    }
+}
+
+/// A domain's registrations by key.
+#[derive(Debug, Default)]
+pub struct Registry {
+    regions: RwLock<HashMap<u64, Arc<Region>>>,
+    /// Held around every atomic's read-modify-write: atomic with respect to
+    /// each other (fi_atomic(3)), whichever endpoint's progress runs them.
+    atomics: Mutex<()>,
+}
+
+impl Registry {
+    /// Add `region` under `key`; false if the key is taken.
+    pub fn insert(&self, key: u64, region: Region) -> bool {
+        let mut t = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        if t.contains_key(&key) {
+            return false;
+        }
+        t.insert(key, Arc::new(region));
+        true
+    }
+
+    /// Whether `key` is registered.
+    pub fn contains(&self, key: u64) -> bool {
+        let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
+        t.contains_key(&key)
+    }
+
+    pub fn remove(&self, key: u64) {
+        let mut t = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        t.remove(&key);
+    }
+
+    /// The region of `key` and the offset of `[addr, addr + len)` in it, if
+    /// the range lies inside and the registration grants `access`.
+    pub fn check(
+        &self,
+        key: u64,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(Arc<Region>, usize), RmaStatus> {
+        let region = {
+            let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
+            t.get(&key).cloned().ok_or(RmaStatus::UnknownKey)?
+        };
+        let off = region.offset_of(addr, len).ok_or(RmaStatus::OutOfRange)?;
+        if !region.grants(access) {
+            return Err(RmaStatus::NoAccess);
+        }
+        Ok((region, off))
+    }
+
+    /// Copy `src` to `addr` of `key` (a write's segment) if it lies inside.
+    pub fn write(&self, key: u64, addr: u64, src: &[u8]) {
+        if let Ok((r, off)) = self.check(key, addr, src.len() as u64, Access::WRITE) {
+            // SAFETY: registered buffers stay valid and writable while
+            // registered (fi_mr(3)); the range was checked against them.
+            unsafe { scatter(&r.ranges, off, src) };
+        }
+    }
+
+    /// Copy `addr` of `key` into `dst` (a read's response), zeros if it
+    /// does not lie inside (the registration was closed meanwhile).
+    pub fn read(&self, key: u64, addr: u64, dst: &mut [u8]) {
+        match self.check(key, addr, dst.len() as u64, Access::READ) {
+            // SAFETY: as for `write`, readable while registered.
+            Ok((r, off)) => unsafe { gather(&r.ranges, off, dst) },
+            Err(_) => dst.fill(0),
+        }
+    }
+
+    /// Execute an atomic (PROTOCOL.md §8.4): `op` on `datatype` at `addr`
+    /// of `key` with the wire's `payload`, old values into `result`.
+    pub fn atomic(
+        &self,
+        key: u64,
+        addr: u64,
+        op: c_int,
+        datatype: c_int,
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), RmaStatus> {
+        let (form, count, operands, compare) =
+            atomics::lengths(op, datatype, payload, result.len()).ok_or(RmaStatus::Invalid)?;
+        let size = atomics::datatype_size(datatype).ok_or(RmaStatus::Invalid)?;
+        let access = match form {
+            atomics::Form::Plain => Access::WRITE,
+            _ if op == FI_ATOMIC_READ => Access::READ,
+            _ => Access::READ | Access::WRITE,
+        };
+        let bytes = count * size;
+        let (r, off) = self.check(key, addr, bytes as u64, access)?;
+        let mut target = vec![0u8; bytes];
+        let _serial = lock(&self.atomics);
+        // SAFETY: registered and checked, as for `read` and `write`.
+        unsafe { gather(&r.ranges, off, &mut target) };
+        atomics::execute(op, datatype, &mut target, operands, compare, result);
+        if op != FI_ATOMIC_READ {
+            // SAFETY: as for `write`.
+            unsafe { scatter(&r.ranges, off, &target) };
+        }
+        Ok(())
+    }
+}
