@@ -167,6 +167,25 @@ fn c_msg_args() {
     run_c_test("msg_args");
 }
 
+/// `name` (rma.c, atomic.c) with the mr_mode argument `mode`.
+fn run_rma_test(name: &str, mode: &str) {
+    let bin = compile(name);
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let out = run_in(&pair.a, &pair.b, &bin, &[mode], &[]);
+    assert_passed(name, &out);
+}
+
+#[test]
+fn c_rma_prov_keys_virtual_addresses() {
+    run_rma_test("rma", "prov");
+}
+
+#[test]
+fn c_rma_requested_keys_offsets() {
+    run_rma_test("rma", "basic0");
+}
+
 /// Run `data.c` as server in `a` and client in `b` (or alone as `self`).
 fn run_data(ep: &str) {
     run_data_env(ep, &[]);

@@ -247,9 +247,7 @@ fn valid(form: Form, ep: *mut fid_ep, datatype: c_int, op: c_int, count: *mut us
     guard_int("fi_atomicvalid", || {
         // SAFETY: ep_of checks that `ep` is one of our endpoints.
         let e = unsafe { super::ep_of(ep) }?;
-        if e.caps & FI_ATOMIC == 0 {
-            return Err(Errno::OPNOTSUPP);
-        }
+        offers(e, FI_ATOMIC)?;
         if count.is_null() {
             return Err(Errno::INVAL);
         }

@@ -49,7 +49,19 @@ static void prov_hint_attrs(void)
 	CHECK(info->ep_attr->type == FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV)) ==
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV));
-	CHECK(!(info->caps & (FI_RMA | FI_ATOMIC)));
+	const uint64_t rma = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	CHECK((info->caps & rma) == rma);
+	CHECK(!(info->caps & (FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)));
+	CHECK(info->tx_attr->rma_iov_limit == 1);
+	/* The order one stream gives (PROTOCOL.md §8.6), not write-after-read. */
+	CHECK((info->tx_attr->msg_order & (FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW |
+					   FI_ORDER_RAR | FI_ORDER_SAW)) ==
+	      (FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RAR | FI_ORDER_SAW));
+	CHECK(!(info->tx_attr->msg_order & (FI_ORDER_WAR | FI_ORDER_RMA_WAR | FI_ORDER_WAS)));
+	CHECK(info->ep_attr->max_order_raw_size == info->ep_attr->max_msg_size);
+	CHECK(info->ep_attr->max_order_waw_size == info->ep_attr->max_msg_size);
+	CHECK(info->ep_attr->max_order_war_size == 0);
+	CHECK(info->domain_attr->mr_key_size == 8);
 	CHECK(info->mode == 0);
 	CHECK(info->addr_format == FI_ADDR_XDP);
 	CHECK(info->src_addrlen == XDP_ADDR_LEN && info->src_addr);
@@ -63,7 +75,8 @@ static void prov_hint_attrs(void)
 	REQUIRE(info->next);
 	struct fi_info *d = info->next;
 	CHECK(d->ep_attr->type == FI_EP_DGRAM);
-	CHECK(!(d->caps & FI_TAGGED));
+	CHECK(!(d->caps & (FI_TAGGED | FI_RMA | FI_ATOMIC)));
+	CHECK(d->tx_attr->rma_iov_limit == 0);
 	CHECK(d->ep_attr->max_msg_size == d->tx_attr->inject_size);
 	CHECK(d->ep_attr->protocol == FI_PROTO_UDP);
 	CHECK(d->domain_attr->cq_data_size == 0);
@@ -98,11 +111,44 @@ static void caps_hints(void)
 		CHECK(!(info->caps & FI_MSG));
 		fi_freeinfo(info);
 	}
+	/* RMA and atomics are offered on RDM; what remains unsupported is not. */
 	h = xt_hints(FI_EP_RDM);
 	h->caps = FI_MSG | FI_RMA;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	if (info) {
+		CHECK((info->caps & (FI_MSG | FI_RMA)) == (FI_MSG | FI_RMA));
+		CHECK(!(info->caps & FI_ATOMIC));
+		fi_freeinfo(info);
+	}
+	h = xt_hints(FI_EP_RDM);
+	h->caps = FI_ATOMIC | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	fi_freeinfo(info);
+	h = xt_hints(FI_EP_RDM);
+	h->caps = FI_RMA | FI_RMA_EVENT;
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
 	h = xt_hints(FI_EP_RDM);
-	h->caps = FI_ATOMIC;
+	h->caps = FI_RMA | FI_FENCE;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	h = xt_hints(FI_EP_RDM);
+	h->caps = FI_RMA | FI_TRIGGER;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	h = xt_hints(FI_EP_DGRAM);
+	h->caps = FI_RMA;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	/* Ordering and segments beyond what the stream gives. */
+	h = xt_hints(FI_EP_RDM);
+	h->tx_attr->msg_order = FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_SAS;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	fi_freeinfo(info);
+	h = xt_hints(FI_EP_RDM);
+	h->tx_attr->msg_order = FI_ORDER_WAR;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	h = xt_hints(FI_EP_RDM);
+	h->tx_attr->rma_iov_limit = 2;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	h = xt_hints(FI_EP_RDM);
+	h->ep_attr->max_order_war_size = 8;
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
 	h = xt_hints(FI_EP_DGRAM);
 	h->caps = FI_TAGGED;
@@ -131,7 +177,9 @@ static void domain_hints(void)
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
 	if (info) {
 		CHECK(info->domain_attr->threading == FI_THREAD_DOMAIN);
-		CHECK(info->domain_attr->mr_mode == 0);
+		/* Provider keys and virtual addresses, of what the application
+		 * supports (Open MPI's btl ofi and fabtests ask for these). */
+		CHECK(info->domain_attr->mr_mode == (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY));
 		CHECK(info->domain_attr->av_type == FI_AV_MAP);
 		fi_freeinfo(info);
 	}

@@ -85,7 +85,7 @@ static void bind_errors(struct all *a)
 	CHECK_RET(fi_ep_bind(a->ep, NULL, 0), -FI_EINVAL);
 	CHECK_RET(fi_ep_bind(a->ep, &a->mr->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_ep_bind(a->ep, &a->av->fid, 0), -FI_EINVAL);
-	CHECK_RET(fi_ep_bind(a->ep, &a->cntr->fid, FI_WRITE), -FI_EBADFLAGS);
+	CHECK_RET(fi_ep_bind(a->ep, &a->cntr->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
 	CHECK_RET(fi_ep_bind(a->ep, &a->eq->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_close(&cq2->fid), 0);
 	/* A CQ from another domain. */
@@ -204,13 +204,8 @@ static void unsupported_slots(struct all *a, int dgram)
 	CHECK_RET(fi_getpeer(a->ep, b, &len), -FI_ENOSYS);
 	CHECK_RET(fi_rx_size_left(a->ep), -FI_ENOSYS);
 	CHECK_RET(fi_tx_size_left(a->ep), -FI_ENOSYS);
-	CHECK_RET(fi_write(a->ep, b, 1, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
-	CHECK_RET(fi_read(a->ep, b, 1, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
-	CHECK_RET(fi_inject_write(a->ep, b, 1, 0, 0, 0), -FI_ENOSYS);
-	CHECK_RET(fi_atomic(a->ep, b, 1, NULL, 0, 0, 0, FI_INT32, FI_SUM, NULL), -FI_ENOSYS);
 	size_t cnt;
-	CHECK_RET(fi_atomicvalid(a->ep, FI_INT32, FI_SUM, &cnt), -FI_ENOSYS);
-	CHECK_RET(fi_query_atomic(a->r.domain, FI_INT32, FI_SUM, NULL, 0), -FI_ENOSYS);
+	CHECK_RET(fi_query_atomic(a->r.domain, FI_INT32, FI_SUM, NULL, 0), -FI_EINVAL);
 	struct fid_ep *sep;
 	CHECK_RET(fi_scalable_ep(a->r.domain, a->r.info, &sep, NULL), -FI_ENOSYS);
 	struct fid_pep *pep;
@@ -230,6 +225,12 @@ static void unsupported_slots(struct all *a, int dgram)
 		CHECK_RET(fi_trecv(a->ep, b, 1, NULL, 0, 1, 0, NULL), -FI_ENOSYS);
 		CHECK_RET(fi_senddata(a->ep, b, 1, NULL, 5, 0, NULL), -FI_ENOSYS);
 		CHECK_RET(fi_injectdata(a->ep, b, 1, 5, 0), -FI_ENOSYS);
+		/* No FI_RMA or FI_ATOMIC on DGRAM (rma.c, atomic.c test RDM). */
+		CHECK_RET(fi_write(a->ep, b, 1, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
+		CHECK_RET(fi_read(a->ep, b, 1, NULL, 0, 0, 0, NULL), -FI_ENOSYS);
+		CHECK_RET(fi_inject_write(a->ep, b, 1, 0, 0, 0), -FI_ENOSYS);
+		CHECK_RET(fi_atomic(a->ep, b, 1, NULL, 0, 0, 0, FI_INT32, FI_SUM, NULL), -FI_ENOSYS);
+		CHECK_RET(fi_atomicvalid(a->ep, FI_INT32, FI_SUM, &cnt), -FI_ENOSYS);
 	}
 }
 
@@ -245,7 +246,7 @@ static void open_args(struct all *a)
 	bad->ep_attr->type = FI_EP_MSG;
 	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
 	bad->ep_attr->type = a->r.info->ep_attr->type;
-	bad->caps |= FI_RMA;
+	bad->caps |= FI_RMA_EVENT;
 	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
 	fi_freeinfo(bad);
 	CHECK_RET(fi_domain2(a->r.fabric, a->r.info, &dom, 1, NULL), -FI_EBADFLAGS);
