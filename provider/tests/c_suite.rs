@@ -186,6 +186,16 @@ fn c_rma_requested_keys_offsets() {
     run_rma_test("rma", "basic0");
 }
 
+#[test]
+fn c_atomic_prov_keys_virtual_addresses() {
+    run_rma_test("atomic", "prov");
+}
+
+#[test]
+fn c_atomic_requested_keys_offsets() {
+    run_rma_test("atomic", "basic0");
+}
+
 /// Run `data.c` as server in `a` and client in `b` (or alone as `self`).
 fn run_data(ep: &str) {
     run_data_env(ep, &[]);
