@@ -42,6 +42,12 @@ impl Cntr {
     }
 }
 
+impl crate::datapath::memory::RemoteCounter for Cntr {
+    fn add(&self, n: u64) {
+        Cntr::add(self, n);
+    }
+}
+
 #[repr(C)]
 pub struct CntrObj {
     pub fid: fid_cntr,

@@ -10,16 +10,18 @@
 //! the domain (-FI_ENOKEY otherwise); with FI_MR_VIRT_ADDR (or FI_MR_BASIC)
 //! peers address the region by its virtual address, else by offset, the
 //! region's first byte being the registration's `offset` argument.
-//! `fi_mr_bind` (no FI_MR_ENDPOINT, no FI_RMA_EVENT) is -FI_ENOSYS;
-//! `fi_mr_enable` and `fi_mr_refresh` succeed: a registration is usable at
-//! once and holds virtual addresses, never pinned pages.
+//! `fi_mr_bind` takes counters (FI_RMA_EVENT: they count peers'
+//! operations on the registration); endpoints are never bound (no
+//! FI_MR_ENDPOINT). `fi_mr_enable` and `fi_mr_refresh` succeed: a
+//! registration is usable at once and holds virtual addresses, never
+//! pinned pages.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use libc::{c_int, c_void, iovec, size_t};
 
-use crate::abi::{Errno, Result, guard_int};
+use crate::abi::{Errno, Result, guard_int, lock};
 use crate::datapath::memory::Region;
 use crate::domain::Domain;
 use crate::object::{self, FidObject, obj};
@@ -33,6 +35,8 @@ pub struct Mr {
     pub access: u64,
     /// Registered ranges as (address, length).
     pub ranges: Vec<(usize, usize)>,
+    /// Counters bound with fi_mr_bind (referenced until the MR closes).
+    pub counters: Mutex<Vec<Arc<crate::cntr::Cntr>>>,
 }
 
 #[repr(C)]
@@ -41,7 +45,38 @@ pub struct MrObj {
     pub inner: Mr,
 }
 
-static MR_FI_OPS: fi_ops = object::fi_ops_of::<MrObj>(None, Some(mr_control));
+static MR_FI_OPS: fi_ops = object::fi_ops_of::<MrObj>(Some(mr_bind), Some(mr_control));
+
+/// fi_mr_bind (fi_mr(3)): a counter that counts peers' RMA and atomics on
+/// this registration (FI_REMOTE_READ, FI_REMOTE_WRITE; FI_RMA_EVENT).
+/// Endpoints are not bound to registrations (no FI_MR_ENDPOINT): -FI_ENOSYS.
+unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    guard_int("fi_mr_bind", || {
+        // SAFETY: validated by obj().
+        let m = unsafe { obj::<MrObj>(f) }?;
+        // SAFETY: bfid NULL or a readable fid (fi_mr(3)).
+        let class = unsafe { bfid.as_ref() }.ok_or(Errno::INVAL)?.fclass;
+        if class != FI_CLASS_CNTR {
+            return Err(Errno::NOSYS);
+        }
+        // SAFETY: validated by obj().
+        let k = unsafe { obj::<crate::cntr::CntrObj>(bfid) }?.inner.clone();
+        let events = FI_REMOTE_READ | FI_REMOTE_WRITE;
+        if flags == 0 || flags & !events != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        if !Arc::ptr_eq(&k.domain, &m.inner.domain) {
+            return Err(Errno::DOMAIN);
+        }
+        k.refs.get();
+        if !m.inner.domain.memory.bind(m.inner.key, flags, k.clone()) {
+            k.refs.put();
+            return Err(Errno::INVAL);
+        }
+        lock(&m.inner.counters).push(k);
+        Ok(0)
+    })
+}
 
 /// fi_mr_enable (FI_ENABLE) and fi_mr_refresh (FI_REFRESH): nothing to do
 /// (see the module docs); other commands are not defined for MRs.
@@ -68,6 +103,9 @@ unsafe impl FidObject for MrObj {
     /// Nothing refers to a registration: it always closes, freeing its key.
     fn release(&self) {
         self.inner.domain.memory.remove(self.inner.key);
+        for c in lock(&self.inner.counters).drain(..) {
+            c.refs.put();
+        }
         self.inner.domain.refs.put();
     }
 }
@@ -115,6 +153,7 @@ unsafe fn register(
         },
         access,
         ranges: ranges.clone(),
+        counters: Mutex::new(Vec::new()),
     };
     let key = if prov_key {
         // Keys the provider picks never repeat in a domain, so a peer
@@ -138,6 +177,7 @@ unsafe fn register(
             key,
             access,
             ranges,
+            counters: Mutex::new(Vec::new()),
         },
     };
     // SAFETY: `mr` was checked non-NULL above.

@@ -2,6 +2,7 @@
 //! packaging and installation call the same code the commands run.
 
 pub mod deps;
+pub mod fabtests;
 pub mod install;
 pub mod libfabric;
 pub mod man;

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use xtask::{deps, install, package, progress, steps};
+use xtask::{deps, fabtests, install, package, progress, steps};
 
 const USAGE: &str = "\
 usage: cargo xtask <command> [args]
@@ -28,6 +28,11 @@ commands:
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces
+  fabtests --src DIR [--mtu N] [-- runfabtests.sh options]
+                            build libfabric's fabtests from the libfabric 1.17 source tree
+                            DIR (outside the repository) and run them over xdp between two
+                            test hosts (default: the short and functional sets); skipped,
+                            saying why, without DIR
 ";
 
 /// `--prefix DIR` and the flags in `flags`, or an error naming what is not understood.
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         "vm-test" => deps::ensure_installed().and_then(|()| steps::vm_test(rest)),
         "sim-full" => steps::sim_full(),
         "fuzz" => steps::fuzz(rest),
+        "fabtests" => deps::ensure_installed().and_then(|()| fabtests::fabtests(rest)),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -40,6 +40,12 @@ pub struct Completion {
 pub enum Direction {
     Tx,
     Rx,
+    /// A peer's RMA or atomic executed on registration `key` (flags
+    /// FI_REMOTE_READ / FI_REMOTE_WRITE): counted by FI_RMA_EVENT counters
+    /// of the endpoint and of the registration, never a CQ entry.
+    Remote {
+        key: u64,
+    },
 }
 
 /// A completion produced by the data path. `completion.src` is filled in

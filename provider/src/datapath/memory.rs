@@ -17,8 +17,13 @@ use super::iov::{gather, scatter};
 use crate::abi::lock;
 use crate::sys::*;
 
+/// A counter a registration is bound to (fi_mr_bind with FI_REMOTE_READ /
+/// FI_REMOTE_WRITE, FI_RMA_EVENT): the counter object, seen from below.
+pub trait RemoteCounter: Send + Sync {
+    fn add(&self, n: u64);
+}
+
 /// One registration.
-#[derive(Debug)]
 pub struct Region {
     /// The application's buffers as (address, length), concatenated.
     pub ranges: Vec<(usize, usize)>,
@@ -29,6 +34,18 @@ pub struct Region {
     pub iova: u64,
     /// FI_REMOTE_READ | FI_REMOTE_WRITE as registered.
     pub access: u64,
+    /// Counters bound to it, with the events they count.
+    pub counters: Mutex<Vec<(u64, Arc<dyn RemoteCounter>)>>,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("ranges", &self.ranges)
+            .field("iova", &self.iova)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Region {
@@ -69,6 +86,30 @@ impl Registry {
     pub fn contains(&self, key: u64) -> bool {
         let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
         t.contains_key(&key)
+    }
+
+    /// Bind `counter` to count `events` (FI_REMOTE_READ / FI_REMOTE_WRITE)
+    /// on registration `key`; false if there is none.
+    pub fn bind(&self, key: u64, events: u64, counter: Arc<dyn RemoteCounter>) -> bool {
+        let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
+        let Some(r) = t.get(&key) else { return false };
+        lock(&r.counters).push((events, counter));
+        true
+    }
+
+    /// A peer's operation with `events` executed on `key`: its counters count it.
+    pub fn count(&self, key: u64, events: u64) {
+        let region = {
+            let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
+            t.get(&key).cloned()
+        };
+        if let Some(r) = region {
+            for (e, c) in lock(&r.counters).iter() {
+                if e & events != 0 {
+                    c.add(1);
+                }
+            }
+        }
     }
 
     pub fn remove(&self, key: u64) {

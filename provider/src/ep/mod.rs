@@ -65,6 +65,10 @@ pub struct EpState {
     /// of RMA writes and other atomics (FI_WRITE) (fi_cntr(3)).
     pub read_cntr: Option<Arc<Cntr>>,
     pub write_cntr: Option<Arc<Cntr>>,
+    /// Counters of peers' RMA reads (FI_REMOTE_READ) and writes and atomics
+    /// (FI_REMOTE_WRITE) on this endpoint's memory (FI_RMA_EVENT).
+    pub remote_read_cntr: Option<Arc<Cntr>>,
+    pub remote_write_cntr: Option<Arc<Cntr>>,
     pub min_multi_recv: usize,
     pub local: XdpAddr,
     /// Holds the UDP port reservation (see module docs).
@@ -121,6 +125,20 @@ impl Endpoint {
     /// if requested, errors always; counters count both.
     fn route(&self, st: &EpState, mut c: DpCompletion) {
         let f = c.completion.flags;
+        if let Direction::Remote { key } = c.dir {
+            // fi_cntr(3) FI_REMOTE_READ / FI_REMOTE_WRITE; and the
+            // registration's own counters (fi_mr_bind).
+            for (e, k) in [
+                (FI_REMOTE_READ, &st.remote_read_cntr),
+                (FI_REMOTE_WRITE, &st.remote_write_cntr),
+            ] {
+                if let Some(k) = k.as_ref().filter(|_| f & e != 0) {
+                    k.add(1);
+                }
+            }
+            self.domain.memory.count(key, f);
+            return;
+        }
         let (cq, cntr) = match c.dir {
             Direction::Tx if f & FI_READ != 0 => (&st.tx_cq, &st.read_cntr),
             Direction::Tx if f & FI_WRITE != 0 => (&st.tx_cq, &st.write_cntr),
@@ -128,6 +146,7 @@ impl Endpoint {
             // A remote write's CQ data is a receive-side entry, not a receive.
             Direction::Rx if f & FI_REMOTE_WRITE != 0 => (&st.rx_cq, &None),
             Direction::Rx => (&st.rx_cq, &st.recv_cntr),
+            Direction::Remote { .. } => return,
         };
         let failed = c.completion.error.is_some();
         crate::xdp_debug!(
@@ -179,6 +198,8 @@ impl Endpoint {
                 st.recv_cntr.take(),
                 st.read_cntr.take(),
                 st.write_cntr.take(),
+                st.remote_read_cntr.take(),
+                st.remote_write_cntr.take(),
             ];
             for k in counters.into_iter().flatten() {
                 k.detach(&me);
@@ -380,6 +401,8 @@ pub unsafe extern "C" fn xdp_endpoint(
                 recv_cntr: None,
                 read_cntr: None,
                 write_cntr: None,
+                remote_read_cntr: None,
+                remote_write_cntr: None,
                 min_multi_recv: DEFAULT_MIN_MULTI_RECV,
                 local,
                 port_socket: Some(sock),
@@ -508,14 +531,16 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
                 // SAFETY: validated by obj().
                 let k = unsafe { obj::<crate::cntr::CntrObj>(bfid) }?.inner.clone();
                 // FI_READ / FI_WRITE count this endpoint's RMA and atomics;
-                // FI_REMOTE_READ / FI_REMOTE_WRITE would need FI_RMA_EVENT,
-                // which is not offered.
-                let rma = if e.caps & (FI_RMA | FI_ATOMIC) != 0 {
-                    FI_READ | FI_WRITE
-                } else {
-                    0
-                };
-                if flags & !(FI_SEND | FI_RECV | rma) != 0 || flags == 0 {
+                // FI_REMOTE_READ / FI_REMOTE_WRITE peers' ones on its memory,
+                // with FI_RMA_EVENT (fi_cntr(3), fi_endpoint(3)).
+                let mut allowed = FI_SEND | FI_RECV;
+                if e.caps & (FI_RMA | FI_ATOMIC) != 0 {
+                    allowed |= FI_READ | FI_WRITE;
+                }
+                if e.caps & FI_RMA_EVENT != 0 {
+                    allowed |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+                }
+                if flags & !allowed != 0 || flags == 0 {
                     return Err(Errno::BADFLAGS);
                 }
                 if !Arc::ptr_eq(&k.domain, &e.domain) {
@@ -527,6 +552,8 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
                     (FI_RECV, &mut st.recv_cntr),
                     (FI_READ, &mut st.read_cntr),
                     (FI_WRITE, &mut st.write_cntr),
+                    (FI_REMOTE_READ, &mut st.remote_read_cntr),
+                    (FI_REMOTE_WRITE, &mut st.remote_write_cntr),
                 ];
                 if slots
                     .iter()

@@ -31,6 +31,7 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_WRITE
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE
+    | FI_RMA_EVENT
     | FI_SEND
     | FI_RECV
     | FI_SOURCE
@@ -48,6 +49,7 @@ pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_RECV
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE
+    | FI_RMA_EVENT
     | FI_SOURCE
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV;

@@ -63,7 +63,14 @@ type TokenMap<V> = HashMap<u64, V, rel::FxBuild>;
 struct SendSide<'a>(&'a TokenMap<SendState>, &'a Registry);
 /// Receive buffers by token, RMA results by token (reads, fetches), and
 /// (as RMA target) the registered memory writes and atomics go to.
-struct RecvSide<'a>(&'a TokenMap<RecvState>, &'a TokenMap<Iov>, &'a Registry);
+/// Remote accesses executed in the pass (key, access) are noted in the
+/// fourth: FI_RMA_EVENT counters count them after it.
+struct RecvSide<'a>(
+    &'a TokenMap<RecvState>,
+    &'a TokenMap<Iov>,
+    &'a Registry,
+    &'a mut Vec<(u64, rel::Access)>,
+);
 
 impl rel::SendBuffers for SendSide<'_> {
     fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
@@ -115,6 +122,10 @@ impl rel::RecvBuffers for RecvSide<'_> {
         self.2.atomic(key, addr, op, datatype, operands, result)
     }
 
+    fn rma_remote_done(&mut self, key: u64, access: rel::Access) {
+        self.3.push((key, access));
+    }
+
     fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
         if let Some(iov) = self.1.get(&token) {
             // SAFETY: a read's or fetch's result buffers stay valid until
@@ -136,6 +147,9 @@ pub struct Rdm {
     results: TokenMap<Iov>,
     /// The domain's registered memory (RMA target).
     memory: Arc<Registry>,
+    /// Peers' RMA and atomics executed here since the last report (key,
+    /// access), for FI_RMA_EVENT counters.
+    remote: Vec<(u64, rel::Access)>,
     next_token: u64,
     /// [`monotonic_ns`] when the endpoint opened: the engine's time zero.
     epoch_ns: u64,
@@ -310,6 +324,7 @@ impl Rdm {
             recvs: TokenMap::default(),
             results: TokenMap::default(),
             memory: args.memory.clone(),
+            remote: Vec::new(),
             next_token: 1,
             epoch_ns: monotonic_ns(),
             min_multi_recv: args.min_multi_recv,
@@ -410,10 +425,11 @@ impl Rdm {
                 recvs,
                 results,
                 memory,
+                remote,
                 self_key,
                 ..
             } = self;
-            let mut bufs = RecvSide(recvs, results, memory);
+            let mut bufs = RecvSide(recvs, results, memory, remote);
             engine.handle_datagram(now, *self_key, &d, &mut bufs);
         }
         drained
@@ -605,7 +621,7 @@ impl DataPath for Rdm {
             Peek::PeekDiscard => Some(rel::PeekMode::Discard),
             Peek::None | Peek::Claim | Peek::ClaimDiscard => None,
         };
-        let mut bufs = RecvSide(&self.recvs, &self.results, &self.memory);
+        let mut bufs = RecvSide(&self.recvs, &self.results, &self.memory, &mut self.remote);
         let r = match (mode, op.peek) {
             (Some(mode), _) => {
                 self.engine.peek(token, src, tag, mode);
@@ -638,10 +654,11 @@ impl DataPath for Rdm {
                 recvs,
                 results,
                 memory,
+                remote,
                 unknown_sources_dropped,
                 ..
             } = self;
-            let mut bufs = RecvSide(recvs, results, memory);
+            let mut bufs = RecvSide(recvs, results, memory, remote);
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, pieces| {
                 probe::arrived();
@@ -673,6 +690,7 @@ impl DataPath for Rdm {
             self.check_refused();
         }
         self.transmit(now);
+        self.report_remote(out);
         while let Some(ev) = self.engine.poll_event() {
             match ev {
                 Event::Completion(c) => {

@@ -51,7 +51,8 @@ static void prov_hint_attrs(void)
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV));
 	const uint64_t rma = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	CHECK((info->caps & rma) == rma);
-	CHECK(!(info->caps & (FI_RMA_EVENT | FI_FENCE | FI_TRIGGER)));
+	CHECK(info->caps & FI_RMA_EVENT);
+	CHECK(!(info->caps & (FI_FENCE | FI_TRIGGER)));
 	CHECK(info->tx_attr->rma_iov_limit == 1);
 	/* The order one stream gives (PROTOCOL.md §8.6), not write-after-read. */
 	CHECK((info->tx_attr->msg_order & (FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW |
@@ -126,7 +127,8 @@ static void caps_hints(void)
 	fi_freeinfo(info);
 	h = xt_hints(FI_EP_RDM);
 	h->caps = FI_RMA | FI_RMA_EVENT;
-	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	fi_freeinfo(info);
 	h = xt_hints(FI_EP_RDM);
 	h->caps = FI_RMA | FI_FENCE;
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);

@@ -85,7 +85,7 @@ static void bind_errors(struct all *a)
 	CHECK_RET(fi_ep_bind(a->ep, NULL, 0), -FI_EINVAL);
 	CHECK_RET(fi_ep_bind(a->ep, &a->mr->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_ep_bind(a->ep, &a->av->fid, 0), -FI_EINVAL);
-	CHECK_RET(fi_ep_bind(a->ep, &a->cntr->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
+	CHECK_RET(fi_ep_bind(a->ep, &a->cntr->fid, FI_SEND | (1ULL << 50)), -FI_EBADFLAGS);
 	CHECK_RET(fi_ep_bind(a->ep, &a->eq->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_close(&cq2->fid), 0);
 	/* A CQ from another domain. */
@@ -246,7 +246,7 @@ static void open_args(struct all *a)
 	bad->ep_attr->type = FI_EP_MSG;
 	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
 	bad->ep_attr->type = a->r.info->ep_attr->type;
-	bad->caps |= FI_RMA_EVENT;
+	bad->caps |= FI_TRIGGER;
 	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
 	fi_freeinfo(bad);
 	CHECK_RET(fi_domain2(a->r.fabric, a->r.info, &dom, 1, NULL), -FI_EBADFLAGS);

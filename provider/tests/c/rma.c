@@ -228,6 +228,15 @@ int main(int argc, char **argv)
 	wo = calloc(1, 4096);
 	REQUIRE(target && local && ro && wo);
 	struct fid_mr *mr = xt_reg(&t, target, BIG, FI_REMOTE_READ | FI_REMOTE_WRITE, 100, &key, &addr);
+	/* FI_RMA_EVENT: a counter bound to the registration counts writes to it. */
+	struct fid_cntr *mr_w;
+	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP};
+	REQUIRE(fi_cntr_open(t.domain, &cntr_attr, &mr_w, NULL) == 0);
+	CHECK_RET(fi_mr_bind(mr, &mr_w->fid, FI_REMOTE_WRITE), 0);
+	CHECK_RET(fi_mr_bind(mr, &mr_w->fid, FI_SEND), -FI_EBADFLAGS);
+	CHECK_RET(fi_mr_enable(mr), 0);
+	/* The counter is referenced while bound. */
+	CHECK_RET(fi_close(&mr_w->fid), -FI_EBUSY);
 	struct fid_mr *mr_ro = xt_reg(&t, ro, 4096, FI_REMOTE_READ, 101, &ro_key, &ro_addr);
 	struct fid_mr *mr_wo = xt_reg(&t, wo, 4096, FI_REMOTE_WRITE, 102, &wo_key, &wo_addr);
 	/* Requested keys must be unique without FI_MR_PROV_KEY. */
@@ -246,8 +255,19 @@ int main(int argc, char **argv)
 	closed_key();
 	CHECK(fi_cntr_read(t.wcntr) == writes);
 	CHECK(fi_cntr_read(t.rcntr) == reads);
+	/* Every write and read this endpoint executed as target (refused ones
+	 * not); the registration's counter only the writes to it (not the one
+	 * to the registration closed_key made). */
+	CHECK(fi_cntr_read(t.remote_w) == writes);
+	CHECK(fi_cntr_read(t.remote_r) == reads);
+	CHECK(fi_cntr_read(mr_w) == writes - 1);
+	if (fi_cntr_read(t.remote_w) != writes || fi_cntr_read(mr_w) != writes - 1)
+		fprintf(stderr, "  remote writes %llu, mr %llu, want %llu\n",
+			(unsigned long long)fi_cntr_read(t.remote_w),
+			(unsigned long long)fi_cntr_read(mr_w), (unsigned long long)writes);
 
 	CHECK_RET(fi_close(&mr->fid), 0);
+	CHECK_RET(fi_close(&mr_w->fid), 0);
 	CHECK_RET(fi_close(&mr_ro->fid), 0);
 	CHECK_RET(fi_close(&mr_wo->fid), 0);
 	xt_rma_close(&t);

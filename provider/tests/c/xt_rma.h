@@ -18,6 +18,8 @@ struct xt_rma {
 	struct fid_av *av;
 	struct fid_cq *txcq, *rxcq;
 	struct fid_cntr *rcntr, *wcntr;
+	/* FI_RMA_EVENT: peers' reads and writes on this endpoint's memory. */
+	struct fid_cntr *remote_r, *remote_w;
 	fi_addr_t self;
 	int virt; /* FI_MR_VIRT_ADDR in force */
 	int prov_key;
@@ -27,7 +29,7 @@ static void xt_rma_open(struct xt_rma *t, int mr_mode)
 {
 	memset(t, 0, sizeof(*t));
 	struct fi_info *h = xt_hints(FI_EP_RDM);
-	h->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+	h->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT;
 	h->domain_attr->name = strdup(xt_iface);
 	h->domain_attr->mr_mode = mr_mode;
 	int ret = fi_getinfo(XT_VERSION, NULL, NULL, 0, h, &t->info);
@@ -47,13 +49,16 @@ static void xt_rma_open(struct xt_rma *t, int mr_mode)
 	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP};
 	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->rcntr, NULL) == 0);
 	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->wcntr, NULL) == 0);
+	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->remote_r, NULL) == 0);
+	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->remote_w, NULL) == 0);
 	REQUIRE(fi_ep_bind(t->ep, &t->av->fid, 0) == 0);
 	REQUIRE(fi_ep_bind(t->ep, &t->txcq->fid, FI_TRANSMIT) == 0);
 	REQUIRE(fi_ep_bind(t->ep, &t->rxcq->fid, FI_RECV) == 0);
 	CHECK_RET(fi_ep_bind(t->ep, &t->rcntr->fid, FI_READ), 0);
 	CHECK_RET(fi_ep_bind(t->ep, &t->wcntr->fid, FI_WRITE), 0);
-	/* Remote counters would need FI_RMA_EVENT, not offered. */
-	CHECK_RET(fi_ep_bind(t->ep, &t->wcntr->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
+	CHECK_RET(fi_ep_bind(t->ep, &t->remote_r->fid, FI_REMOTE_READ), 0);
+	CHECK_RET(fi_ep_bind(t->ep, &t->remote_w->fid, FI_REMOTE_WRITE), 0);
+	CHECK_RET(fi_ep_bind(t->ep, &t->remote_w->fid, FI_REMOTE_WRITE), -FI_EINVAL);
 	REQUIRE(fi_enable(t->ep) == 0);
 	char me[64];
 	size_t len = sizeof(me);
@@ -66,6 +71,8 @@ static void xt_rma_close(struct xt_rma *t)
 	CHECK_RET(fi_close(&t->ep->fid), 0);
 	CHECK_RET(fi_close(&t->rcntr->fid), 0);
 	CHECK_RET(fi_close(&t->wcntr->fid), 0);
+	CHECK_RET(fi_close(&t->remote_r->fid), 0);
+	CHECK_RET(fi_close(&t->remote_w->fid), 0);
 	CHECK_RET(fi_close(&t->txcq->fid), 0);
 	CHECK_RET(fi_close(&t->rxcq->fid), 0);
 	CHECK_RET(fi_close(&t->av->fid), 0);

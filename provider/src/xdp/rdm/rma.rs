@@ -9,7 +9,9 @@ use ofi_xdp_reliability as rel;
 use super::{Rdm, SendState, post_errno};
 use crate::abi::Result;
 use crate::datapath::atomics::Form;
-use crate::datapath::{Iov, Payload, RmaKind, RmaOp, contiguous};
+use crate::datapath::{
+    Completion, Direction, DpCompletion, Iov, Payload, RmaKind, RmaOp, contiguous,
+};
 use crate::sys::*;
 
 impl Rdm {
@@ -93,5 +95,31 @@ impl Rdm {
             self.transmit(now);
         }
         Ok(())
+    }
+}
+
+impl Rdm {
+    /// Report the peers' RMA and atomics executed here since the last
+    /// pass, one per operation, for the FI_REMOTE_READ / FI_REMOTE_WRITE
+    /// counters of the endpoint and of the registration (FI_RMA_EVENT).
+    pub(super) fn report_remote(&mut self, out: &mut dyn FnMut(DpCompletion)) {
+        for (key, access) in self.remote.drain(..) {
+            let mut flags = 0;
+            if access.contains(rel::Access::READ) {
+                flags |= FI_REMOTE_READ;
+            }
+            if access.contains(rel::Access::WRITE) {
+                flags |= FI_REMOTE_WRITE;
+            }
+            out(DpCompletion {
+                dir: Direction::Remote { key },
+                completion: Completion {
+                    flags,
+                    ..Completion::default()
+                },
+                src: None,
+                report: false,
+            });
+        }
     }
 }

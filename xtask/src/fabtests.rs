@@ -1,0 +1,184 @@
+//! `cargo xtask fabtests --src DIR [--mtu N] [-- runfabtests.sh options]`:
+//! libfabric's own test suite (fabtests) against the provider, between two
+//! test hosts.
+//!
+//! fabtests are not in Debian, so they are built from a libfabric source
+//! tree the caller provides (its `fabtests/` folder, release 1.17 to match
+//! Debian's libfabric), in a copy under `target/fabtests/`: `autogen.sh`
+//! if the tree has no `configure`, then `configure --with-libfabric=/usr`,
+//! `make install`. Then two test hosts (network namespaces joined by veth,
+//! removed afterwards) run libfabric's `runfabtests.sh`, which starts each
+//! side through `ssh HOST …`: `xtask/fabtests/ssh` stands in for ssh and runs
+//! the command in the namespace holding HOST's address. Without a source
+//! tree the command says why it skips (CI has no network to fetch one).
+//!
+//! Without options after `--` it runs the `short` set (which holds
+//! `fi_rma_bw -e rdm -o write|read|writedata` and `fi_rdm_atomic -o all`)
+//! and `functional`; anything after `--` is passed to runfabtests.sh instead
+//! (e.g. `-- -t unit`, `-- -t short -e msg`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ofi_xdp_testhosts::HostPair;
+
+use crate::steps::{self, project_root, provider_dir, target_dir};
+
+/// What the command was given.
+struct Args {
+    src: Option<PathBuf>,
+    mtu: u32,
+    suite: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        src: None,
+        mtu: 1500,
+        suite: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--src" => a.src = Some(it.next().ok_or("--src needs a directory")?.into()),
+            "--mtu" => {
+                let v = it.next().ok_or("--mtu needs a number")?;
+                a.mtu = v.parse().map_err(|_| format!("--mtu {v}: not a number"))?;
+            }
+            "--" => {
+                a.suite = it.cloned().collect();
+                break;
+            }
+            other => return Err(format!("fabtests: unexpected argument `{other}`")),
+        }
+    }
+    Ok(a)
+}
+
+/// Build fabtests from `src` (a libfabric source tree) into
+/// `target/fabtests/install`, unless already built from it. The tree is
+/// copied first (`target/fabtests/src`): the caller's checkout is never
+/// written to, and one that was configured in place (which an out-of-tree
+/// build refuses) is cleaned in the copy.
+fn build(src: &Path) -> Result<PathBuf, String> {
+    let tree = src.join("fabtests");
+    let root = target_dir().join("fabtests");
+    let (copy, install) = (root.join("src"), root.join("install"));
+    let runner = install.join("bin").join("runfabtests.sh");
+    let stamp = root.join("built-from");
+    let from = std::fs::canonicalize(&tree).map_err(|e| format!("{}: {e}", tree.display()))?;
+    let done = std::fs::read_to_string(&stamp).is_ok_and(|s| Path::new(s.trim()) == from);
+    if done && runner.exists() {
+        return Ok(install);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let mut cp = Command::new("cp");
+    cp.arg("-a").arg(&from).arg(&copy);
+    run_in(cp, &root)?;
+    if copy.join("config.status").exists() {
+        let mut clean = Command::new("make");
+        clean.arg("distclean");
+        run_in(clean, &copy)?;
+    }
+    if !copy.join("configure").exists() {
+        run_in(Command::new("./autogen.sh"), &copy)?;
+    }
+    let mut configure = Command::new("./configure");
+    configure
+        .arg(format!("--prefix={}", install.display()))
+        .arg("--with-libfabric=/usr");
+    run_in(configure, &copy)?;
+    let mut make = Command::new("make");
+    make.args(["-j2", "install"]);
+    run_in(make, &copy)?;
+    std::fs::write(&stamp, from.to_string_lossy().as_bytes())
+        .map_err(|e| format!("{}: {e}", stamp.display()))?;
+    Ok(install)
+}
+
+/// Run `cmd` in `dir`, failing with its command line when it fails.
+fn run_in(mut cmd: Command, dir: &Path) -> Result<(), String> {
+    cmd.current_dir(dir);
+    let line = format!("{cmd:?} in {}", dir.display());
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{line} failed ({status})"))
+    }
+}
+
+/// Run runfabtests.sh with `suite` between two test hosts of `mtu`; fails
+/// if a test failed.
+fn run_suite(install: &Path, mtu: u32, suite: &[String]) -> Result<(), String> {
+    let pair = HostPair::with_mtu(mtu).map_err(|e| format!("test hosts: {e}"))?;
+    // Kernel-built UDP on veth leaves checksums partial, which our receive
+    // check refuses (docs/ARCHITECTURE.md "Checksums"); the fabtests'
+    // out-of-band sockets are TCP, unaffected.
+    for h in [&pair.a, &pair.b] {
+        let mut cmd = h.command("ethtool");
+        cmd.args(["-K", h.ifname(), "tx", "off"]);
+        let _ = cmd.output();
+    }
+    let (a, b) = (pair.a.ipv4().to_string(), pair.b.ipv4().to_string());
+    let hosts = format!("{a}={} {b}={}", pair.a.netns(), pair.b.netns());
+    let bin = install.join("bin");
+    let ssh_dir = project_root().join("xtask").join("fabtests");
+    let path = format!(
+        "{}:{}:{}",
+        ssh_dir.display(),
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new(bin.join("runfabtests.sh"));
+    cmd.arg("-p").arg(&bin).args(["-T", "120"]);
+    cmd.args(suite).args(["xdp", &a, &b]);
+    cmd.env("PATH", path)
+        .env("XTASK_FABTESTS_HOSTS", hosts)
+        .env("FI_PROVIDER_PATH", provider_dir())
+        .current_dir(&bin);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot start runfabtests.sh: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    // runfabtests.sh exits non-zero when a test failed.
+    if !out.status.success() || text.lines().any(|l| l.trim_end().ends_with(": Fail")) {
+        return Err(format!("runfabtests.sh {suite:?}: a test failed"));
+    }
+    Ok(())
+}
+
+/// `cargo xtask fabtests`.
+pub fn fabtests(args: &[String]) -> Result<(), String> {
+    let a = parse(args)?;
+    let Some(src) = a.src.filter(|s| s.join("fabtests").is_dir()) else {
+        eprintln!(
+            "xtask: fabtests skipped: no libfabric source tree given (--src DIR, a checkout \
+             of the public libfabric repository, release 1.17, holding fabtests/). They are \
+             not packaged by Debian and are built from those sources, which CI has no \
+             network to fetch."
+        );
+        return Ok(());
+    };
+    crate::progress::step("build the provider", steps::build)?;
+    let install = crate::progress::step("build fabtests", || build(&src))?;
+    let suites: Vec<Vec<String>> = if a.suite.is_empty() {
+        ["short", "functional"]
+            .iter()
+            .map(|s| vec!["-t".to_owned(), (*s).to_owned()])
+            .collect()
+    } else {
+        vec![a.suite]
+    };
+    for suite in suites {
+        crate::progress::step(&format!("runfabtests.sh {}", suite.join(" ")), || {
+            run_suite(&install, a.mtu, &suite)
+        })?;
+    }
+    Ok(())
+}
