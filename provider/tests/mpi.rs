@@ -1,7 +1,10 @@
 //! Open MPI over the provider: `tests/mpi/mpi_check.c` built with `mpicc`
 //! and launched with `mpirun` using the `cm` PML and the `ofi` MTL, the way
-//! MPI users select a libfabric provider. Ranks run in test-host network
-//! namespaces, so nothing leaves the veth pair.
+//! MPI users select a libfabric provider; and `tests/mpi/mpi_onesided.c`
+//! (one-sided MPI) with the `rdma` one-sided component over the `ofi` BTL,
+//! which maps MPI_Put / MPI_Get / MPI_Accumulate / MPI_Fetch_and_op /
+//! MPI_Compare_and_swap onto the provider's RMA and atomics. Ranks run in
+//! test-host network namespaces, so nothing leaves the veth pair.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -19,9 +22,19 @@ const MPIRUN_TIMEOUT: &str = "240";
 
 fn mpi_check() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/mpi_check.c");
-        let bin = work_dir().join("mpi_check");
+    BIN.get_or_init(|| mpicc("mpi_check")).clone()
+}
+
+fn mpi_onesided() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| mpicc("mpi_onesided")).clone()
+}
+
+/// Build `tests/mpi/<name>.c` with mpicc.
+fn mpicc(name: &str) -> PathBuf {
+    {
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+        let bin = work_dir().join(name);
         let out = Command::new("mpicc")
             .args(["-Wall", "-O1", "-o"])
             .arg(&bin)
@@ -34,22 +47,56 @@ fn mpi_check() -> PathBuf {
             String::from_utf8_lossy(&out.stderr)
         );
         bin
-    })
-    .clone()
+    }
 }
 
+/// Point-to-point through the `cm` PML and the `ofi` MTL on xdp.
+const TWO_SIDED: &[&str] = &[
+    "--mca",
+    "pml",
+    "cm",
+    "--mca",
+    "mtl",
+    "ofi",
+    "--mca",
+    "mtl_ofi_provider_include",
+    "xdp",
+    "--mca",
+    "btl",
+    "self",
+];
+
+/// Point-to-point as [`TWO_SIDED`], one-sided through the `rdma`
+/// component on the `ofi` BTL on xdp (its default mode: one-sided only).
+const ONE_SIDED: &[&str] = &[
+    "--mca",
+    "pml",
+    "cm",
+    "--mca",
+    "mtl",
+    "ofi",
+    "--mca",
+    "opal_common_ofi_provider_include",
+    "xdp",
+    "--mca",
+    "btl",
+    "ofi,self",
+    "--mca",
+    "osc",
+    "rdma",
+];
+
 /// `mpirun` inside `pair.a`'s namespace with Open MPI selecting the xdp
-/// provider; `ranks` is the command line after the MCA options.
-fn mpirun(pair: &HostPair, ranks: &[String]) -> Output {
+/// provider through `mca`; `ranks` is the command line after the MCA
+/// options.
+fn mpirun(pair: &HostPair, mca: &[&str], ranks: &[String]) -> Output {
     let ifname = pair.a.ifname();
     let mut cmd = pair.a.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
         .arg("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe"])
         .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_LOG_LEVEL"])
-        .args(["--mca", "pml", "cm", "--mca", "mtl", "ofi"])
-        .args(["--mca", "mtl_ofi_provider_include", "xdp"])
-        .args(["--mca", "btl", "self"])
+        .args(mca)
         .args(ranks)
         .env("FI_PROVIDER_PATH", work_dir())
         .env("FI_LOG_LEVEL", "warn")
@@ -62,7 +109,7 @@ fn mpirun(pair: &HostPair, ranks: &[String]) -> Output {
         .expect("run mpirun (xtask installs openmpi-bin)")
 }
 
-fn assert_ranks_passed(out: &Output, ranks: usize) -> String {
+fn assert_ranks_passed(out: &Output, program: &str, ranks: usize) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -71,7 +118,7 @@ fn assert_ranks_passed(out: &Output, ranks: usize) -> String {
         out.status
     );
     for r in 0..ranks {
-        let line = format!("mpi_check rank {r} of {ranks}: 0 failures");
+        let line = format!("{program} rank {r} of {ranks}: 0 failures");
         assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
     }
     stderr
@@ -89,7 +136,7 @@ fn mpi_two_hosts() {
         .map(|s| (*s).to_owned())
         .chain([pair.b.netns().to_owned(), bin.clone()])
         .collect();
-    let stderr = assert_ranks_passed(&mpirun(&pair, &ranks), 2);
+    let stderr = assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 2);
     assert!(
         !stderr.contains("kernel UDP path"),
         "a rank fell back to the kernel path:\n{stderr}"
@@ -105,6 +152,40 @@ fn mpi_three_ranks_one_host() {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     let ranks = vec!["-np".to_owned(), "3".to_owned(), bin];
-    let stderr = assert_ranks_passed(&mpirun(&pair, &ranks), 3);
+    let stderr = assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 3);
     assert!(stderr.contains("uses the kernel UDP path"), "{stderr}");
+}
+
+/// `hosts` ranks of `bin`, the first in `pair.a`, the rest in `pair.b`.
+fn ranks_on(pair: &HostPair, bin: &str, in_a: usize, in_b: usize) -> Vec<String> {
+    let n = |k: usize| k.to_string();
+    let mut v = vec!["-np".to_owned(), n(in_a), bin.to_owned()];
+    if in_b > 0 {
+        v.extend([":", "-np", &n(in_b), "ip", "netns", "exec"].map(str::to_owned));
+        v.extend([pair.b.netns().to_owned(), bin.to_owned()]);
+    }
+    v
+}
+
+/// One-sided MPI, one rank per host: every put, get and atomic crosses
+/// the veth pair as the provider's RMA (the BTL's endpoint is the second
+/// on its interface in each process, beside the MTL's: it runs on the
+/// kernel UDP path, same protocol).
+#[test]
+fn mpi_one_sided_two_hosts() {
+    let bin = mpi_onesided().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks = ranks_on(&pair, &bin, 1, 1);
+    assert_ranks_passed(&mpirun(&pair, ONE_SIDED, &ranks), "mpi_onesided", 2);
+}
+
+/// One-sided MPI on four ranks, two per host.
+#[test]
+fn mpi_one_sided_four_ranks() {
+    let bin = mpi_onesided().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks = ranks_on(&pair, &bin, 2, 2);
+    assert_ranks_passed(&mpirun(&pair, ONE_SIDED, &ranks), "mpi_onesided", 4);
 }
