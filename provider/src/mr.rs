@@ -6,10 +6,12 @@
 //!
 //! Keys and addresses follow the domain's mr_mode (fi_mr(3) "MEMORY
 //! REGISTRATION MODES"): with FI_MR_PROV_KEY (or FI_MR_BASIC) the provider
-//! picks the key, else it is the application's `requested_key`, unique in
-//! the domain (-FI_ENOKEY otherwise); with FI_MR_VIRT_ADDR (or FI_MR_BASIC)
-//! peers address the region by its virtual address, else by offset, the
-//! region's first byte being the registration's `offset` argument.
+//! picks the key — the requested one if it is free, else an unused one —
+//! without it the key is the application's `requested_key`, unique in the
+//! domain (-FI_ENOKEY otherwise); with FI_MR_VIRT_ADDR (only granted with
+//! FI_MR_BASIC) peers address the region by its virtual address, else by a
+//! 0-based offset (the registration's `offset` argument, 0 in 1.17, names
+//! its first byte).
 //! `fi_mr_bind` takes counters (FI_RMA_EVENT: they count peers'
 //! operations on the registration); endpoints are never bound (no
 //! FI_MR_ENDPOINT). `fi_mr_enable` and `fi_mr_refresh` succeed: a
@@ -155,15 +157,17 @@ unsafe fn register(
         ranges: ranges.clone(),
         counters: Mutex::new(Vec::new()),
     };
-    let key = if prov_key {
-        // Keys the provider picks never repeat in a domain, so a peer
-        // holding a closed registration's key can never reach a new one.
-        domain.next_mr_key.fetch_add(1, Ordering::Relaxed)
-    } else {
-        requested_key
-    };
-    if !domain.memory.insert(key, region) {
-        return Err(Errno(FI_ENOKEY));
+    // The provider's key is the requested one when it is free (an
+    // application may rely on its own keys either way), else the next
+    // unused one of the domain's counter.
+    let mut key = requested_key;
+    let mut region = region;
+    while let Err(r) = domain.memory.insert(key, region) {
+        if !prov_key {
+            return Err(Errno(FI_ENOKEY));
+        }
+        region = r;
+        key = domain.next_mr_key.fetch_add(1, Ordering::Relaxed);
     }
     let parent = domain.clone();
     let o = MrObj {

@@ -176,24 +176,37 @@ fn run_rma_test(name: &str, mode: &str) {
     assert_passed(name, &out);
 }
 
+/// rma.c and atomic.c under each registration mode (xt_rma.h): provider
+/// keys with offsets (what modern applications get), provider keys with
+/// virtual addresses (FI_MR_BASIC), requested keys with offsets.
 #[test]
-fn c_rma_prov_keys_virtual_addresses() {
+fn c_rma_provider_keys() {
     run_rma_test("rma", "prov");
 }
 
 #[test]
-fn c_rma_requested_keys_offsets() {
-    run_rma_test("rma", "basic0");
+fn c_rma_basic_virtual_addresses() {
+    run_rma_test("rma", "basic");
 }
 
 #[test]
-fn c_atomic_prov_keys_virtual_addresses() {
+fn c_rma_requested_keys() {
+    run_rma_test("rma", "requested");
+}
+
+#[test]
+fn c_atomic_provider_keys() {
     run_rma_test("atomic", "prov");
 }
 
 #[test]
-fn c_atomic_requested_keys_offsets() {
-    run_rma_test("atomic", "basic0");
+fn c_atomic_basic_virtual_addresses() {
+    run_rma_test("atomic", "basic");
+}
+
+#[test]
+fn c_atomic_requested_keys() {
+    run_rma_test("atomic", "requested");
 }
 
 /// Run `data.c` as server in `a` and client in `b` (or alone as `self`).

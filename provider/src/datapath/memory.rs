@@ -72,14 +72,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Add `region` under `key`; false if the key is taken.
-    pub fn insert(&self, key: u64, region: Region) -> bool {
+    /// Add `region` under `key`; gives it back if the key is taken.
+    pub fn insert(&self, key: u64, region: Region) -> Result<(), Region> {
         let mut t = self.regions.write().unwrap_or_else(|e| e.into_inner());
         if t.contains_key(&key) {
-            return false;
+            return Err(region);
         }
         t.insert(key, Arc::new(region));
-        true
+        Ok(())
     }
 
     /// Whether `key` is registered.

@@ -166,11 +166,14 @@ pub(super) fn apply_hints(
             o.dom.mr_mode = d.mr_mode;
         }
         // Since 1.5 mr_mode lists what the application supports; we require
-        // no bit, so every value is acceptable. Of the bits it supports we
-        // use provider-chosen keys and virtual addresses (fi_mr(3)), which
-        // MPI and fabtests expect; without them, requested keys and offsets.
+        // no bit, so every value is acceptable. If it supports provider
+        // keys we pick them (fi_mr(3)): applications that do often request
+        // one key for every registration (fabtests' FT_MR_KEY). Addresses
+        // are 0-based offsets, never virtual addresses (FI_MR_VIRT_ADDR
+        // only through FI_MR_BASIC): peers need not exchange them, and
+        // fabtests' fi_multi_mr, which writes to offset 0, works.
         else if version >= fi_version(1, 5) {
-            o.dom.mr_mode = d.mr_mode & (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+            o.dom.mr_mode = d.mr_mode & FI_MR_PROV_KEY;
         }
         if d.cq_data_size > o.dom.cq_data_size {
             return Err("cq_data_size".into());

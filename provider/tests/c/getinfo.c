@@ -179,9 +179,9 @@ static void domain_hints(void)
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
 	if (info) {
 		CHECK(info->domain_attr->threading == FI_THREAD_DOMAIN);
-		/* Provider keys and virtual addresses, of what the application
-		 * supports (Open MPI's btl ofi and fabtests ask for these). */
-		CHECK(info->domain_attr->mr_mode == (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY));
+		/* Provider keys, of what the application supports; offsets,
+		 * not virtual addresses (fi_xdp(7)). */
+		CHECK(info->domain_attr->mr_mode == FI_MR_PROV_KEY);
 		CHECK(info->domain_attr->av_type == FI_AV_MAP);
 		fi_freeinfo(info);
 	}

@@ -239,13 +239,18 @@ int main(int argc, char **argv)
 	CHECK_RET(fi_close(&mr_w->fid), -FI_EBUSY);
 	struct fid_mr *mr_ro = xt_reg(&t, ro, 4096, FI_REMOTE_READ, 101, &ro_key, &ro_addr);
 	struct fid_mr *mr_wo = xt_reg(&t, wo, 4096, FI_REMOTE_WRITE, 102, &wo_key, &wo_addr);
-	/* Requested keys must be unique without FI_MR_PROV_KEY. */
+	/* Requested keys must be unique without FI_MR_PROV_KEY; with it the
+	 * provider picks another when the requested one is taken. */
 	struct fid_mr *dup;
-	if (!t.prov_key)
+	if (!t.prov_key) {
 		CHECK_RET(fi_mr_reg(t.domain, ro, 16, FI_REMOTE_READ, 0, 100, 0, &dup, NULL),
 			  -FI_ENOKEY);
-	else
-		CHECK(key != ro_key && ro_key != wo_key);
+	} else {
+		CHECK(key == 100 && ro_key == 101 && wo_key == 102);
+		CHECK_RET(fi_mr_reg(t.domain, ro, 16, FI_REMOTE_READ, 0, 100, 0, &dup, NULL), 0);
+		CHECK(fi_mr_key(dup) != 100 && fi_mr_key(dup) != 101 && fi_mr_key(dup) != 102);
+		CHECK_RET(fi_close(&dup->fid), 0);
+	}
 
 	writes_and_reads();
 	vectors_and_msgs();

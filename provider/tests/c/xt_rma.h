@@ -2,9 +2,11 @@
  * endpoint with FI_RMA | FI_ATOMIC that targets itself (its own address in
  * its AV: the provider feeds its datagrams back to its own engine, so the
  * target side runs in the same progress), CQs, FI_READ / FI_WRITE counters,
- * and helpers that wait for one completion. The mr_mode asked for is the
- * program's argument: "prov" (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) or "basic0"
- * (none: requested keys, offsets). */
+ * and helpers that wait for one completion. The mr_mode is the program's
+ * argument: "prov" (the application supports FI_MR_PROV_KEY and
+ * FI_MR_VIRT_ADDR: provider keys, offsets), "basic" (FI_MR_BASIC: provider
+ * keys, virtual addresses) or "requested" (no bit: requested keys,
+ * offsets). */
 #ifndef XT_RMA_H
 #define XT_RMA_H
 
@@ -37,7 +39,12 @@ static void xt_rma_open(struct xt_rma *t, int mr_mode)
 	REQUIRE(ret == 0 && t->info);
 	t->virt = !!(t->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
 	t->prov_key = !!(t->info->domain_attr->mr_mode & FI_MR_PROV_KEY);
-	CHECK(t->info->domain_attr->mr_mode == (mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)));
+	if (mr_mode == FI_MR_BASIC) {
+		CHECK(t->info->domain_attr->mr_mode == FI_MR_BASIC);
+		t->virt = t->prov_key = 1;
+	} else {
+		CHECK(t->info->domain_attr->mr_mode == (mr_mode & FI_MR_PROV_KEY));
+	}
 	REQUIRE(fi_fabric(t->info->fabric_attr, &t->fabric, NULL) == 0);
 	REQUIRE(fi_domain(t->fabric, t->info, &t->domain, NULL) == 0);
 	REQUIRE(fi_endpoint(t->domain, t->info, &t->ep, NULL) == 0);
@@ -148,8 +155,10 @@ static void xt_cntr_wait(struct xt_rma *t, struct fid_cntr *cntr, uint64_t n)
 
 static int xt_mr_mode_arg(int argc, char **argv)
 {
-	if (argc > 4 && !strcmp(argv[4], "basic0"))
+	if (argc > 4 && !strcmp(argv[4], "requested"))
 		return 0;
+	if (argc > 4 && !strcmp(argv[4], "basic"))
+		return FI_MR_BASIC;
 	return FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED | FI_MR_LOCAL;
 }
 
