@@ -88,35 +88,7 @@ impl RecvBuffers for App {
         b[offset..offset + src.len()].copy_from_slice(src);
     }
 
-    fn rma_check(
-        &mut self,
-        key: u64,
-        addr: u64,
-        len: u64,
-        access: Access,
-    ) -> Result<(), RmaStatus> {
-        self.mem.check(key, addr, len, access)
-    }
-
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
-        self.mem.write(key, addr, src);
-    }
-
-    fn rma_atomic(
-        &mut self,
-        key: u64,
-        addr: u64,
-        op: u8,
-        datatype: u8,
-        operands: &[u8],
-        result: &mut [u8],
-    ) -> Result<(), RmaStatus> {
-        self.mem.atomic(key, addr, op, datatype, operands, result)
-    }
-
-    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
-        self.mem.result(token, offset, src);
-    }
+    ofi_xdp_reliability::rma_target_in!(mem);
 }
 
 /// An RMA operation outstanding, and what its completion must show.

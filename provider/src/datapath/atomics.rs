@@ -98,18 +98,25 @@ trait Elem: Copy + PartialOrd {
     fn mswap(self, o: Self, mask: Self) -> Self;
 }
 
+/// The bytes of an element: native order, as the application wrote them.
+macro_rules! elem_bytes {
+    ($t:ty) => {
+        const SIZE: usize = size_of::<$t>();
+        fn load(b: &[u8]) -> Self {
+            let mut a = [0u8; size_of::<$t>()];
+            a.copy_from_slice(&b[..Self::SIZE]);
+            <$t>::from_ne_bytes(a)
+        }
+        fn store(self, b: &mut [u8]) {
+            b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
+        }
+    };
+}
+
 macro_rules! int_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
-            const SIZE: usize = size_of::<$t>();
-            fn load(b: &[u8]) -> Self {
-                let mut a = [0u8; size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_ne_bytes(a)
-            }
-            fn store(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
-            }
+            elem_bytes!($t);
             fn add(self, o: Self) -> Self {
                 self.wrapping_add(o)
             }
@@ -139,15 +146,7 @@ int_elem!(i8, u8, i16, u16, i32, u32, i64, u64);
 macro_rules! float_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
-            const SIZE: usize = size_of::<$t>();
-            fn load(b: &[u8]) -> Self {
-                let mut a = [0u8; size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_ne_bytes(a)
-            }
-            fn store(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
-            }
+            elem_bytes!($t);
             fn add(self, o: Self) -> Self {
                 self + o
             }

@@ -19,6 +19,47 @@ pub const ATOMIC_CSWAP: u8 = 1;
 /// The only simulated datatype: `u64`.
 pub const DATATYPE_U64: u8 = 0;
 
+/// The RMA target and result methods of [`crate::RecvBuffers`], for an impl
+/// block of a type whose field `$mem` is a [`Memory`].
+#[macro_export]
+macro_rules! rma_target_in {
+    ($mem:ident) => {
+        fn rma_check(
+            &mut self,
+            key: u64,
+            addr: u64,
+            len: u64,
+            access: $crate::Access,
+        ) -> Result<(), $crate::RmaStatus> {
+            self.$mem.check(key, addr, len, access)
+        }
+
+        fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+            self.$mem.write(key, addr, src);
+        }
+
+        fn rma_atomic(
+            &mut self,
+            key: u64,
+            addr: u64,
+            op: u8,
+            datatype: u8,
+            operands: &[u8],
+            result: &mut [u8],
+        ) -> Result<(), $crate::RmaStatus> {
+            self.$mem.atomic(key, addr, op, datatype, operands, result)
+        }
+
+        fn rma_remote_done(&mut self, key: u64, access: $crate::Access) {
+            self.$mem.executed.push((key, access));
+        }
+
+        fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
+            self.$mem.result(token, offset, src);
+        }
+    };
+}
+
 /// A registered region: its bytes start at address `base`.
 #[derive(Debug, Clone)]
 pub struct Region {
