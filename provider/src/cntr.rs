@@ -22,6 +22,9 @@ pub struct Cntr {
     value: AtomicU64,
     errors: AtomicU64,
     progress: ProgressSet<Endpoint>,
+    /// Bound to a registration (fi_mr_bind): reads also progress every
+    /// endpoint of the domain, through which peers' operations arrive.
+    pub counts_registrations: std::sync::atomic::AtomicBool,
 }
 
 impl Cntr {
@@ -39,6 +42,9 @@ impl Cntr {
     }
     pub fn run_progress(&self) {
         self.progress.run();
+        if self.counts_registrations.load(Ordering::Relaxed) {
+            self.domain.endpoints.run();
+        }
     }
 }
 
@@ -119,6 +125,7 @@ pub unsafe extern "C" fn xdp_cntr_open(
             value: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             progress: ProgressSet::default(),
+            counts_registrations: Default::default(),
         });
         let o = CntrObj {
             fid: fid_cntr {

@@ -25,6 +25,9 @@ pub struct Domain {
     pub memory: Arc<crate::datapath::Registry>,
     /// The next key the provider picks (FI_MR_PROV_KEY).
     pub next_mr_key: std::sync::atomic::AtomicU64,
+    /// Its enabled endpoints: what a counter bound to a registration
+    /// progresses (peers' operations on it arrive through any of them).
+    pub endpoints: crate::progress::ProgressSet<crate::ep::Endpoint>,
     pub eq: Mutex<Option<Arc<crate::eq::Eq>>>,
 }
 
@@ -114,6 +117,7 @@ pub unsafe extern "C" fn xdp_domain(
             cfg: crate::params::Config::load(),
             memory: Arc::default(),
             next_mr_key: std::sync::atomic::AtomicU64::new(1),
+            endpoints: Default::default(),
             eq: Mutex::new(None),
         });
         let o = DomainObj {

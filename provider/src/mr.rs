@@ -75,6 +75,8 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             k.refs.put();
             return Err(Errno::INVAL);
         }
+        k.counts_registrations
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         lock(&m.inner.counters).push(k);
         Ok(0)
     })

@@ -177,6 +177,7 @@ impl Endpoint {
     /// fi_close: stop the data path (no completion may arrive afterwards)
     /// and give back every binding and the domain reference.
     fn close(&self) {
+        self.domain.endpoints.detach(&self.me);
         {
             let mut st = lock(&self.state);
             if wants_wait_fd(&st)
@@ -258,6 +259,7 @@ impl Endpoint {
             }
         }
         st.core = Some(core);
+        self.domain.endpoints.attach(self.me.clone());
         st.enabled = true;
         Ok(())
     }

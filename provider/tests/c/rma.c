@@ -252,6 +252,19 @@ int main(int argc, char **argv)
 		CHECK_RET(fi_close(&dup->fid), 0);
 	}
 
+	/* A counter bound only to a registration progresses the domain's
+	 * endpoints while it waits: the write executes without a CQ read. */
+	struct fid_cntr *mr_wait;
+	struct fi_cntr_attr wait_attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	REQUIRE(fi_cntr_open(t.domain, &wait_attr, &mr_wait, NULL) == 0);
+	CHECK_RET(fi_mr_bind(mr, &mr_wait->fid, FI_REMOTE_WRITE), 0);
+	fill(local, 64, 1);
+	CHECK_RET(fi_write(t.ep, local, 64, NULL, t.self, addr, key, &wait_attr), 0);
+	CHECK_RET(fi_cntr_wait(mr_wait, 1, 5000), 0);
+	CHECK(same(target, 64, 1));
+	xt_ok(&t, &wait_attr, FI_RMA | FI_WRITE);
+	writes++;
+
 	writes_and_reads();
 	vectors_and_msgs();
 	injects();
@@ -266,6 +279,7 @@ int main(int argc, char **argv)
 	CHECK(fi_cntr_read(t.remote_w) == writes);
 	CHECK(fi_cntr_read(t.remote_r) == reads);
 	CHECK(fi_cntr_read(mr_w) == writes - 1);
+	CHECK(fi_cntr_read(mr_wait) == writes - 1);
 	if (fi_cntr_read(t.remote_w) != writes || fi_cntr_read(mr_w) != writes - 1)
 		fprintf(stderr, "  remote writes %llu, mr %llu, want %llu\n",
 			(unsigned long long)fi_cntr_read(t.remote_w),
@@ -273,6 +287,7 @@ int main(int argc, char **argv)
 
 	CHECK_RET(fi_close(&mr->fid), 0);
 	CHECK_RET(fi_close(&mr_w->fid), 0);
+	CHECK_RET(fi_close(&mr_wait->fid), 0);
 	CHECK_RET(fi_close(&mr_ro->fid), 0);
 	CHECK_RET(fi_close(&mr_wo->fid), 0);
 	xt_rma_close(&t);
