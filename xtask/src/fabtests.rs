@@ -14,8 +14,9 @@
 //!
 //! Without options after `--` it runs the `short` set (which holds
 //! `fi_rma_bw -e rdm -o write|read|writedata` and `fi_rdm_atomic -o all`)
-//! and `functional`; anything after `--` is passed to runfabtests.sh instead
-//! (e.g. `-- -t unit`, `-- -t short -e msg`).
+//! and `functional`, less the tests in [`EXCLUDED`] (said why when it
+//! runs); anything after `--` is passed to runfabtests.sh instead (e.g.
+//! `-- -t unit`, `-- -t short -e msg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +24,14 @@ use std::process::Command;
 use ofi_xdp_testhosts::HostPair;
 
 use crate::steps::{self, project_root, provider_dir, target_dir};
+
+/// Tests the default run leaves out, and why: each one's own fault, not
+/// the provider's.
+const EXCLUDED: &[(&str, &str)] = &[(
+    "fi_multi_mr",
+    "waits with fi_cntr_wait on counters opened with FI_WAIT_NONE, which fi_cntr(3) \
+     calls invalid (the provider answers -FI_EINVAL)",
+)];
 
 /// What the command was given.
 struct Args {
@@ -168,9 +177,16 @@ pub fn fabtests(args: &[String]) -> Result<(), String> {
     crate::progress::step("build the provider", steps::build)?;
     let install = crate::progress::step("build fabtests", || build(&src))?;
     let suites: Vec<Vec<String>> = if a.suite.is_empty() {
+        let excluded: Vec<&str> = EXCLUDED.iter().map(|(t, _)| *t).collect();
+        for (t, why) in EXCLUDED {
+            eprintln!("xtask: fabtests: leaving out {t}: it {why}");
+        }
         ["short", "functional"]
             .iter()
-            .map(|s| vec!["-t".to_owned(), (*s).to_owned()])
+            .map(|s| {
+                let set = ["-t", s, "-e", &excluded.join(",")];
+                set.iter().map(|a| (*a).to_owned()).collect()
+            })
             .collect()
     } else {
         vec![a.suite]
