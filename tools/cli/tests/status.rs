@@ -124,7 +124,12 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
     let t0 = Instant::now();
     let first = loop {
         let s = status(&pair.a);
-        if s.contains("(ours)") && s.contains("UDP port") && counter(&s, "steered") > 100 {
+        if s.contains("(ours)")
+            && s.contains("UDP port")
+            && counter(&s, "steered") > 100
+            && s.contains("endpoint rdm")
+            && counter(&s, "rx_datagrams") > 100
+        {
             break s;
         }
         assert!(
@@ -142,6 +147,14 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
     );
     assert!(first.contains("-> XSKMAP slot 0"), "{first}");
     assert!(first.contains("loaded 20"), "{first}");
+    // The server's own statistics file (the provider publishes it): its
+    // endpoint on the AF_XDP path, with the engine's and the link's figures.
+    assert!(
+        first.contains(&format!("endpoint rdm {}:", pair.a.ipv4()))
+            && first.contains("on AF_XDP queue 0 slot 0"),
+        "{first}"
+    );
+    assert!(counter(&first, "link_rx_packets") > 0, "{first}");
 
     // --watch: two screens a moment apart, the second with rates.
     let watched = stdout_of(&ofi_xdp(&[
