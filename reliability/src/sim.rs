@@ -12,7 +12,6 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::api::{Config, Event, RecvBuffers, SendBuffers};
-use crate::rma::{Access, RmaStatus};
 
 pub mod memory;
 use crate::engine::Engine;
@@ -400,37 +399,5 @@ impl RecvBuffers for Buffers {
         }
     }
 
-    fn rma_check(
-        &mut self,
-        key: u64,
-        addr: u64,
-        len: u64,
-        access: Access,
-    ) -> Result<(), RmaStatus> {
-        self.mem.check(key, addr, len, access)
-    }
-
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
-        self.mem.write(key, addr, src);
-    }
-
-    fn rma_atomic(
-        &mut self,
-        key: u64,
-        addr: u64,
-        op: u8,
-        datatype: u8,
-        operands: &[u8],
-        result: &mut [u8],
-    ) -> Result<(), RmaStatus> {
-        self.mem.atomic(key, addr, op, datatype, operands, result)
-    }
-
-    fn rma_remote_done(&mut self, key: u64, access: Access) {
-        self.mem.executed.push((key, access));
-    }
-
-    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
-        self.mem.result(token, offset, src);
-    }
+    crate::rma_target_in!(mem);
 }
