@@ -477,9 +477,13 @@ mod tests {
         };
         let cfg = Config::default();
         let mut h: fi_info = zeroed();
-        h.caps = FI_MSG | FI_RMA;
+        h.caps = FI_MSG | FI_TRIGGER;
         let mut o = base(&e, API, &cfg);
         assert!(apply_hints(&mut o, &h, API).is_err());
+        h.caps = FI_MSG | FI_RMA | FI_ATOMIC;
+        let mut o = base(&e, API, &cfg);
+        apply_hints(&mut o, &h, API).unwrap();
+        assert_eq!(o.info.caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
         h.caps = FI_TAGGED;
         let mut o = base(&e, API, &cfg);
         apply_hints(&mut o, &h, API).unwrap();
