@@ -7,14 +7,16 @@
 //! into a table of addresses, stable for the endpoint's lifetime. Sending
 //! to ourselves feeds our own datagrams straight back into the engine.
 
+mod buffers;
 mod rma;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
+
+use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
 
 use super::peers::Peers;
 use super::port::{Port, link_err};
@@ -22,7 +24,7 @@ use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::datapath::{
     Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
-    Registry, RmaOp, RxOp, TxOp, WaitState, contiguous, gather, scatter,
+    Registry, RmaOp, RxOp, TxOp, WaitState, contiguous,
 };
 use crate::probe::{self, Stage};
 use crate::sys::*;
@@ -42,100 +44,6 @@ const KICK_EVERY: usize = 32;
 /// enough for thousands of peers; peers beyond that find out by their own
 /// retry limit.
 const MAX_CLOSE_ROUNDS: usize = 64;
-
-struct SendState {
-    context: usize,
-    iov: Iov,
-    report: bool,
-}
-
-struct RecvState {
-    context: usize,
-    iov: Iov,
-    report: bool,
-    multi: bool,
-}
-
-/// Operations by token. Tokens are ours (a counter), so the fast hash.
-type TokenMap<V> = HashMap<u64, V, rel::FxBuild>;
-
-/// Send buffers by token, and (as RMA target) the registered memory a
-/// read's response is copied from.
-struct SendSide<'a>(&'a TokenMap<SendState>, &'a Registry);
-/// Receive buffers by token, RMA results by token (reads, fetches), and
-/// (as RMA target) the registered memory writes and atomics go to.
-/// Remote accesses executed in the pass (key, access) are noted in the
-/// fourth: FI_RMA_EVENT counters count them after it.
-struct RecvSide<'a>(
-    &'a TokenMap<RecvState>,
-    &'a TokenMap<Iov>,
-    &'a Registry,
-    &'a mut Vec<(u64, rel::Access)>,
-);
-
-impl rel::SendBuffers for SendSide<'_> {
-    fn read(&mut self, token: u64, offset: usize, dst: &mut [u8]) {
-        match self.0.get(&token) {
-            // SAFETY: the send's buffers stay valid until its completion,
-            // which the engine reports only after its last read.
-            Some(s) => unsafe { gather(&s.iov, offset, dst) },
-            None => dst.fill(0),
-        }
-    }
-
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        self.1.read(key, addr, dst);
-    }
-}
-
-impl rel::RecvBuffers for RecvSide<'_> {
-    fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
-        if let Some(r) = self.0.get(&token) {
-            // SAFETY: the receive's buffers stay valid until its completion.
-            unsafe { scatter(&r.iov, offset, src) };
-        }
-    }
-
-    fn rma_check(
-        &mut self,
-        key: u64,
-        addr: u64,
-        len: u64,
-        access: rel::Access,
-    ) -> std::result::Result<(), rel::RmaStatus> {
-        self.2.check(key, addr, len, access).map(|_| ())
-    }
-
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
-        self.2.write(key, addr, src);
-    }
-
-    fn rma_atomic(
-        &mut self,
-        key: u64,
-        addr: u64,
-        op: u8,
-        datatype: u8,
-        operands: &[u8],
-        result: &mut [u8],
-    ) -> std::result::Result<(), rel::RmaStatus> {
-        let (op, datatype) = (libc::c_int::from(op), libc::c_int::from(datatype));
-        self.2.atomic(key, addr, op, datatype, operands, result)
-    }
-
-    fn rma_remote_done(&mut self, key: u64, access: rel::Access) {
-        self.3.push((key, access));
-    }
-
-    fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
-        if let Some(iov) = self.1.get(&token) {
-            // SAFETY: a read's or fetch's result buffers stay valid until
-            // its completion (fi_rma(3), fi_atomic(3)); the engine writes
-            // only inside the length posted.
-            unsafe { scatter(iov, offset, src) };
-        }
-    }
-}
 
 pub struct Rdm {
     port: Port,
