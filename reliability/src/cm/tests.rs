@@ -246,3 +246,40 @@ fn data_size_and_backlog_are_bounded() {
     assert!(l.poll_request().is_some());
     assert!(l.poll_request().is_none(), "beyond the backlog of 1");
 }
+
+#[test]
+fn a_disconnect_before_the_confirm_still_reports_the_connection_first() {
+    let mut s = conn(9);
+    let peer = Peer {
+        addr: C,
+        incarnation: 1,
+        link: [0; 6],
+    };
+    s.accept(Instant(0), peer, 7, &[]).unwrap();
+    let mut buf = [0u8; MAX_CM_LEN];
+    let (_, n) = s.poll_transmit(&mut buf).unwrap();
+    assert_eq!(decode(&buf[..n]).unwrap().ty, CmType::Accept);
+    let n = wire::encode(
+        &mut buf,
+        &CmMsg {
+            ty: CmType::Disconnect,
+            src_id: 7,
+            dst_id: 9,
+            incarnation: 1,
+            link: [0; 6],
+            param: &[],
+        },
+    );
+    s.handle(C, &decode(&buf[..n]).unwrap());
+    let ev = events(&mut s);
+    assert!(
+        matches!(&ev[..], [CmEvent::Connected { .. }, CmEvent::Shutdown]),
+        "{ev:?}"
+    );
+    // The DISCONNECT is acknowledged.
+    let (to, n) = s.poll_transmit(&mut buf).unwrap();
+    assert_eq!(
+        (to, decode(&buf[..n]).unwrap().ty),
+        (C, CmType::DisconnectAck)
+    );
+}
