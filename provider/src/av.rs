@@ -457,7 +457,7 @@ unsafe extern "C" fn av_straddr(
 ///
 /// # Safety
 /// `p` must point to one address of the AV's format.
-unsafe fn addr_at<'a>(p: *const u8, fallback: usize) -> &'a [u8] {
+pub(crate) unsafe fn addr_at<'a>(p: *const u8, fallback: usize) -> &'a [u8] {
     // SAFETY: per caller, at least 2 bytes are readable.
     let head = unsafe { std::slice::from_raw_parts(p, 2) };
     let len = match i32::from(u16::from_ne_bytes([head[0], head[1]])) {

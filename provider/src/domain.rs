@@ -26,6 +26,14 @@ pub struct Domain {
     pub eq: Mutex<Option<Arc<crate::eq::Eq>>>,
 }
 
+impl Domain {
+    /// Whether a progress thread drives this domain's endpoints
+    /// (FI_PROGRESS_AUTO asked for).
+    pub fn auto_progress(&self) -> bool {
+        false
+    }
+}
+
 #[repr(C)]
 pub struct DomainObj {
     pub fid: fid_domain,
@@ -40,7 +48,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     endpoint: Some(crate::ep::xdp_endpoint),
     scalable_ep: Some(domain_scalable_ep),
     cntr_open: Some(crate::cntr::xdp_cntr_open),
-    poll_open: Some(domain_poll_open),
+    poll_open: Some(crate::pollset::xdp_poll_open),
     stx_ctx: Some(domain_stx_ctx),
     srx_ctx: Some(domain_srx_ctx),
     query_atomic: Some(domain_query_atomic),
@@ -172,14 +180,6 @@ unsafe extern "C" fn domain_scalable_ep(
     _: *mut fi_info,
     _: *mut *mut fid_ep,
     _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-/// Poll sets are not offered.
-unsafe extern "C" fn domain_poll_open(
-    _: *mut fid_domain,
-    _: *mut fi_poll_attr,
-    _: *mut *mut fid_poll,
 ) -> c_int {
     -FI_ENOSYS
 }

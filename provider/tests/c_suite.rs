@@ -252,6 +252,55 @@ fn run_data_with(
     let _ = std::fs::remove_dir_all(&rv);
 }
 
+/// Run `tests/c/<name>.c` as `server` in `a` and `client` in `b` (argv:
+/// <iface> <local IP> <peer IP> <role> <rendezvous dir>), each with its
+/// own extra environment; both must pass.
+fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]) {
+    let bin = compile(name);
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let rv = work_dir().join(format!("rv-{name}-{}", pair.a.netns()));
+    std::fs::create_dir_all(&rv).unwrap();
+    let rv_s = rv.to_string_lossy().into_owned();
+    let server = {
+        let mut cmd = pair.a.command(&bin);
+        cmd.arg(pair.a.ifname())
+            .arg(pair.a.ipv4().to_string())
+            .arg(pair.b.ipv4().to_string())
+            .args(["server", &rv_s])
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env("FI_LOG_LEVEL", "warn")
+            .env_remove("FI_PROVIDER")
+            .envs(server_env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let mut env = vec![("FI_LOG_LEVEL", "warn")];
+    env.extend_from_slice(client_env);
+    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s], &env);
+    let server = server.wait_with_output().unwrap();
+    if !client.status.success() {
+        eprintln!(
+            "server stdout:\n{}\nserver stderr:\n{}",
+            String::from_utf8_lossy(&server.stdout),
+            String::from_utf8_lossy(&server.stderr)
+        );
+    }
+    assert_passed(&format!("{name} client"), &client);
+    assert_passed(&format!("{name} server"), &server);
+    let _ = std::fs::remove_dir_all(&rv);
+}
+
+/// Connected endpoints (FI_EP_MSG), the programmer's guide way: listen,
+/// connect, accept, ping-pong with data checks, shutdown; a rejected
+/// request, a connect to nobody (refused) and to a silent port (timed out,
+/// FI_XDP_PEER_TIMEOUT=2), and a peer that closes without fi_shutdown.
+#[test]
+fn c_msg_ep() {
+    run_pair("msg_ep", &[], &[("FI_XDP_PEER_TIMEOUT", "2")]);
+}
+
 /// One side on its kernel UDP socket (FI_XDP_KERNEL_PATH), the other on
 /// AF_XDP: the two paths interoperate. In RDM both directions carry data;
 /// in DGRAM the client sends, so its kernel-sent datagrams (with the partial

@@ -18,10 +18,12 @@
 //! implementations are single-threaded (`Send`, not `Sync`).
 
 mod completion;
+mod conn;
 pub mod iov;
 mod op;
 
 pub use completion::{Completion, CompletionError, Direction, DpCompletion};
+pub use conn::{ConnEvent, ConnRequest};
 pub use iov::{Iov, Payload, contiguous, gather, gather_iov, scatter};
 pub use op::{Peek, RxOp, TxOp};
 
@@ -45,6 +47,14 @@ pub struct OpenArgs {
     /// The kernel UDP socket that reserved `local`'s port (`None`: the data
     /// path binds one itself).
     pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
+}
+
+impl OpenArgs {
+    /// Whether the endpoint runs the reliability engine (FI_EP_RDM, and
+    /// FI_EP_MSG, whose connection is an engine session to one peer).
+    pub fn reliable(&self) -> bool {
+        self.ep_type == crate::sys::FI_EP_RDM || self.ep_type == crate::sys::FI_EP_MSG
+    }
 }
 
 /// A running data path: one AF_XDP socket plus protocol state.
@@ -73,6 +83,25 @@ pub trait DataPath: Send {
     /// application block on the wait fd, and until when at the latest?
     fn wait_state(&self) -> WaitState {
         WaitState::Idle { timer: None }
+    }
+    /// fi_connect (connected endpoints only): ask the listener at `to` for
+    /// a connection, with `param` (at most the CM data size).
+    fn connect(&mut self, _to: XdpAddr, _param: &[u8]) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// fi_accept of `req` (connected endpoints only).
+    fn accept(&mut self, _req: &ConnRequest, _param: &[u8]) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// fi_shutdown: end the connection; posted receives complete through
+    /// `out` with FI_ECANCELED before this returns (fi_cm(3)).
+    fn shutdown(&mut self, _out: &mut dyn FnMut(DpCompletion)) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// The next event of the connection, after a progress pass or a call
+    /// above.
+    fn poll_conn(&mut self) -> Option<ConnEvent> {
+        None
     }
 }
 

@@ -79,7 +79,8 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
     })
 }
 
-/// fi_getopt: FI_OPT_ENDPOINT / FI_OPT_MIN_MULTI_RECV (size_t).
+/// fi_getopt: FI_OPT_ENDPOINT / FI_OPT_MIN_MULTI_RECV (size_t), and
+/// FI_OPT_CM_DATA_SIZE (size_t) on connected endpoints.
 unsafe extern "C" fn ep_getopt(
     f: fid_t,
     level: c_int,
@@ -97,6 +98,10 @@ unsafe extern "C" fn ep_getopt(
             return Err(Errno::INVAL);
         }
         match optname {
+            // SAFETY: optval/optlen checked non-NULL, per fi_endpoint(3).
+            FI_OPT_CM_DATA_SIZE if e.ep_type == FI_EP_MSG => unsafe {
+                super::cm_data_size_opt(level, optname, optval, optlen)
+            },
             FI_OPT_MIN_MULTI_RECV => {
                 // SAFETY: optlen non-NULL.
                 if unsafe { *optlen } < size_of::<size_t>() {

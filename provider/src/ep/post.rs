@@ -16,7 +16,7 @@ use libc::{c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, lock};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
-use crate::ep::Endpoint;
+use crate::ep::{ConnPhase, Endpoint};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
 
@@ -273,7 +273,7 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     if flags & !SEND_FLAGS != 0 {
         return Err(Errno::BADFLAGS);
     }
-    if s.data.is_some() && e.ep_type != FI_EP_RDM {
+    if s.data.is_some() && e.ep_type == FI_EP_DGRAM {
         // Remote CQ data needs our RDM header (cq_data_size = 0 on DGRAM).
         return Err(Errno::BADFLAGS);
     }
@@ -286,8 +286,17 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
         return Err(Errno::INVAL);
     }
     let mut st = lock(&e.state);
-    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
-    let dest = av.lookup(s.dest).ok_or(Errno::INVAL)?;
+    let dest = if e.ep_type == FI_EP_MSG {
+        // fi_cm(3): no data before FI_CONNECTED; the address argument of a
+        // connected endpoint's send is ignored.
+        match (st.conn, st.peer) {
+            (ConnPhase::Connected, Some(p)) => p,
+            _ => return Err(Errno(FI_ENOTCONN)),
+        }
+    } else {
+        let av = st.av.as_ref().ok_or(Errno::NOAV)?;
+        av.lookup(s.dest).ok_or(Errno::INVAL)?
+    };
     if !st.enabled {
         return Err(Errno::OPBADSTATE);
     }
@@ -329,6 +338,11 @@ pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
         return Err(Errno::BADFLAGS);
     }
     let mut st = lock(&e.state);
+    // A connected endpoint takes receives before it is connected (fi_cm(3)),
+    // not after its connection ended.
+    if st.conn == ConnPhase::Down {
+        return Err(Errno(FI_ENOTCONN));
+    }
     let src = if r.src == FI_ADDR_UNSPEC || e.caps & FI_DIRECTED_RECV == 0 {
         None
     } else {

@@ -33,6 +33,10 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// Connected endpoints: RDM's messaging to one peer. FI_SOURCE and
+/// FI_DIRECTED_RECV are for connectionless endpoints (fi_getinfo(3)).
+pub const MSG_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 pub(super) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
 pub(super) const RX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV;
@@ -61,6 +65,9 @@ pub const IOV_LIMIT: usize = 4;
 pub const MEM_TAG_FORMAT: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// Provider-specific protocol id of the RDM wire protocol.
 pub const PROTO_XDP_RDM: u32 = FI_PROV_SPECIFIC | 0x5844;
+/// The same protocol with connection management (reliability/PROTOCOL.md
+/// §8): FI_EP_MSG.
+pub const PROTO_XDP_MSG: u32 = FI_PROV_SPECIFIC | 0x584D;
 pub const PROTO_VERSION: u32 = 1;
 /// Bytes of err_data a CQ error entry may carry.
 pub const MAX_ERR_DATA: usize = 64;
@@ -109,8 +116,13 @@ pub(super) fn zeroed<T>() -> T {
 }
 
 pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
-    let rdm = e.ep_type == FI_EP_RDM;
-    let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS };
+    // RDM and MSG run the reliability engine; DGRAM is plain UDP.
+    let rdm = e.ep_type != FI_EP_DGRAM;
+    let caps = match e.ep_type {
+        FI_EP_RDM => RDM_CAPS,
+        FI_EP_MSG => MSG_CAPS,
+        _ => DGRAM_CAPS,
+    };
     let payload = max_datagram_payload(e.iface, e.src.is_ipv6(), cfg);
     let mut o = Box::new(Owned {
         info: zeroed(),
@@ -143,7 +155,11 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.rx.iov_limit = IOV_LIMIT;
 
     o.ep.type_ = e.ep_type;
-    o.ep.protocol = if rdm { PROTO_XDP_RDM } else { FI_PROTO_UDP };
+    o.ep.protocol = match e.ep_type {
+        FI_EP_RDM => PROTO_XDP_RDM,
+        FI_EP_MSG => PROTO_XDP_MSG,
+        _ => FI_PROTO_UDP,
+    };
     o.ep.protocol_version = PROTO_VERSION;
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
     o.ep.mem_tag_format = if rdm { MEM_TAG_FORMAT } else { 0 };
@@ -152,8 +168,14 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
 
     o.dom.threading = FI_THREAD_SAFE;
     // Control operations (AV insert, MR registration, binds) complete
-    // synchronously; data transfers progress only inside our calls.
-    o.dom.control_progress = FI_PROGRESS_AUTO;
+    // synchronously; data transfers progress only inside our calls. A
+    // connection (MSG) is set up by messages, which progress inside the
+    // application's calls too (EQ reads drive them).
+    o.dom.control_progress = if e.ep_type == FI_EP_MSG {
+        FI_PROGRESS_MANUAL
+    } else {
+        FI_PROGRESS_AUTO
+    };
     o.dom.data_progress = FI_PROGRESS_MANUAL;
     o.dom.resource_mgmt = FI_RM_ENABLED;
     o.dom.av_type = FI_AV_UNSPEC;

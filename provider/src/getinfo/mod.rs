@@ -2,7 +2,7 @@
 //! application's hints (fi_getinfo(3)).
 //!
 //! One entry per usable interface (domain name = interface name) and
-//! endpoint type (FI_EP_RDM first, then FI_EP_DGRAM). Entries are built in
+//! endpoint type (FI_EP_RDM first, then FI_EP_DGRAM, then FI_EP_MSG). Entries are built in
 //! Rust-owned memory and copied with `fi_dupinfo`, so the core can free them
 //! with `fi_freeinfo`. `fabric_attr->prov_name` stays NULL: the core fills
 //! it in (a non-NULL value would be treated as a layered provider's base).
@@ -21,8 +21,8 @@ mod attrs;
 mod hints;
 
 pub use attrs::{
-    API_VERSION, DGRAM_CAPS, FABRIC_NAME, IOV_LIMIT, PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG,
-    RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
+    API_VERSION, DGRAM_CAPS, FABRIC_NAME, IOV_LIMIT, MSG_CAPS, PROVIDER_VERSION, RDM_CAPS,
+    RDM_MAX_MSG, RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
 };
 
 use attrs::{Entry, Owned, base};
@@ -49,6 +49,9 @@ const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
 struct Wanted {
     src: Option<SocketAddr>,
     dest: Option<SocketAddr>,
+    /// hints->handle: a passive endpoint of ours whose address the entries
+    /// take (fi_endpoint(3)), or a live connection request.
+    handle: Option<*mut fid>,
 }
 
 fn opt_cstr<'a>(p: *const c_char) -> Result<Option<&'a str>> {
@@ -83,10 +86,27 @@ fn wanted(
     hints: Option<&fi_info>,
 ) -> Result<Wanted> {
     let mut w = Wanted::default();
+    if let Some(h) = hints
+        && !h.handle.is_null()
+    {
+        // SAFETY: a non-NULL hints->handle is a fid (fi_getinfo(3)).
+        match unsafe { (*h.handle).fclass } {
+            FI_CLASS_PEP => {
+                // SAFETY: as above; pep_of checks it is ours.
+                let a = unsafe { crate::pep::address_of(h.handle) }.ok_or(Errno::NODATA)?;
+                w.src = Some(a.socket_addr());
+                w.handle = Some(h.handle);
+            }
+            FI_CLASS_CONNREQ if crate::pep::peek_request(h.handle).is_some() => {
+                w.handle = Some(h.handle);
+            }
+            _ => {}
+        }
+    }
     if let Some(h) = hints {
         // SAFETY: hints addresses are valid for their stated lengths.
         unsafe {
-            if !h.src_addr.is_null() {
+            if !h.src_addr.is_null() && w.handle.is_none() {
                 w.src = Some(
                     addr_from_raw(h.src_addr, h.src_addrlen)
                         .ok_or(Errno::NODATA)?
@@ -236,9 +256,10 @@ pub fn candidates(
         .and_then(|h| unsafe { h.ep_attr.as_ref() })
         .map(|e| e.type_)
     {
-        None | Some(FI_EP_UNSPEC) => &[FI_EP_RDM, FI_EP_DGRAM],
+        None | Some(FI_EP_UNSPEC) => &[FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG],
         Some(FI_EP_RDM) => &[FI_EP_RDM],
         Some(FI_EP_DGRAM) => &[FI_EP_DGRAM],
+        Some(FI_EP_MSG) => &[FI_EP_MSG],
         Some(t) => {
             xdp_info!(FI_LOG_CORE, "endpoint type {t} not supported");
             return Err(Errno::NODATA);
@@ -294,6 +315,9 @@ pub fn candidates(
                 dest: w.dest,
             };
             let mut o = base(&e, version, &cfg);
+            if ep_type == FI_EP_MSG {
+                o.info.handle = w.handle.unwrap_or(null_mut());
+            }
             if let Some(h) = hints
                 && let Err(why) = apply_hints(&mut o, h, version)
             {
@@ -367,6 +391,9 @@ pub struct InfoView {
     pub rx_op_flags: u64,
     pub threading: c_int,
     pub av_type: c_int,
+    /// `fi_info::handle`: a connection request (FI_CONNREQ) or a passive
+    /// endpoint whose address an active endpoint takes over.
+    pub handle: usize,
 }
 
 impl InfoView {
@@ -400,6 +427,7 @@ impl InfoView {
             rx_op_flags: rx.map(|r| r.op_flags).unwrap_or(0),
             threading: dom.map(|d| d.threading).unwrap_or(FI_THREAD_UNSPEC),
             av_type: dom.map(|d| d.av_type).unwrap_or(FI_AV_UNSPEC),
+            handle: i.handle as usize,
         })
     }
 }
