@@ -157,6 +157,13 @@ fn c_queues() {
     run_c_test("queues");
 }
 
+/// Poll sets, wait sets (UNSPEC, FD, MUTEX_COND, YIELD) and FI_WAIT_MUTEX_COND
+/// queues driving manual progress.
+#[test]
+fn c_waits() {
+    run_c_test("waits");
+}
+
 #[test]
 fn c_mr() {
     run_c_test("mr");
