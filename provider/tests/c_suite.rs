@@ -164,6 +164,13 @@ fn c_waits() {
     run_c_test("waits");
 }
 
+/// A named AV shared by two processes (created, attached with FI_READ,
+/// map_addr, removals seen across, mode 0600, gone with its creator).
+#[test]
+fn c_shared_av() {
+    run_c_test("shared_av");
+}
+
 #[test]
 fn c_mr() {
     run_c_test("mr");

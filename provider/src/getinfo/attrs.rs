@@ -31,8 +31,10 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV
     | FI_LOCAL_COMM
-    | FI_REMOTE_COMM;
-pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    | FI_REMOTE_COMM
+    | FI_SHARED_AV;
+pub const DGRAM_CAPS: u64 =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 /// Connected endpoints: RDM's messaging to one peer. FI_SOURCE and
 /// FI_DIRECTED_RECV are for connectionless endpoints (fi_getinfo(3)).
 pub const MSG_CAPS: u64 =
@@ -40,7 +42,8 @@ pub const MSG_CAPS: u64 =
 pub(super) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
 pub(super) const RX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV;
-pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// FI_SHARED_AV: named AVs shared by the processes of a host (av/shared.rs).
+pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 
 /// Operation flags an endpoint accepts in tx/rx `op_flags`.
