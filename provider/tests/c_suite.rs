@@ -315,6 +315,12 @@ fn c_msg_ep() {
     run_pair("msg_ep", &[], &[("FI_XDP_PEER_TIMEOUT", "2")]);
 }
 
+/// DGRAM with our header: FI_MSG_PREFIX and remote CQ data between hosts.
+#[test]
+fn c_dgram_prefix() {
+    run_pair("dgram_prefix", &[], &[]);
+}
+
 /// One side on its kernel UDP socket (FI_XDP_KERNEL_PATH), the other on
 /// AF_XDP: the two paths interoperate. In RDM both directions carry data;
 /// in DGRAM the client sends, so its kernel-sent datagrams (with the partial

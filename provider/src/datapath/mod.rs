@@ -47,6 +47,11 @@ pub struct OpenArgs {
     /// The kernel UDP socket that reserved `local`'s port (`None`: the data
     /// path binds one itself).
     pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
+    /// FI_EP_DGRAM with our header (remote CQ data) instead of plain UDP.
+    pub dgram_header: bool,
+    /// FI_MSG_PREFIX: bytes at the start of every send and receive buffer
+    /// that are the provider's (the DGRAM header goes there); 0 without.
+    pub msg_prefix: usize,
 }
 
 impl OpenArgs {

@@ -105,6 +105,11 @@ pub struct Endpoint {
     pub inject_size: usize,
     /// Largest message (ep_attr->max_msg_size).
     pub max_msg_size: usize,
+    /// FI_EP_DGRAM with our header (PROTO_XDP_DGRAM): remote CQ data.
+    pub dgram_header: bool,
+    /// FI_MSG_PREFIX: provider bytes at the start of every send and
+    /// receive buffer, not counted in any size limit (fi_getinfo(3)).
+    pub prefix: usize,
     pub me: Weak<Endpoint>,
     /// Default operation flags (fi_endpoint(3) FI_SETOPSFLAG), outside the
     /// state lock: every data call reads them, fi_control rarely sets them.
@@ -308,6 +313,8 @@ impl Endpoint {
                 &self.domain.cfg,
             ),
             min_multi_recv: st.min_multi_recv,
+            dgram_header: self.dgram_header,
+            msg_prefix: self.prefix,
             socket: st
                 .port_socket
                 .as_ref()
@@ -477,7 +484,15 @@ pub unsafe extern "C" fn xdp_endpoint(
             incarnation: random_u32(),
         };
         let payload = getinfo::max_datagram_payload(&domain.iface, ip.is_ipv6(), &domain.cfg);
+        let dgram_header = info.ep_type == FI_EP_DGRAM && info.protocol == getinfo::PROTO_XDP_DGRAM;
         let inner = Arc::new_cyclic(|me| Endpoint {
+            dgram_header,
+            // The prefix mode applies to the DGRAM entry that offers it.
+            prefix: if dgram_header && info.msg_prefix {
+                getinfo::DGRAM_PREFIX_SIZE
+            } else {
+                0
+            },
             domain: domain.clone(),
             ep_type: info.ep_type,
             caps,
@@ -511,12 +526,13 @@ pub unsafe extern "C" fn xdp_endpoint(
             fid: AtomicUsize::new(0),
         });
         let rdm = info.ep_type != FI_EP_DGRAM;
+        let cq_data = rdm || dgram_header;
         let o = EpObj {
             fid: fid_ep {
                 fid: object::header::<EpObj>(context),
                 ops: object::ops_ptr(&control::EP_OPS),
                 cm: object::ops_ptr(&cm::CM_OPS),
-                msg: if rdm {
+                msg: if cq_data {
                     object::ops_ptr(&msg::MSG_OPS_RDM)
                 } else {
                     object::ops_ptr(&msg::MSG_OPS_DGRAM)

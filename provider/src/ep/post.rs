@@ -273,11 +273,11 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     if flags & !SEND_FLAGS != 0 {
         return Err(Errno::BADFLAGS);
     }
-    if s.data.is_some() && e.ep_type == FI_EP_DGRAM {
-        // Remote CQ data needs our RDM header (cq_data_size = 0 on DGRAM).
+    if s.data.is_some() && e.ep_type == FI_EP_DGRAM && !e.dgram_header {
+        // Remote CQ data needs a header: plain UDP has cq_data_size = 0.
         return Err(Errno::BADFLAGS);
     }
-    let len: usize = s.iov.iter().map(|(_, l)| *l).sum();
+    let len = payload_len(e, &s.iov)?;
     if len > e.max_msg_size {
         return Err(Errno::INVAL);
     }
@@ -321,9 +321,24 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     Ok(0)
 }
 
+/// The application's bytes of an operation: its buffers less the
+/// FI_MSG_PREFIX space, which must come first and in one piece
+/// (fi_getinfo(3) FI_MSG_PREFIX); -FI_EINVAL without room for it.
+fn payload_len(e: &Endpoint, iov: &Iov) -> Result<usize> {
+    let len: usize = iov.iter().map(|(_, l)| *l).sum();
+    if e.prefix == 0 {
+        return Ok(len);
+    }
+    match iov.first() {
+        Some((_, first)) if *first >= e.prefix => Ok(len - e.prefix),
+        _ => Err(Errno::INVAL),
+    }
+}
+
 /// Validate a receive and hand it to the data path (fi_msg(3), fi_tagged(3)).
 pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     probe::at(Stage::RecvCalled);
+    payload_len(e, &r.iov)?;
     let flags = r
         .flags
         .unwrap_or_else(|| e.rx_op_flags.load(Ordering::Relaxed));

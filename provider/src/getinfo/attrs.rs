@@ -71,6 +71,12 @@ pub const PROTO_XDP_RDM: u32 = FI_PROV_SPECIFIC | 0x5844;
 /// The same protocol with connection management (reliability/PROTOCOL.md
 /// §8): FI_EP_MSG.
 pub const PROTO_XDP_MSG: u32 = FI_PROV_SPECIFIC | 0x584D;
+/// FI_EP_DGRAM with a 16-byte header before the application's bytes
+/// (`xdp/dgram.rs`): remote CQ data, and FI_MSG_PREFIX (the header lives
+/// in the application's prefix space).
+pub const PROTO_XDP_DGRAM: u32 = FI_PROV_SPECIFIC | 0x5847;
+/// The prefix FI_MSG_PREFIX asks of DGRAM buffers: the header above.
+pub const DGRAM_PREFIX_SIZE: usize = 16;
 pub const PROTO_VERSION: u32 = 1;
 /// Bytes of err_data a CQ error entry may carry.
 pub const MAX_ERR_DATA: usize = 64;
@@ -93,6 +99,8 @@ pub fn max_datagram_payload(iface: &Iface, v6: bool, cfg: &Config) -> usize {
 pub(super) struct Entry<'a> {
     pub(super) iface: &'a Iface,
     pub(super) ep_type: c_int,
+    /// DGRAM with our header (PROTO_XDP_DGRAM) instead of plain UDP.
+    pub(super) header: bool,
     pub(super) format: AddrFormat,
     pub(super) src: SocketAddr,
     pub(super) dest: Option<SocketAddr>,
@@ -161,6 +169,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.ep.protocol = match e.ep_type {
         FI_EP_RDM => PROTO_XDP_RDM,
         FI_EP_MSG => PROTO_XDP_MSG,
+        _ if e.header => PROTO_XDP_DGRAM,
         _ => FI_PROTO_UDP,
     };
     o.ep.protocol_version = PROTO_VERSION;
@@ -188,7 +197,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
         0
     };
     o.dom.mr_key_size = 8;
-    o.dom.cq_data_size = if rdm { 8 } else { 0 };
+    o.dom.cq_data_size = if rdm || e.header { 8 } else { 0 };
     o.dom.cq_cnt = 1024;
     // One AF_XDP socket per interface queue without shared UMEM, and the
     // endpoint binds FI_XDP_QUEUE: one endpoint per domain per process.

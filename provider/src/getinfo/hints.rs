@@ -23,8 +23,16 @@ pub(super) fn apply_hints(
         o.info.caps = h.caps | (ours & DEFAULT_SECONDARY);
     }
     // We require no mode bits, so any hints->mode is acceptable (mode is
-    // what the application can do for us, fi_getinfo(3) "Mode").
+    // what the application can do for us, fi_getinfo(3) "Mode"). One is
+    // used when offered: FI_MSG_PREFIX on DGRAM with our header, which then
+    // lives in the application's prefix space.
     o.info.mode = 0;
+    if o.ep.protocol == PROTO_XDP_DGRAM && h.mode & FI_MSG_PREFIX != 0 {
+        o.info.mode = FI_MSG_PREFIX;
+        o.tx.mode = FI_MSG_PREFIX;
+        o.rx.mode = FI_MSG_PREFIX;
+        o.ep.msg_prefix_size = DGRAM_PREFIX_SIZE;
+    }
 
     // SAFETY (all derefs below): attribute pointers in hints are NULL or
     // valid, as fi_getinfo(3) requires.
@@ -99,7 +107,7 @@ pub(super) fn apply_hints(
                 ep.max_msg_size, o.ep.max_msg_size
             ));
         }
-        if ep.msg_prefix_size > 0 {
+        if ep.msg_prefix_size > o.ep.msg_prefix_size {
             return Err("msg_prefix_size".into());
         }
         if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {

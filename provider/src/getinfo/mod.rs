@@ -2,7 +2,9 @@
 //! application's hints (fi_getinfo(3)).
 //!
 //! One entry per usable interface (domain name = interface name) and
-//! endpoint type (FI_EP_RDM first, then FI_EP_DGRAM, then FI_EP_MSG). Entries are built in
+//! endpoint type: FI_EP_RDM first, then FI_EP_DGRAM (plain UDP, then with
+//! our header: remote CQ data and FI_MSG_PREFIX — first when the hints'
+//! mode offers FI_MSG_PREFIX), then FI_EP_MSG. Entries are built in
 //! Rust-owned memory and copied with `fi_dupinfo`, so the core can free them
 //! with `fi_freeinfo`. `fabric_attr->prov_name` stays NULL: the core fills
 //! it in (a non-NULL value would be treated as a layered provider's base).
@@ -21,8 +23,8 @@ mod attrs;
 mod hints;
 
 pub use attrs::{
-    API_VERSION, DGRAM_CAPS, FABRIC_NAME, IOV_LIMIT, MSG_CAPS, PROVIDER_VERSION, RDM_CAPS,
-    RDM_MAX_MSG, RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
+    API_VERSION, DGRAM_CAPS, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, MSG_CAPS, PROTO_XDP_DGRAM,
+    PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG, RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
 };
 
 use attrs::{Entry, Owned, base};
@@ -252,14 +254,23 @@ pub fn candidates(
         xdp_info!(FI_LOG_CORE, "addr_format {hint_format:#x} not supported");
         return Err(Errno::NODATA);
     };
-    let ep_types: &[c_int] = match hints
+    // (endpoint type, DGRAM with our header)
+    let prefix_first = hints.is_some_and(|h| h.mode & FI_MSG_PREFIX != 0);
+    let dgrams: &[(c_int, bool)] = if prefix_first {
+        &[(FI_EP_DGRAM, true), (FI_EP_DGRAM, false)]
+    } else {
+        &[(FI_EP_DGRAM, false), (FI_EP_DGRAM, true)]
+    };
+    let kinds: Vec<(c_int, bool)> = match hints
         .and_then(|h| unsafe { h.ep_attr.as_ref() })
         .map(|e| e.type_)
     {
-        None | Some(FI_EP_UNSPEC) => &[FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG],
-        Some(FI_EP_RDM) => &[FI_EP_RDM],
-        Some(FI_EP_DGRAM) => &[FI_EP_DGRAM],
-        Some(FI_EP_MSG) => &[FI_EP_MSG],
+        None | Some(FI_EP_UNSPEC) => {
+            [&[(FI_EP_RDM, false)], dgrams, &[(FI_EP_MSG, false)]].concat()
+        }
+        Some(FI_EP_RDM) => vec![(FI_EP_RDM, false)],
+        Some(FI_EP_DGRAM) => dgrams.to_vec(),
+        Some(FI_EP_MSG) => vec![(FI_EP_MSG, false)],
         Some(t) => {
             xdp_info!(FI_LOG_CORE, "endpoint type {t} not supported");
             return Err(Errno::NODATA);
@@ -306,10 +317,11 @@ pub fn candidates(
             .map(|s| s.port())
             .filter(|p| *p != 0)
             .unwrap_or(cfg.port);
-        for &ep_type in ep_types {
+        for &(ep_type, header) in &kinds {
             let e = Entry {
                 iface,
                 ep_type,
+                header,
                 format,
                 src: SocketAddr::new(src_ip, port),
                 dest: w.dest,
@@ -391,6 +403,10 @@ pub struct InfoView {
     pub rx_op_flags: u64,
     pub threading: c_int,
     pub av_type: c_int,
+    /// `ep_attr->protocol`.
+    pub protocol: u32,
+    /// FI_MSG_PREFIX among the modes the application accepted.
+    pub msg_prefix: bool,
     /// `fi_info::handle`: a connection request (FI_CONNREQ) or a passive
     /// endpoint whose address an active endpoint takes over.
     pub handle: usize,
@@ -428,6 +444,10 @@ impl InfoView {
             threading: dom.map(|d| d.threading).unwrap_or(FI_THREAD_UNSPEC),
             av_type: dom.map(|d| d.av_type).unwrap_or(FI_AV_UNSPEC),
             handle: i.handle as usize,
+            protocol: ep.map(|e| e.protocol).unwrap_or(FI_PROTO_UNSPEC),
+            msg_prefix: (i.mode | tx.map_or(0, |t| t.mode) | rx.map_or(0, |r| r.mode))
+                & FI_MSG_PREFIX
+                != 0,
         })
     }
 }
@@ -496,6 +516,7 @@ mod tests {
         let e = Entry {
             iface: &i,
             ep_type: FI_EP_RDM,
+            header: false,
             format: AddrFormat::Xdp,
             src: "10.9.0.1:0".parse().unwrap(),
             dest: None,

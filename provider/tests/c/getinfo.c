@@ -35,8 +35,9 @@ static void no_hints(void)
 		dgram += i->ep_attr->type == FI_EP_DGRAM;
 		msg += i->ep_attr->type == FI_EP_MSG;
 	}
-	/* One RDM, one DGRAM and one MSG entry for the one usable interface. */
-	CHECK(ours == 3 && rdm == 1 && dgram == 1 && msg == 1);
+	/* For the one usable interface: one RDM, two DGRAM (plain UDP and with
+	 * our header) and one MSG entry. */
+	CHECK(ours == 4 && rdm == 1 && dgram == 2 && msg == 1);
 	fi_freeinfo(info);
 }
 
@@ -45,8 +46,9 @@ static void prov_hint_attrs(void)
 	struct fi_info *info;
 	CHECK_RET(gi(xt_hints(FI_EP_UNSPEC), NULL, NULL, 0, &info), 0);
 	REQUIRE(info);
-	CHECK(count(info) == 3);
-	/* RDM first, then DGRAM, then MSG; truthful attributes. */
+	CHECK(count(info) == 4);
+	/* RDM first, then DGRAM (UDP, then with our header), then MSG;
+	 * truthful attributes. */
 	CHECK(info->ep_attr->type == FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV)) ==
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV));
@@ -69,7 +71,15 @@ static void prov_hint_attrs(void)
 	CHECK(d->ep_attr->protocol == FI_PROTO_UDP);
 	CHECK(d->domain_attr->cq_data_size == 0);
 	REQUIRE(d->next);
-	struct fi_info *m = d->next;
+	struct fi_info *dh = d->next;
+	CHECK(dh->ep_attr->type == FI_EP_DGRAM);
+	CHECK(dh->ep_attr->protocol != FI_PROTO_UDP);
+	CHECK(dh->domain_attr->cq_data_size == 8);
+	/* FI_MSG_PREFIX only when the hints' mode offers it (dgram_prefix.c). */
+	CHECK(dh->mode == 0 && dh->ep_attr->msg_prefix_size == 0);
+	CHECK(dh->ep_attr->max_msg_size == d->ep_attr->max_msg_size);
+	REQUIRE(dh->next);
+	struct fi_info *m = dh->next;
 	CHECK(m->ep_attr->type == FI_EP_MSG);
 	CHECK((m->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV)) ==
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV));
@@ -97,7 +107,7 @@ static void ep_type_hints(void)
 	CHECK_RET(gi(xt_hints(FI_EP_DGRAM), NULL, NULL, 0, &info), 0);
 	for (i = info; i; i = i->next)
 		CHECK(i->ep_attr->type == FI_EP_DGRAM);
-	CHECK(count(info) == 1);
+	CHECK(count(info) == 2);
 	fi_freeinfo(info);
 	CHECK_RET(gi(xt_hints(FI_EP_MSG), NULL, NULL, 0, &info), 0);
 	for (i = info; i; i = i->next)
