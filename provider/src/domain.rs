@@ -11,6 +11,7 @@ use crate::fabric::Fabric;
 use crate::getinfo::InfoView;
 use crate::ifaces::{self, Iface};
 use crate::object::{self, FidObject, Refs, obj};
+use crate::progress_thread::ProgressThread;
 use crate::sys::*;
 
 pub struct Domain {
@@ -24,13 +25,15 @@ pub struct Domain {
     /// FI_MR_PROV_KEY, and must be unique within the domain).
     pub mr_keys: Mutex<HashSet<u64>>,
     pub eq: Mutex<Option<Arc<crate::eq::Eq>>>,
+    /// FI_PROGRESS_AUTO asked for: the thread that drives the endpoints.
+    pub auto: Option<ProgressThread>,
 }
 
 impl Domain {
     /// Whether a progress thread drives this domain's endpoints
     /// (FI_PROGRESS_AUTO asked for).
     pub fn auto_progress(&self) -> bool {
-        false
+        self.auto.is_some()
     }
 }
 
@@ -73,6 +76,9 @@ unsafe impl FidObject for DomainObj {
         Some(&self.inner.refs)
     }
     fn release(&self) {
+        if let Some(t) = &self.inner.auto {
+            t.stop();
+        }
         if let Some(eq) = lock(&self.inner.eq).take() {
             eq.refs.put();
         }
@@ -112,7 +118,17 @@ pub unsafe extern "C" fn xdp_domain(
                 crate::xdp_warn!(FI_LOG_DOMAIN, "domain {name}: no such usable interface");
                 Errno::NODATA
             })?;
+        // fi_domain(3): automatic progress for data, or for the connection
+        // messages of connected endpoints, needs a thread of ours.
+        let auto = info.data_progress == FI_PROGRESS_AUTO
+            || (info.ep_type == FI_EP_MSG && info.control_progress == FI_PROGRESS_AUTO);
+        let auto = if auto {
+            Some(ProgressThread::start(&iface.name).map_err(|e| Errno::from_os(&e))?)
+        } else {
+            None
+        };
         let inner = Arc::new(Domain {
+            auto,
             refs: Refs::default(),
             fabric: fabric.clone(),
             iface,

@@ -43,6 +43,7 @@ pub mod pep;
 pub mod pollset;
 pub mod probe;
 pub mod progress;
+pub mod progress_thread;
 pub mod sys;
 pub mod wait;
 pub mod waitset;

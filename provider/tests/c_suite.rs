@@ -315,6 +315,14 @@ fn c_msg_ep() {
     run_pair("msg_ep", &[], &[("FI_XDP_PEER_TIMEOUT", "2")]);
 }
 
+/// FI_PROGRESS_AUTO: a receiver that makes no libfabric call for 3 s still
+/// answers a rendezvous and acknowledges it; a MUTEX_COND CQ's waiter is
+/// woken by the progress thread.
+#[test]
+fn c_auto_progress() {
+    run_pair("auto_progress", &[], &[]);
+}
+
 /// DGRAM with our header: FI_MSG_PREFIX and remote CQ data between hosts.
 #[test]
 fn c_dgram_prefix() {

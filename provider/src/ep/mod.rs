@@ -257,6 +257,10 @@ impl Endpoint {
                 let me: Weak<dyn Progress> = self.me.clone();
                 eq.detach(&me, None);
             }
+            if let Some(t) = &self.domain.auto {
+                let fd = st.core.as_ref().and_then(|c| c.wait_fd().ok().flatten());
+                t.detach(&self.me, fd);
+            }
             st.core = None;
             st.port_socket = None;
             let me = self.me.clone();
@@ -336,6 +340,10 @@ impl Endpoint {
                     k.add_wait_fd(fd);
                 }
             }
+        }
+        // FI_PROGRESS_AUTO: the domain's thread drives us from now on.
+        if let Some(t) = &self.domain.auto {
+            t.attach(self.me.clone(), core.wait_fd()?);
         }
         st.core = Some(core);
         st.enabled = true;

@@ -143,11 +143,11 @@ pub(super) fn apply_hints(
             FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.control_progress = d.control_progress,
             p => return Err(format!("control_progress {p}")),
         }
+        // FI_PROGRESS_AUTO: the domain then runs a progress thread
+        // (progress_thread.rs); manual progress stays the default.
         match d.data_progress {
-            FI_PROGRESS_UNSPEC | FI_PROGRESS_MANUAL => {}
-            FI_PROGRESS_AUTO => {
-                return Err("FI_PROGRESS_AUTO data progress is not supported".into());
-            }
+            FI_PROGRESS_UNSPEC => {}
+            FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.data_progress = d.data_progress,
             p => return Err(format!("data_progress {p}")),
         }
         match d.resource_mgmt {

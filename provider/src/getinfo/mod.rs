@@ -407,6 +407,9 @@ pub struct InfoView {
     pub protocol: u32,
     /// FI_MSG_PREFIX among the modes the application accepted.
     pub msg_prefix: bool,
+    /// `domain_attr->data_progress` / `control_progress`.
+    pub data_progress: c_int,
+    pub control_progress: c_int,
     /// `fi_info::handle`: a connection request (FI_CONNREQ) or a passive
     /// endpoint whose address an active endpoint takes over.
     pub handle: usize,
@@ -448,6 +451,8 @@ impl InfoView {
             msg_prefix: (i.mode | tx.map_or(0, |t| t.mode) | rx.map_or(0, |r| r.mode))
                 & FI_MSG_PREFIX
                 != 0,
+            data_progress: dom.map_or(FI_PROGRESS_UNSPEC, |d| d.data_progress),
+            control_progress: dom.map_or(FI_PROGRESS_UNSPEC, |d| d.control_progress),
         })
     }
 }
@@ -534,7 +539,16 @@ mod tests {
         d.data_progress = FI_PROGRESS_AUTO;
         h.domain_attr = &mut d;
         let mut o = base(&e, API, &cfg);
-        assert!(apply_hints(&mut o, &h, API).is_err());
+        apply_hints(&mut o, &h, API).unwrap();
+        assert_eq!(
+            o.dom.data_progress, FI_PROGRESS_AUTO,
+            "a progress thread when asked"
+        );
+        let mut shared_ctx: fi_domain_attr = zeroed();
+        shared_ctx.max_ep_stx_ctx = 1;
+        h.domain_attr = &mut shared_ctx;
+        let mut o = base(&e, API, &cfg);
+        assert!(apply_hints(&mut o, &h, API).is_err(), "no shared contexts");
     }
 
     const API: u32 = API_VERSION;
