@@ -132,7 +132,9 @@ impl Progress for Endpoint {
             self.route(&st, c);
         }
         st.pass_done = done;
-        self.conn_events(&mut st);
+        if self.ep_type == FI_EP_MSG {
+            self.conn_events(&mut st);
+        }
     }
 
     /// What the data path needs before the application may block
