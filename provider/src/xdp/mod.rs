@@ -11,11 +11,14 @@
 //! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`),
 //!   and FI_EP_MSG: the same with one peer, chosen by its connection
 //!   ([`connected`]).
+//! - `published`: each endpoint's identity and counters in a statistics file
+//!   that `ofi-xdp status` reads from another process.
 
 mod connected;
 pub mod dgram;
 mod peers;
 pub mod port;
+mod published;
 pub mod rdm;
 
 use crate::abi::Result;

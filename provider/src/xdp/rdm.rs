@@ -18,6 +18,7 @@ use rel::{Engine, Event, Instant as RelInstant};
 use super::connected::Connected;
 use super::peers::Peers;
 use super::port::{Port, link_err};
+use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::datapath::{
@@ -103,12 +104,14 @@ pub struct Rdm {
     /// FI_EP_MSG: the connection, which admits engine datagrams from its
     /// peer only.
     conn: Option<Connected>,
+    /// The statistics file `ofi-xdp status` reads.
+    published: Published,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds. Read on every progress pass and every
 /// send: one vDSO call, without `std::time::Instant`'s `Duration`
 /// arithmetic, which measured about as much again (≈ 110 against 60 cycles).
-fn monotonic_ns() -> u64 {
+pub(super) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -248,6 +251,13 @@ impl Rdm {
         };
         let mut peers = Peers::default();
         let self_key = peers.key(&args.local);
+        let published = Published::open(
+            args,
+            "rdm",
+            port.identity(),
+            &published::RDM_COUNTERS,
+            &published::RDM_GAUGES,
+        );
         Rdm {
             port,
             engine: Engine::new(cfg),
@@ -262,6 +272,7 @@ impl Rdm {
             timeouts_seen: 0,
             unknown_sources_dropped: 0,
             conn: (args.ep_type == FI_EP_MSG).then(|| Connected::new(args)),
+            published,
         }
     }
 
@@ -644,6 +655,14 @@ impl DataPath for Rdm {
                     }
                 }
             }
+        }
+        if self.published.due(self.epoch_ns + now.0) {
+            let link = self.port.link_stats();
+            self.published.set_all(published::rdm_values(
+                &self.engine.stats(),
+                self.unknown_sources_dropped,
+                link.as_ref(),
+            ));
         }
     }
 
