@@ -44,6 +44,9 @@ const ENTRY: usize = 8 + XDP_ADDR_LEN;
 /// Slots a shared AV holds at least (its size cannot change once other
 /// processes map it; `attr->count` asks for more).
 const MIN_CAPACITY: usize = 1024;
+/// Slots a shared AV holds at most: `attr->count` is a hint, and the
+/// table is mapped whole by every process (48 MiB at this size).
+const MAX_CAPACITY: usize = 1 << 20;
 /// Longest name we accept (shm_open names are file names).
 const MAX_NAME: usize = 200;
 
@@ -119,7 +122,7 @@ impl SharedTable {
         count: usize,
     ) -> Result<SharedTable> {
         let shm = shm_name(name)?;
-        let capacity = count.clamp(MIN_CAPACITY, u32::MAX as usize / 2);
+        let capacity = count.clamp(MIN_CAPACITY, MAX_CAPACITY);
         // SAFETY: plain syscall with a valid C string; result checked.
         let created_fd = (!read_only).then(|| unsafe {
             libc::shm_open(
