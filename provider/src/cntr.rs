@@ -73,16 +73,8 @@ impl Cntr {
         if self.now() != before {
             return Err(Errno::AGAIN);
         }
-        if self.wait.kind() == FI_WAIT_MUTEX_COND && !self.domain.auto_progress() {
-            return Err(Errno::AGAIN);
-        }
-        match self.progress.wait_state() {
-            WaitState::Busy => Err(Errno::AGAIN),
-            WaitState::Idle { timer } => {
-                self.wait.arm(timer);
-                Ok(())
-            }
-        }
+        self.wait
+            .try_arm(self.domain.auto_progress(), || self.progress.wait_state())
     }
     pub fn attach(&self, ep: Weak<Endpoint>) {
         self.progress.attach(ep);

@@ -148,16 +148,8 @@ impl Eq {
         if !self.is_empty() {
             return Err(Errno::AGAIN);
         }
-        if self.wait.kind() == FI_WAIT_MUTEX_COND {
-            return Err(Errno::AGAIN);
-        }
-        match self.progress.wait_state() {
-            WaitState::Busy => Err(Errno::AGAIN),
-            WaitState::Idle { timer } => {
-                self.wait.arm(timer);
-                Ok(())
-            }
-        }
+        self.wait
+            .try_arm(false, || self.progress.wait_state())
     }
 
     /// Queue an error entry about `fid` (fi_eq_readerr), with `data` and

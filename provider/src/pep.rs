@@ -317,10 +317,10 @@ static PEP_EP_OPS: fi_ops_ep = fi_ops_ep {
     cancel: Some(pep_cancel),
     getopt: Some(pep_getopt),
     setopt: Some(pep_setopt),
-    tx_ctx: Some(pep_tx_ctx),
-    rx_ctx: Some(pep_rx_ctx),
-    rx_size_left: Some(pep_size_left),
-    tx_size_left: Some(pep_size_left),
+    tx_ctx: Some(crate::ep::ep_tx_ctx),
+    rx_ctx: Some(crate::ep::ep_rx_ctx),
+    rx_size_left: Some(crate::ep::ep_size_left),
+    tx_size_left: Some(crate::ep::ep_size_left),
 };
 static PEP_CM_OPS: fi_ops_cm = fi_ops_cm {
     size: size_of::<fi_ops_cm>(),
@@ -643,27 +643,6 @@ unsafe extern "C" fn pep_setopt(
     -FI_ENOPROTOOPT
 }
 unsafe extern "C" fn pep_cancel(_: fid_t, _: *mut c_void) -> libc::ssize_t {
-    -(FI_ENOSYS as libc::ssize_t)
-}
-unsafe extern "C" fn pep_tx_ctx(
-    _: *mut fid_ep,
-    _: c_int,
-    _: *mut fi_tx_attr,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-unsafe extern "C" fn pep_rx_ctx(
-    _: *mut fid_ep,
-    _: c_int,
-    _: *mut fi_rx_attr,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-unsafe extern "C" fn pep_size_left(_: *mut fid_ep) -> libc::ssize_t {
     -(FI_ENOSYS as libc::ssize_t)
 }
 

@@ -111,16 +111,8 @@ impl Cq {
         if !lock(&self.state).is_empty() {
             return Err(Errno::AGAIN);
         }
-        if self.wait.kind() == FI_WAIT_MUTEX_COND && !self.domain.auto_progress() {
-            return Err(Errno::AGAIN);
-        }
-        match self.progress.wait_state() {
-            WaitState::Busy => Err(Errno::AGAIN),
-            WaitState::Idle { timer } => {
-                self.wait.arm(timer);
-                Ok(())
-            }
-        }
+        self.wait
+            .try_arm(self.domain.auto_progress(), || self.progress.wait_state())
     }
 
     /// Register an endpoint whose progress reads of this CQ drive.

@@ -153,7 +153,7 @@ unsafe extern "C" fn ep_setopt(
 }
 
 /// No scalable endpoints: tx/rx contexts cannot be created.
-unsafe extern "C" fn ep_tx_ctx(
+pub(crate) unsafe extern "C" fn ep_tx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_tx_attr,
@@ -162,7 +162,7 @@ unsafe extern "C" fn ep_tx_ctx(
 ) -> c_int {
     -FI_ENOSYS
 }
-unsafe extern "C" fn ep_rx_ctx(
+pub(crate) unsafe extern "C" fn ep_rx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_rx_attr,
@@ -172,6 +172,6 @@ unsafe extern "C" fn ep_rx_ctx(
     -FI_ENOSYS
 }
 /// fi_rx/tx_size_left are deprecated (fi_endpoint(3)) and not implemented.
-unsafe extern "C" fn ep_size_left(_: *mut fid_ep) -> ssize_t {
+pub(crate) unsafe extern "C" fn ep_size_left(_: *mut fid_ep) -> ssize_t {
     -(FI_ENOSYS as ssize_t)
 }

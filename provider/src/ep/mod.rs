@@ -29,6 +29,9 @@ mod cm;
 mod control;
 
 pub use cm::{cm_data_size_opt, cm_enosys, copy_name};
+/// The scalable-endpoint and size-left slots, not offered (passive
+/// endpoints share them).
+pub(crate) use control::{ep_rx_ctx, ep_size_left, ep_tx_ctx};
 mod msg;
 mod post;
 mod rma;

@@ -26,6 +26,7 @@ use libc::{c_int, c_void};
 use super::cond::MutexCond;
 use super::fd::{FdWait, Waiters, Waiting};
 use crate::abi::{self, Errno, Result};
+use crate::datapath::WaitState;
 use crate::sys::*;
 use crate::waitset::WaitSet;
 
@@ -138,6 +139,23 @@ impl WaitObj {
             && (self.kind != FI_WAIT_FD || !pending)
         {
             w.drain();
+        }
+    }
+
+    /// The end of fi_trywait (fi_poll(3)) once nothing is queued:
+    /// -FI_EAGAIN while an endpoint has work now (`state`), and for a
+    /// MUTEX_COND object without a progress thread (nothing would signal
+    /// it); else the object is armed for the endpoints' next timer.
+    pub fn try_arm(&self, auto_progress: bool, state: impl FnOnce() -> WaitState) -> Result<()> {
+        if self.kind == FI_WAIT_MUTEX_COND && !auto_progress {
+            return Err(Errno::AGAIN);
+        }
+        match state() {
+            WaitState::Busy => Err(Errno::AGAIN),
+            WaitState::Idle { timer } => {
+                self.arm(timer);
+                Ok(())
+            }
         }
     }
 

@@ -19,35 +19,6 @@
 
 #define BIG (1 << 20)
 
-static const char *dir;
-
-static void put_file(const char *name, const void *b, size_t n)
-{
-	char p[512], tmp[520];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-	FILE *f = fopen(tmp, "w");
-	REQUIRE(f && fwrite(b, 1, n, f) == n);
-	fclose(f);
-	REQUIRE(rename(tmp, p) == 0);
-}
-
-static size_t get_file(const char *name, void *b, size_t n)
-{
-	char p[512];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	for (int i = 0; i < 300; i++) {
-		FILE *f = fopen(p, "r");
-		if (f) {
-			size_t got = fread(b, 1, n, f);
-			fclose(f);
-			return got;
-		}
-		usleep(100000);
-	}
-	exit(2);
-}
-
 static double now_s(void)
 {
 	struct timespec t;
@@ -59,7 +30,7 @@ int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
 	REQUIRE(argc >= 6);
-	dir = argv[5];
+	xt_dir = argv[5];
 	int server = !strcmp(argv[4], "server");
 	struct fi_info *h = xt_hints(FI_EP_RDM), *info = NULL;
 	h->caps = FI_MSG;
@@ -91,9 +62,9 @@ int main(int argc, char **argv)
 	char name[64];
 	size_t len = sizeof(name);
 	REQUIRE(fi_getname(&ep->fid, name, &len) == 0);
-	put_file(server ? "server.addr" : "client.addr", name, len);
+	xt_put_file(server ? "server.addr" : "client.addr", name, len);
 	char peer_name[64];
-	get_file(server ? "client.addr" : "server.addr", peer_name, sizeof(peer_name));
+	xt_get_file(server ? "client.addr" : "server.addr", peer_name, sizeof(peer_name));
 	fi_addr_t peer;
 	REQUIRE(fi_av_insert(av, peer_name, 1, &peer, 0, NULL) == 1);
 	uint8_t *buf = calloc(1, BIG);
@@ -101,7 +72,7 @@ int main(int argc, char **argv)
 	struct fi_cq_entry e;
 	if (server) {
 		CHECK_RET(fi_recv(ep, buf, BIG, NULL, FI_ADDR_UNSPEC, buf), 0);
-		put_file("ready", "1", 1);
+		xt_put_file("ready", "1", 1);
 		/* No libfabric call at all for 3 s. */
 		sleep(3);
 		CHECK_RET(fi_cq_read(rxcq, &e, 1), 1);
@@ -110,13 +81,13 @@ int main(int argc, char **argv)
 			ok &= buf[i] == (uint8_t)(i * 7);
 		CHECK(ok);
 		char took[32] = {0};
-		get_file("took", took, sizeof(took) - 1);
+		xt_get_file("took", took, sizeof(took) - 1);
 		printf("client's transmit-complete 1 MiB send took %s s while we slept\n", took);
 		/* Block on the CQ's condition variable; the thread wakes us. */
 		struct fi_mutex_cond mc;
 		CHECK_RET(fi_control(&rxcq->fid, FI_GETWAIT, &mc), 0);
 		CHECK_RET(fi_recv(ep, buf, 8, NULL, FI_ADDR_UNSPEC, buf), 0);
-		put_file("ready2", "1", 1);
+		xt_put_file("ready2", "1", 1);
 		struct fid *fids[1] = {&rxcq->fid};
 		double t0 = now_s();
 		int woken_early = 0;
@@ -139,12 +110,12 @@ int main(int argc, char **argv)
 		pthread_mutex_unlock(mc.mutex);
 		CHECK(woken_early && now_s() - t0 < 9);
 		CHECK(!memcmp(buf, "wake up", 8));
-		put_file("done", "1", 1);
+		xt_put_file("done", "1", 1);
 	} else {
 		for (size_t i = 0; i < BIG; i++)
 			buf[i] = (uint8_t)(i * 7);
 		char ready[2];
-		get_file("ready", ready, 1);
+		xt_get_file("ready", ready, 1);
 		usleep(200000); /* well inside the server's sleep */
 		double t0 = now_s();
 		struct iovec iov = {buf, BIG};
@@ -157,14 +128,14 @@ int main(int argc, char **argv)
 		double took = now_s() - t0;
 		char s[32];
 		snprintf(s, sizeof(s), "%.3f", took);
-		put_file("took", s, strlen(s));
+		xt_put_file("took", s, strlen(s));
 		CHECK(took < 2.5);
-		get_file("ready2", ready, 1);
+		xt_get_file("ready2", ready, 1);
 		usleep(300000); /* the server is blocked on its condition by now */
 		CHECK_RET(fi_send(ep, "wake up", 8, NULL, peer, NULL), 0);
 		while ((n = fi_cq_read(txcq, &e, 1)) == -FI_EAGAIN)
 			;
-		get_file("done", ready, 1);
+		xt_get_file("done", ready, 1);
 	}
 	free(buf);
 	CHECK_RET(fi_close(&ep->fid), 0);

@@ -19,36 +19,8 @@
 
 #define PREFIX 16
 
-static const char *dir;
 static struct fid_ep *ep;
 static struct fid_cq *cq;
-
-static void put_addr(const char *who, const void *b, size_t n)
-{
-	char p[512], tmp[520];
-	snprintf(p, sizeof(p), "%s/%s.addr", dir, who);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-	FILE *f = fopen(tmp, "w");
-	REQUIRE(f && fwrite(b, 1, n, f) == n);
-	fclose(f);
-	REQUIRE(rename(tmp, p) == 0);
-}
-
-static size_t get_addr(const char *who, void *b, size_t n)
-{
-	char p[512];
-	snprintf(p, sizeof(p), "%s/%s.addr", dir, who);
-	for (int i = 0; i < 300; i++) {
-		FILE *f = fopen(p, "r");
-		if (f) {
-			size_t got = fread(b, 1, n, f);
-			fclose(f);
-			return got;
-		}
-		usleep(100000);
-	}
-	exit(2);
-}
 
 static struct fi_info *prefix_info(void)
 {
@@ -99,7 +71,7 @@ int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
 	REQUIRE(argc >= 6);
-	dir = argv[5];
+	xt_dir = argv[5];
 	int server = !strcmp(argv[4], "server");
 	struct fi_info *info = prefix_info();
 	struct fid_fabric *fabric;
@@ -118,9 +90,9 @@ int main(int argc, char **argv)
 	char name[64];
 	size_t len = sizeof(name);
 	REQUIRE(fi_getname(&ep->fid, name, &len) == 0);
-	put_addr(server ? "server" : "client", name, len);
+	xt_put_file(server ? "server.addr" : "client.addr", name, len);
 	char peer_name[64];
-	size_t plen = get_addr(server ? "client" : "server", peer_name, sizeof(peer_name));
+	size_t plen = xt_get_file(server ? "client.addr" : "server.addr", peer_name, sizeof(peer_name));
 	fi_addr_t peer;
 	REQUIRE(fi_av_insert(av, peer_name, 1, &peer, 0, NULL) == 1);
 
@@ -132,7 +104,7 @@ int main(int argc, char **argv)
 	if (server) {
 		memset(buf, 0, sizeof(buf));
 		CHECK_RET(fi_recv(ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, buf), 0);
-		put_addr("server-ready", "1", 1);
+		xt_put_file("server-ready", "1", 1);
 		REQUIRE(one(&e));
 		CHECK(e.op_context == buf && (e.flags & FI_RECV));
 		CHECK(e.len == PREFIX + 9);
@@ -147,7 +119,7 @@ int main(int argc, char **argv)
 		char rx[PREFIX + 64];
 		CHECK_RET(fi_recv(ep, rx, sizeof(rx), NULL, FI_ADDR_UNSPEC, rx), 0);
 		char ready[2];
-		get_addr("server-ready", ready, 1);
+		xt_get_file("server-ready", ready, 1);
 		memset(buf, 0xEE, PREFIX);
 		memcpy(buf + PREFIX, "prefixed", 9);
 		CHECK_RET(fi_senddata(ep, buf, PREFIX + 9, NULL, 0x1234, peer, buf), 0);

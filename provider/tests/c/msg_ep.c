@@ -28,7 +28,6 @@ static struct fi_info *info;
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_eq *eq;
-static const char *dir;
 
 static struct fi_info *msg_hints(void)
 {
@@ -37,39 +36,6 @@ static struct fi_info *msg_hints(void)
 	h->domain_attr->name = strdup(xt_iface);
 	h->addr_format = FI_SOCKADDR_IN;
 	return h;
-}
-
-static void path(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s", dir, name);
-}
-
-static void put_file(const char *name, const void *b, size_t n)
-{
-	char p[512], tmp[520];
-	path(p, sizeof(p), name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-	FILE *f = fopen(tmp, "w");
-	REQUIRE(f && fwrite(b, 1, n, f) == n);
-	fclose(f);
-	REQUIRE(rename(tmp, p) == 0);
-}
-
-static size_t get_file(const char *name, void *b, size_t n)
-{
-	char p[512];
-	path(p, sizeof(p), name);
-	for (int i = 0; i < 300; i++) {
-		FILE *f = fopen(p, "r");
-		if (f) {
-			size_t got = fread(b, 1, n, f);
-			fclose(f);
-			return got;
-		}
-		usleep(100000);
-	}
-	fprintf(stderr, "no %s\n", p);
-	exit(2);
 }
 
 /* Read one CM event (blocking, 20 s at most); returns fi_eq_sread's value. */
@@ -274,8 +240,8 @@ static void server(void)
 	socklen_t sslen = sizeof(ss);
 	REQUIRE(bind(silent, (void *)&ss, sizeof(ss)) == 0);
 	REQUIRE(getsockname(silent, (void *)&ss, &sslen) == 0);
-	put_file("silent.port", &ss.sin_port, sizeof(ss.sin_port));
-	put_file("server.addr", &sa, sizeof(sa));
+	xt_put_file("silent.port", &ss.sin_port, sizeof(ss.sin_port));
+	xt_put_file("server.addr", &sa, sizeof(sa));
 	REQUIRE(fi_domain(fabric, info, &domain, NULL) == 0);
 
 	/* A: reject with data. */
@@ -320,7 +286,7 @@ static void server(void)
 	conn_close(&c);
 	/* The silent socket stays until the client's timeout test is over. */
 	char done[2];
-	get_file("client.done", done, 1);
+	xt_get_file("client.done", done, 1);
 	close(silent);
 	CHECK_RET(fi_close(&domain->fid), 0);
 	CHECK_RET(fi_close(&pep->fid), 0);
@@ -356,9 +322,9 @@ static void expect_failure(struct conn *c, int want, const char *data)
 static void client(void)
 {
 	struct sockaddr_in srv;
-	REQUIRE(get_file("server.addr", &srv, sizeof(srv)) == sizeof(srv));
+	REQUIRE(xt_get_file("server.addr", &srv, sizeof(srv)) == sizeof(srv));
 	uint16_t silent_port;
-	REQUIRE(get_file("silent.port", &silent_port, sizeof(silent_port)) == sizeof(silent_port));
+	REQUIRE(xt_get_file("silent.port", &silent_port, sizeof(silent_port)) == sizeof(silent_port));
 	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_UNSPEC};
 	struct fi_info *h = msg_hints();
 	char port[16];
@@ -434,7 +400,7 @@ static void client(void)
 	CHECK(time(NULL) - t0 <= 10);
 	conn_close(&c);
 
-	put_file("client.done", "1", 1);
+	xt_put_file("client.done", "1", 1);
 	CHECK_RET(fi_close(&domain->fid), 0);
 	CHECK_RET(fi_close(&eq->fid), 0);
 	CHECK_RET(fi_close(&fabric->fid), 0);
@@ -445,7 +411,7 @@ int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
 	REQUIRE(argc >= 6);
-	dir = argv[5];
+	xt_dir = argv[5];
 	if (!strcmp(argv[4], "server"))
 		server();
 	else
