@@ -148,8 +148,7 @@ impl Eq {
         if !self.is_empty() {
             return Err(Errno::AGAIN);
         }
-        self.wait
-            .try_arm(false, || self.progress.wait_state())
+        self.wait.try_arm(false, || self.progress.wait_state())
     }
 
     /// Queue an error entry about `fid` (fi_eq_readerr), with `data` and

@@ -757,6 +757,20 @@ impl DataPath for Rdm {
 }
 
 impl Rdm {
+    /// End every session with CLOSE and its final ack (PROTOCOL.md §4.5)
+    /// and transmit them; the TX ring holds a bounded number of frames, so
+    /// in rounds. Returns the time it used.
+    fn close_sessions(&mut self) -> RelInstant {
+        self.engine.close();
+        let now = self.now();
+        for _ in 0..MAX_CLOSE_ROUNDS {
+            if self.transmit(now) {
+                break;
+            }
+        }
+        now
+    }
+
     /// fi_shutdown of a connected endpoint (fi_cm(3)): what was reported
     /// sent is delivered first (as on close), posted receives complete
     /// with FI_ECANCELED through `out`, the session ends with CLOSE
@@ -772,13 +786,7 @@ impl Rdm {
                 out(d);
             }
         }
-        self.engine.close();
-        let now = self.now();
-        for _ in 0..MAX_CLOSE_ROUNDS {
-            if self.transmit(now) {
-                break;
-            }
-        }
+        let now = self.close_sessions();
         if let Some(c) = self.conn.as_mut() {
             c.shutdown(now);
             c.transmit(&mut self.port);
@@ -854,15 +862,8 @@ impl Drop for Rdm {
         // Tell every peer we had a session with that we are gone, with our
         // final ack (PROTOCOL.md §4.5): what we received completes at the
         // sender even if our last ack was lost, and what we did not fails
-        // there at once instead of after FI_XDP_PEER_TIMEOUT. The TX ring
-        // holds a bounded number of frames, so drain in rounds.
-        self.engine.close();
-        let now = self.now();
-        for _ in 0..MAX_CLOSE_ROUNDS {
-            if self.transmit(now) {
-                break;
-            }
-        }
+        // there at once instead of after FI_XDP_PEER_TIMEOUT.
+        let now = self.close_sessions();
         // A connected peer hears DISCONNECT after the session's CLOSE.
         if let Some(c) = self.conn.as_mut() {
             c.close(now);
