@@ -162,7 +162,7 @@ static void open_errors(struct xt_res *r)
 	attr.rx_ctx_bits = 0;
 	/* Named AVs are shared (shared_av.c); the name must be a file name,
 	 * and a read-only open needs a name that exists. */
-	attr.name = "../shared";
+	attr.name = "../escape";
 	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
 	attr.name = NULL;
 	attr.flags = FI_READ;
