@@ -1,26 +1,36 @@
 //! Completion counters (fi_cntr(3)). Reads drive progress on the bound
-//! endpoints, like CQ reads (manual progress).
+//! endpoints, like CQ reads (manual progress). `fi_cntr_wait` blocks on the
+//! counter's wait object ([`WaitObj`]: UNSPEC, FD, MUTEX_COND, YIELD or a
+//! wait set's) in short slices, driving progress in between.
 
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_int, c_void};
 
-use crate::abi::{self, Errno, guard_int, guard_value};
+use crate::abi::{self, Errno, guard_int, guard_value, lock};
+use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::ProgressSet;
+use crate::progress::{ProgressSet, Queue};
 use crate::sys::*;
+use crate::wait::WaitObj;
 
 pub struct Cntr {
     /// Endpoints bound to this counter.
     pub refs: Refs,
     pub domain: Arc<Domain>,
-    pub wait_obj: c_int,
+    pub wait: WaitObj,
     value: AtomicU64,
     errors: AtomicU64,
+    /// (value, errors) as last reported by fi_poll / fi_wait or set by
+    /// fi_cntr_set/add (fi_poll(3): a counter has events when they changed).
+    checkpoint: Mutex<(u64, u64)>,
+    /// This counter as a member of its wait set (FI_WAIT_SET), to leave it.
+    member: OnceLock<Weak<dyn Queue>>,
     progress: ProgressSet<Endpoint>,
     /// Bound to a registration (fi_mr_bind): reads also progress every
     /// endpoint of the domain, through which peers' operations arrive.
@@ -30,9 +40,44 @@ pub struct Cntr {
 impl Cntr {
     pub fn add(&self, n: u64) {
         self.value.fetch_add(n, Ordering::AcqRel);
+        self.wait.notify();
     }
     pub fn add_err(&self, n: u64) {
         self.errors.fetch_add(n, Ordering::AcqRel);
+        self.wait.notify();
+    }
+    fn now(&self) -> (u64, u64) {
+        (
+            self.value.load(Ordering::Acquire),
+            self.errors.load(Ordering::Acquire),
+        )
+    }
+    /// The application set or added to the counter (fi_poll(3)).
+    fn checkpoint_now(&self) {
+        *lock(&self.checkpoint) = self.now();
+    }
+    /// Whether endpoints' sockets must join the wait fd (FI_WAIT_FD).
+    pub fn wants_wait_fd(&self) -> bool {
+        self.wait.wants_fds()
+    }
+    pub fn add_wait_fd(&self, fd: RawFd) {
+        self.wait.add_fd(fd);
+    }
+    pub fn remove_wait_fd(&self, fd: RawFd) {
+        self.wait.remove_fd(fd);
+    }
+    /// fi_trywait on the counter: drive progress; -FI_EAGAIN if that
+    /// changed the counter or an endpoint has work now, else the wait fd
+    /// is reset and armed for the endpoints' next protocol timer.
+    pub fn trywait(&self) -> abi::Result<()> {
+        let before = self.now();
+        self.run_progress();
+        self.wait.settle(false);
+        if self.now() != before {
+            return Err(Errno::AGAIN);
+        }
+        self.wait
+            .try_arm(self.domain.auto_progress(), || self.progress.wait_state())
     }
     pub fn attach(&self, ep: Weak<Endpoint>) {
         self.progress.attach(ep);
@@ -51,6 +96,27 @@ impl Cntr {
 impl crate::datapath::memory::RemoteCounter for Cntr {
     fn add(&self, n: u64) {
         Cntr::add(self, n);
+    }
+}
+
+impl Queue for Cntr {
+    fn run_progress(&self) {
+        Cntr::run_progress(self);
+    }
+    fn has_events(&self, report: bool) -> bool {
+        let now = self.now();
+        let mut seen = lock(&self.checkpoint);
+        let changed = *seen != now;
+        if changed && report {
+            *seen = now;
+        }
+        changed
+    }
+    fn wait_state(&self) -> WaitState {
+        self.progress.wait_state()
+    }
+    fn auto_progress(&self) -> bool {
+        self.domain.auto_progress()
     }
 }
 
@@ -83,6 +149,9 @@ unsafe impl FidObject for CntrObj {
         Some(&self.inner.refs)
     }
     fn release(&self) {
+        if let (Some(set), Some(me)) = (self.inner.wait.set(), self.inner.member.get()) {
+            set.leave(me);
+        }
         self.inner.domain.refs.put();
     }
 }
@@ -101,9 +170,9 @@ pub unsafe extern "C" fn xdp_cntr_open(
             return Err(Errno::INVAL);
         }
         // SAFETY: attr NULL (defaults, fi_cntr(3)) or valid.
-        let (events, wait_obj, flags) = match unsafe { attr.as_ref() } {
-            Some(a) => (a.events, a.wait_obj, a.flags),
-            None => (FI_CNTR_EVENTS_COMP, FI_WAIT_NONE, 0),
+        let (events, wait_obj, wait_set, flags) = match unsafe { attr.as_ref() } {
+            Some(a) => (a.events, a.wait_obj, a.wait_set, a.flags),
+            None => (FI_CNTR_EVENTS_COMP, FI_WAIT_NONE, std::ptr::null_mut(), 0),
         };
         if events != FI_CNTR_EVENTS_COMP {
             return Err(Errno::INVAL);
@@ -111,22 +180,24 @@ pub unsafe extern "C" fn xdp_cntr_open(
         if flags != 0 {
             return Err(Errno::BADFLAGS);
         }
-        let wait_obj = match wait_obj {
-            w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD) => w,
-            FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
-                return Err(Errno::NOSYS);
-            }
-            _ => return Err(Errno::INVAL),
-        };
+        // SAFETY: wait_set is NULL or the application's wait set (fi_cntr(3)).
+        let wait = unsafe { crate::waitset::wait_obj_of(wait_obj, wait_set) }?;
         let inner = Arc::new(Cntr {
             refs: Refs::default(),
             domain: domain.clone(),
-            wait_obj,
+            wait,
             value: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            checkpoint: Mutex::new((0, 0)),
+            member: OnceLock::new(),
             progress: ProgressSet::default(),
             counts_registrations: Default::default(),
         });
+        if let Some(set) = inner.wait.set() {
+            let me: Weak<dyn Queue> = Arc::downgrade(&inner) as Weak<dyn Queue>;
+            set.join(me.clone());
+            let _ = inner.member.set(me);
+        }
         let o = CntrObj {
             fid: fid_cntr {
                 fid: object::header::<CntrObj>(context),
@@ -146,9 +217,11 @@ unsafe extern "C" fn cntr_control(f: *mut fid, command: c_int, arg: *mut c_void)
         match command {
             FI_GETWAITOBJ => {
                 // SAFETY: arg is an enum fi_wait_obj *.
-                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait_obj) }?;
+                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait.kind()) }?;
                 Ok(0)
             }
+            // SAFETY: arg's type per fi_cntr(3) for the counter's wait object.
+            FI_GETWAIT => unsafe { o.inner.wait.getwait(arg) }.map(|_| 0),
             _ => Err(Errno::NOSYS),
         }
     })
@@ -191,21 +264,34 @@ fn with_cntr(what: &str, c: *mut fid_cntr, f: impl FnOnce(&Cntr)) -> c_int {
 }
 
 unsafe extern "C" fn cntr_add(c: *mut fid_cntr, value: u64) -> c_int {
-    with_cntr("fi_cntr_add", c, |k| k.add(value))
+    with_cntr("fi_cntr_add", c, |k| {
+        k.add(value);
+        k.checkpoint_now();
+    })
 }
 unsafe extern "C" fn cntr_set(c: *mut fid_cntr, value: u64) -> c_int {
     with_cntr("fi_cntr_set", c, |k| {
-        k.value.store(value, Ordering::Release)
+        k.value.store(value, Ordering::Release);
+        k.checkpoint_now();
+        k.wait.notify();
     })
 }
 unsafe extern "C" fn cntr_adderr(c: *mut fid_cntr, value: u64) -> c_int {
-    with_cntr("fi_cntr_adderr", c, |k| k.add_err(value))
+    with_cntr("fi_cntr_adderr", c, |k| {
+        k.add_err(value);
+        k.checkpoint_now();
+    })
 }
 unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, value: u64) -> c_int {
     with_cntr("fi_cntr_seterr", c, |k| {
-        k.errors.store(value, Ordering::Release)
+        k.errors.store(value, Ordering::Release);
+        k.checkpoint_now();
+        k.wait.notify();
     })
 }
+
+/// Longest fi_cntr_wait blocks between progress passes (as fi_cq_sread).
+const WAIT_SLICE: Duration = Duration::from_micros(200);
 
 /// fi_cntr_wait: drive progress until the counter reaches `threshold`,
 /// an error is counted (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT).
@@ -214,12 +300,13 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
         // SAFETY: validated by obj().
         let o = unsafe { obj::<CntrObj>(c.cast()) }?;
         let k = &o.inner;
-        if k.wait_obj == FI_WAIT_NONE {
+        if !k.wait.can_block() {
             return Err(Errno::INVAL);
         }
         let errs = k.errors.load(Ordering::Acquire);
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        let _waiting = k.wait.enter();
         loop {
             k.run_progress();
             if k.value.load(Ordering::Acquire) >= threshold {
@@ -228,10 +315,16 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
             if k.errors.load(Ordering::Acquire) != errs {
                 return Err(Errno::AVAIL);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Errno(FI_ETIMEDOUT));
-            }
-            std::thread::yield_now();
+            let slice = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(WAIT_SLICE),
+                    _ => return Err(Errno(FI_ETIMEDOUT)),
+                },
+                None => WAIT_SLICE,
+            };
+            // Progress is ours to drive: block only briefly between passes.
+            let _ = k.wait.wait(slice);
+            k.wait.settle(false);
         }
     })
 }

@@ -10,6 +10,7 @@ use crate::fabric::Fabric;
 use crate::getinfo::InfoView;
 use crate::ifaces::{self, Iface};
 use crate::object::{self, FidObject, Refs, obj};
+use crate::progress_thread::ProgressThread;
 use crate::sys::*;
 
 pub struct Domain {
@@ -29,6 +30,16 @@ pub struct Domain {
     /// progresses (peers' operations on it arrive through any of them).
     pub endpoints: crate::progress::ProgressSet<crate::ep::Endpoint>,
     pub eq: Mutex<Option<Arc<crate::eq::Eq>>>,
+    /// FI_PROGRESS_AUTO asked for: the thread that drives the endpoints.
+    pub auto: Option<ProgressThread>,
+}
+
+impl Domain {
+    /// Whether a progress thread drives this domain's endpoints
+    /// (FI_PROGRESS_AUTO asked for).
+    pub fn auto_progress(&self) -> bool {
+        self.auto.is_some()
+    }
 }
 
 #[repr(C)]
@@ -45,7 +56,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     endpoint: Some(crate::ep::xdp_endpoint),
     scalable_ep: Some(domain_scalable_ep),
     cntr_open: Some(crate::cntr::xdp_cntr_open),
-    poll_open: Some(domain_poll_open),
+    poll_open: Some(crate::pollset::xdp_poll_open),
     stx_ctx: Some(domain_stx_ctx),
     srx_ctx: Some(domain_srx_ctx),
     query_atomic: Some(domain_query_atomic),
@@ -70,6 +81,9 @@ unsafe impl FidObject for DomainObj {
         Some(&self.inner.refs)
     }
     fn release(&self) {
+        if let Some(t) = &self.inner.auto {
+            t.stop();
+        }
         if let Some(eq) = lock(&self.inner.eq).take() {
             eq.refs.put();
         }
@@ -109,7 +123,17 @@ pub unsafe extern "C" fn xdp_domain(
                 crate::xdp_warn!(FI_LOG_DOMAIN, "domain {name}: no such usable interface");
                 Errno::NODATA
             })?;
+        // fi_domain(3): automatic progress for data, or for the connection
+        // messages of connected endpoints, needs a thread of ours.
+        let auto = info.data_progress == FI_PROGRESS_AUTO
+            || (info.ep_type == FI_EP_MSG && info.control_progress == FI_PROGRESS_AUTO);
+        let auto = if auto {
+            Some(ProgressThread::start(&iface.name).map_err(|e| Errno::from_os(&e))?)
+        } else {
+            None
+        };
         let inner = Arc::new(Domain {
+            auto,
             refs: Refs::default(),
             fabric: fabric.clone(),
             iface,
@@ -179,14 +203,6 @@ unsafe extern "C" fn domain_scalable_ep(
     _: *mut fi_info,
     _: *mut *mut fid_ep,
     _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-/// Poll sets are not offered.
-unsafe extern "C" fn domain_poll_open(
-    _: *mut fid_domain,
-    _: *mut fi_poll_attr,
-    _: *mut *mut fid_poll,
 ) -> c_int {
     -FI_ENOSYS
 }

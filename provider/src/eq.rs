@@ -1,22 +1,37 @@
-//! Event queue (fi_eq(3)): control-path events. Used here for asynchronous
-//! AV insertion (FI_AV_COMPLETE) and application writes (fi_eq_write).
+//! Event queue (fi_eq(3)): control-path events — connection management of
+//! connected endpoints (FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN and their
+//! error entries), asynchronous AV insertion (FI_AV_COMPLETE), and
+//! application writes (fi_eq_write).
+//!
+//! Connections progress like data (manual progress): a read of the EQ runs
+//! one pass over the listening endpoints and connected endpoints bound to
+//! it, and a blocking read (fi_eq_sread) keeps doing so while it waits on
+//! the EQ's wait object ([`WaitObj`]; a listening endpoint's socket joins
+//! it, so an arriving connection request wakes the reader).
 
 use std::collections::VecDeque;
 use std::mem::offset_of;
-use std::sync::{Arc, Condvar, Mutex};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
 use crate::abi::{self, Errno, guard_int, guard_ssize, guard_value, lock};
+use crate::datapath::WaitState;
 use crate::fabric::Fabric;
 use crate::object::{self, FidObject, Refs, obj};
+use crate::progress::{Progress, ProgressSet, Queue};
 use crate::sys::*;
+use crate::wait::WaitObj;
 
 pub enum EqEvent {
     Event {
         event: u32,
         bytes: Vec<u8>,
+        /// An `fi_info` the entry hands over to the application (FI_CONNREQ):
+        /// freed here if the event is never read.
+        info: Option<OwnedInfo>,
     },
     Error {
         entry: fi_eq_err_entry,
@@ -24,16 +39,50 @@ pub enum EqEvent {
     },
 }
 
+/// An `fi_info` allocated by `fi_dupinfo`, owned until handed over.
+pub struct OwnedInfo(pub *mut fi_info);
+
+impl OwnedInfo {
+    /// Hand the info to the application (it frees it with fi_freeinfo).
+    fn hand_over(mut self) {
+        self.0 = std::ptr::null_mut();
+    }
+}
+
+impl Drop for OwnedInfo {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: allocated by fi_dupinfo and not handed over.
+            unsafe { ffi::fi_freeinfo(self.0) };
+        }
+    }
+}
+
 // SAFETY: the raw pointers inside fi_eq_err_entry are opaque application
-// values (fid, context) that we only copy back out.
+// values (fid, context) that we only copy back out; an OwnedInfo is ours
+// alone until handed over.
 unsafe impl Send for EqEvent {}
+
+/// Longest a blocked reader sleeps between progress passes while connected
+/// endpoints are bound: connection messages arrive on their sockets, which
+/// the EQ does not watch (that would cost every data packet a wake-up).
+const SLICE_WITH_ENDPOINTS: Duration = Duration::from_millis(1);
+/// Longest a blocked reader sleeps otherwise (listening sockets and queued
+/// events wake it).
+const SLICE: Duration = Duration::from_millis(100);
 
 pub struct Eq {
     /// Domains, AVs and endpoints bound to this EQ.
     pub refs: Refs,
     pub fabric: Arc<Fabric>,
     queue: Mutex<EqState>,
-    cond: Condvar,
+    pub wait: WaitObj,
+    /// Listening and connected endpoints whose connections a read drives.
+    progress: ProgressSet<dyn Progress>,
+    /// How many connected endpoints are bound (they shorten the waits).
+    endpoints: std::sync::atomic::AtomicUsize,
+    /// This EQ as a member of its wait set (FI_WAIT_SET), to leave it.
+    member: OnceLock<Weak<dyn Queue>>,
 }
 
 #[derive(Default)]
@@ -48,7 +97,58 @@ impl Eq {
     /// Queue an event and wake blocked readers.
     pub fn push(&self, ev: EqEvent) {
         lock(&self.queue).events.push_back(ev);
-        self.cond.notify_all();
+        self.wait.notify();
+    }
+
+    /// A listening endpoint (`fd`: its socket, which joins the wait
+    /// object if it has an fd set) or a connected endpoint (`fd` None)
+    /// binds: reads drive it. What the wait object does not watch shortens
+    /// the blocking reads' sleeps instead.
+    pub fn attach(&self, p: Weak<dyn Progress>, fd: Option<RawFd>) {
+        self.progress.attach(p);
+        let watched = fd.is_some_and(|fd| self.wait.add_fd_always(fd));
+        if !watched {
+            self.endpoints
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    /// It closes (or its socket goes elsewhere).
+    pub fn detach(&self, p: &Weak<dyn Progress>, fd: Option<RawFd>) {
+        self.progress.detach(p);
+        match fd {
+            Some(fd) if self.wait.has_fds() => self.wait.remove_fd(fd),
+            _ => {
+                let _ = self.endpoints.fetch_update(
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                    |v| v.checked_sub(1),
+                );
+            }
+        }
+    }
+
+    /// One pass over the listening and connected endpoints bound here.
+    pub fn run_progress(&self) {
+        self.progress.run();
+    }
+
+    fn is_empty(&self) -> bool {
+        lock(&self.queue).events.is_empty()
+    }
+
+    /// fi_trywait on the EQ: drive progress; -FI_EAGAIN if events are
+    /// queued or an endpoint has work now; else the wait fd is reset and
+    /// armed for the endpoints' next timer (while a connection is being set
+    /// up, at most 1 ms ahead: its messages arrive on a socket the fd does
+    /// not watch).
+    pub fn trywait(&self) -> abi::Result<()> {
+        self.run_progress();
+        self.wait.settle(false);
+        if !self.is_empty() {
+            return Err(Errno::AGAIN);
+        }
+        self.wait.try_arm(false, || self.progress.wait_state())
     }
 
     /// Queue an error entry about `fid` (fi_eq_readerr), with `data` and
@@ -81,7 +181,61 @@ impl Eq {
         self.push(EqEvent::Event {
             event,
             bytes: bytes.to_vec(),
+            info: None,
         });
+    }
+
+    /// Queue a connection-management event (fi_eq(3) `fi_eq_cm_entry`:
+    /// FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN) about `fid`, with `info`
+    /// (FI_CONNREQ only, handed to the reader) and the peer's connection
+    /// data after the entry.
+    pub fn push_cm(&self, event: u32, fid: *mut fid, info: Option<OwnedInfo>, data: &[u8]) {
+        let e = fi_eq_cm_entry {
+            fid,
+            info: info.as_ref().map_or(std::ptr::null_mut(), |i| i.0),
+        };
+        // SAFETY: fi_eq_cm_entry is plain data (two pointers).
+        let head = unsafe {
+            std::slice::from_raw_parts(
+                (&e as *const fi_eq_cm_entry).cast::<u8>(),
+                size_of::<fi_eq_cm_entry>(),
+            )
+        };
+        let mut bytes = head.to_vec();
+        bytes.extend_from_slice(data);
+        self.push(EqEvent::Event { event, bytes, info });
+    }
+
+    /// Queue an error entry about `fid` with the peer's data as err_data
+    /// (a refused connection carries fi_reject's data, fi_cm(3)).
+    pub fn push_error_data(&self, fid: *mut fid, context: *mut c_void, err: c_int, data: Vec<u8>) {
+        self.push(EqEvent::Error {
+            entry: fi_eq_err_entry {
+                fid,
+                context,
+                data: 0,
+                err,
+                prov_errno: err,
+                err_data: std::ptr::null_mut(),
+                err_data_size: 0,
+            },
+            err_data: data,
+        });
+    }
+}
+
+impl Queue for Eq {
+    fn run_progress(&self) {
+        Eq::run_progress(self);
+    }
+    fn has_events(&self, _report: bool) -> bool {
+        !self.is_empty()
+    }
+    fn wait_state(&self) -> WaitState {
+        self.progress.wait_state()
+    }
+    fn auto_progress(&self) -> bool {
+        false
     }
 }
 
@@ -112,6 +266,9 @@ unsafe impl FidObject for EqObj {
         Some(&self.inner.refs)
     }
     fn release(&self) {
+        if let (Some(set), Some(me)) = (self.inner.wait.set(), self.inner.member.get()) {
+            set.leave(me);
+        }
         self.inner.fabric.refs.put();
     }
 }
@@ -134,17 +291,22 @@ pub unsafe extern "C" fn xdp_eq_open(
         if a.flags & !FI_WRITE != 0 {
             return Err(Errno::BADFLAGS);
         }
-        match a.wait_obj {
-            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD => {}
-            // FD, mutex/cond and wait-set objects are not offered.
-            _ => return Err(Errno::NOSYS),
-        }
+        // SAFETY: wait_set is NULL or the application's wait set (fi_eq(3)).
+        let wait = unsafe { crate::waitset::wait_obj_of(a.wait_obj, a.wait_set) }?;
         let inner = Arc::new(Eq {
             refs: Refs::default(),
             fabric: fabric.clone(),
             queue: Mutex::default(),
-            cond: Condvar::new(),
+            wait,
+            progress: ProgressSet::default(),
+            endpoints: std::sync::atomic::AtomicUsize::new(0),
+            member: OnceLock::new(),
         });
+        if let Some(set) = inner.wait.set() {
+            let me: Weak<dyn Queue> = Arc::downgrade(&inner) as Weak<dyn Queue>;
+            set.join(me.clone());
+            let _ = inner.member.set(me);
+        }
         let o = EqObj {
             fid: fid_eq {
                 fid: object::header::<EqObj>(context),
@@ -160,13 +322,13 @@ pub unsafe extern "C" fn xdp_eq_open(
 unsafe extern "C" fn eq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     guard_int("eq control", || {
         // SAFETY: validated by obj().
-        let _ = unsafe { obj::<EqObj>(f) }?;
+        let o = unsafe { obj::<EqObj>(f) }?;
         match command {
-            // No OS-level wait object to hand out (FD/mutex-cond not implemented).
-            FI_GETWAIT => Err(Errno::NOSYS),
+            // SAFETY: arg's type per fi_eq(3) for the EQ's wait object.
+            FI_GETWAIT => unsafe { o.inner.wait.getwait(arg) }.map(|_| 0),
             FI_GETWAITOBJ => {
                 // SAFETY: arg is an enum fi_wait_obj * per fi_eq(3).
-                unsafe { abi::write_out(arg.cast::<c_int>(), FI_WAIT_UNSPEC) }?;
+                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait.kind()) }?;
                 Ok(0)
             }
             _ => Err(Errno::NOSYS),
@@ -186,8 +348,14 @@ unsafe extern "C" fn eq_read(
     guard_ssize("fi_eq_read", || {
         // SAFETY: validated by obj().
         let o = unsafe { obj::<EqObj>(eq.cast()) }?;
+        o.inner.run_progress();
         // SAFETY: pointers checked inside.
-        unsafe { read_locked(&mut lock(&o.inner.queue), event, buf, len, flags) }
+        let r = unsafe { read_locked(&mut lock(&o.inner.queue), event, buf, len, flags) };
+        if o.inner.wait.kind() == FI_WAIT_FD && o.inner.is_empty() {
+            // Nothing left: the fd must not stay readable (level-triggered).
+            o.inner.wait.settle(false);
+        }
+        r
     })
 }
 
@@ -206,7 +374,9 @@ unsafe fn read_locked(
     match st.events.front() {
         None => Err(Errno::AGAIN),
         Some(EqEvent::Error { .. }) => Err(Errno::AVAIL),
-        Some(EqEvent::Event { event: ev, bytes }) => {
+        Some(EqEvent::Event {
+            event: ev, bytes, ..
+        }) => {
             if event.is_null() || (buf.is_null() && !bytes.is_empty()) {
                 return Err(Errno::INVAL);
             }
@@ -219,8 +389,13 @@ unsafe fn read_locked(
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
             }
             let n = bytes.len() as ssize_t;
-            if flags & FI_PEEK == 0 {
-                st.events.pop_front();
+            if flags & FI_PEEK == 0
+                && let Some(EqEvent::Event {
+                    info: Some(info), ..
+                }) = st.events.pop_front()
+            {
+                // The reader owns the FI_CONNREQ info now (fi_eq(3)).
+                info.hand_over();
             }
             Ok(n)
         }
@@ -316,7 +491,11 @@ unsafe extern "C" fn eq_write(
         if flags & FI_PEEK != 0 {
             return Err(Errno::BADFLAGS);
         }
-        o.inner.push(EqEvent::Event { event, bytes });
+        o.inner.push(EqEvent::Event {
+            event,
+            bytes,
+            info: None,
+        });
         Ok(len as ssize_t)
     })
 }
@@ -333,27 +512,40 @@ unsafe extern "C" fn eq_sread(
     guard_ssize("fi_eq_sread", || {
         // SAFETY: validated by obj().
         let o = unsafe { obj::<EqObj>(eq.cast()) }?;
+        let q = &o.inner;
+        if !q.wait.can_block() {
+            // fi_eq(3): sread is invalid on an EQ without a wait object.
+            return Err(Errno::INVAL);
+        }
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let mut st = lock(&o.inner.queue);
+        let _waiting = q.wait.enter();
         loop {
-            if !st.events.is_empty() {
+            q.run_progress();
+            if !q.is_empty() {
                 // SAFETY: pointers checked inside.
-                return unsafe { read_locked(&mut st, event, buf, len, flags) };
+                let r = unsafe { read_locked(&mut lock(&q.queue), event, buf, len, flags) };
+                q.wait.settle(!q.is_empty());
+                return r;
             }
-            let wait = match deadline {
+            let most = if q.endpoints.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                SLICE_WITH_ENDPOINTS
+            } else {
+                SLICE
+            };
+            let slice = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left,
+                    Some(left) if !left.is_zero() => left.min(most),
                     _ => return Err(Errno::AGAIN),
                 },
-                None => Duration::from_secs(1),
+                None => most,
             };
-            st = o
-                .inner
-                .cond
-                .wait_timeout(st, wait)
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
+            if let Err(e) = q.wait.wait(slice)
+                && e.kind() == std::io::ErrorKind::Interrupted
+            {
+                return Err(Errno::AGAIN);
+            }
+            q.wait.settle(false);
         }
     })
 }

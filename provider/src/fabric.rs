@@ -1,4 +1,5 @@
-//! Fabric object (fi_fabric(3)): parent of domains, EQs and wait sets.
+//! Fabric object (fi_fabric(3)): parent of domains, EQs, wait sets and
+//! passive endpoints.
 
 use std::sync::Arc;
 
@@ -24,9 +25,9 @@ static FABRIC_FI_OPS: fi_ops = object::fi_ops_of::<FabricObj>(None, None);
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
     domain: Some(crate::domain::xdp_domain),
-    passive_ep: Some(fabric_passive_ep),
+    passive_ep: Some(crate::pep::xdp_passive_ep),
     eq_open: Some(crate::eq::xdp_eq_open),
-    wait_open: Some(fabric_wait_open),
+    wait_open: Some(crate::waitset::xdp_wait_open),
     trywait: Some(fabric_trywait),
     domain2: Some(crate::domain::xdp_domain2),
 };
@@ -87,28 +88,10 @@ pub unsafe fn fabric_of(f: *mut fid_fabric) -> Result<Arc<Fabric>> {
     Ok(unsafe { obj::<FabricObj>(f.cast()) }?.inner.clone())
 }
 
-/// FI_EP_MSG is not offered, so there are no passive endpoints.
-unsafe extern "C" fn fabric_passive_ep(
-    _: *mut fid_fabric,
-    _: *mut fi_info,
-    _: *mut *mut fid_pep,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-/// Wait sets are not offered (CQs support FI_WAIT_NONE/UNSPEC/YIELD/FD).
-unsafe extern "C" fn fabric_wait_open(
-    _: *mut fid_fabric,
-    _: *mut fi_wait_attr,
-    _: *mut *mut fid_wait,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-/// fi_trywait(3): for each CQ, drive progress and return -FI_EAGAIN if it
-/// has completions; otherwise its wait fd is reset and the caller may block
-/// on it. Other objects (counters, EQs) have no FD wait object: -FI_EINVAL.
+/// fi_trywait (fi_poll(3)): for each CQ, counter, EQ or wait set, drive
+/// progress and return -FI_EAGAIN if it has events (or an endpoint has
+/// work now); otherwise its wait fd is reset, with its timer armed for the
+/// next protocol timer, and the caller may block on it.
 unsafe extern "C" fn fabric_trywait(
     fabric: *mut fid_fabric,
     fids: *mut *mut fid,
@@ -124,9 +107,20 @@ unsafe extern "C" fn fabric_trywait(
         for i in 0..n {
             // SAFETY: fids holds count fid pointers (fi_trywait(3)).
             let f = unsafe { *fids.add(i) };
-            // SAFETY: validated by obj().
-            let cq = unsafe { obj::<crate::cq::CqObj>(f) }?;
-            cq.inner.trywait()?;
+            if f.is_null() {
+                return Err(Errno::INVAL);
+            }
+            // SAFETY: non-NULL fid from the application; each obj()
+            // validates class and ops table before use.
+            unsafe {
+                match (*f).fclass {
+                    FI_CLASS_CQ => obj::<crate::cq::CqObj>(f)?.inner.trywait()?,
+                    FI_CLASS_CNTR => obj::<crate::cntr::CntrObj>(f)?.inner.trywait()?,
+                    FI_CLASS_EQ => obj::<crate::eq::EqObj>(f)?.inner.trywait()?,
+                    FI_CLASS_WAIT => crate::waitset::trywait(f)?,
+                    _ => return Err(Errno::INVAL),
+                }
+            }
         }
         Ok(0)
     })

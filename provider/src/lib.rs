@@ -39,10 +39,14 @@ pub mod log;
 pub mod mr;
 pub mod object;
 pub mod params;
+pub mod pep;
+pub mod pollset;
 pub mod probe;
 pub mod progress;
+pub mod progress_thread;
 pub mod sys;
 pub mod wait;
+pub mod waitset;
 pub mod xdp;
 
 use std::cell::UnsafeCell;

@@ -157,6 +157,20 @@ fn c_queues() {
     run_c_test("queues");
 }
 
+/// Poll sets, wait sets (UNSPEC, FD, MUTEX_COND, YIELD) and FI_WAIT_MUTEX_COND
+/// queues driving manual progress.
+#[test]
+fn c_waits() {
+    run_c_test("waits");
+}
+
+/// A named AV shared by two processes (created, attached with FI_READ,
+/// map_addr, removals seen across, mode 0600, gone with its creator).
+#[test]
+fn c_shared_av() {
+    run_c_test("shared_av");
+}
+
 #[test]
 fn c_mr() {
     run_c_test("mr");
@@ -292,6 +306,69 @@ fn run_data_with(
         assert!(logs.contains("uses the kernel UDP path"), "{logs}");
     }
     let _ = std::fs::remove_dir_all(&rv);
+}
+
+/// Run `tests/c/<name>.c` as `server` in `a` and `client` in `b` (argv:
+/// <iface> <local IP> <peer IP> <role> <rendezvous dir>), each with its
+/// own extra environment; both must pass.
+fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]) {
+    let bin = compile(name);
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let rv = work_dir().join(format!("rv-{name}-{}", pair.a.netns()));
+    std::fs::create_dir_all(&rv).unwrap();
+    let rv_s = rv.to_string_lossy().into_owned();
+    let server = {
+        let mut cmd = pair.a.command(&bin);
+        cmd.arg(pair.a.ifname())
+            .arg(pair.a.ipv4().to_string())
+            .arg(pair.b.ipv4().to_string())
+            .args(["server", &rv_s])
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env("FI_LOG_LEVEL", "warn")
+            .env_remove("FI_PROVIDER")
+            .envs(server_env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let mut env = vec![("FI_LOG_LEVEL", "warn")];
+    env.extend_from_slice(client_env);
+    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s], &env);
+    let server = server.wait_with_output().unwrap();
+    if !client.status.success() {
+        eprintln!(
+            "server stdout:\n{}\nserver stderr:\n{}",
+            String::from_utf8_lossy(&server.stdout),
+            String::from_utf8_lossy(&server.stderr)
+        );
+    }
+    assert_passed(&format!("{name} client"), &client);
+    assert_passed(&format!("{name} server"), &server);
+    let _ = std::fs::remove_dir_all(&rv);
+}
+
+/// Connected endpoints (FI_EP_MSG), the programmer's guide way: listen,
+/// connect, accept, ping-pong with data checks, shutdown; a rejected
+/// request, a connect to nobody (refused) and to a silent port (timed out,
+/// FI_XDP_PEER_TIMEOUT=2), and a peer that closes without fi_shutdown.
+#[test]
+fn c_msg_ep() {
+    run_pair("msg_ep", &[], &[("FI_XDP_PEER_TIMEOUT", "2")]);
+}
+
+/// FI_PROGRESS_AUTO: a receiver that makes no libfabric call for 3 s still
+/// answers a rendezvous and acknowledges it; a MUTEX_COND CQ's waiter is
+/// woken by the progress thread.
+#[test]
+fn c_auto_progress() {
+    run_pair("auto_progress", &[], &[]);
+}
+
+/// DGRAM with our header: FI_MSG_PREFIX and remote CQ data between hosts.
+#[test]
+fn c_dgram_prefix() {
+    run_pair("dgram_prefix", &[], &[]);
 }
 
 /// One side on its kernel UDP socket (FI_XDP_KERNEL_PATH), the other on

@@ -41,6 +41,8 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             cfg,
             inject_size,
             min_multi_recv: 1500,
+            dgram_header: false,
+            msg_prefix: 0,
             socket: sock.try_clone().ok().map(std::sync::Arc::new),
             memory: Default::default(),
         };

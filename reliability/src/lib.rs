@@ -89,6 +89,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod api;
+pub mod cm;
 mod crc;
 mod engine;
 mod rma;

@@ -13,12 +13,13 @@
 //! - The queue grows instead of overrunning: FI_EOVERRUN never happens.
 //!
 //! The queue and entry formats are in `queue.rs`; what a blocked reader
-//! waits on is [`crate::wait`].
+//! waits on is its [`WaitObj`] (FI_WAIT_NONE, UNSPEC, FD, MUTEX_COND,
+//! YIELD, or a wait set's).
 
 use std::mem::offset_of;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
@@ -28,9 +29,9 @@ use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::ProgressSet;
+use crate::progress::{ProgressSet, Queue};
 use crate::sys::*;
-use crate::wait::{FdWait, Waiters};
+use crate::wait::WaitObj;
 
 mod queue;
 
@@ -50,22 +51,19 @@ pub struct Cq {
     pub refs: Refs,
     pub domain: Arc<Domain>,
     pub format: c_int,
-    pub wait_obj: c_int,
     wait_cond: c_int,
     state: Mutex<CompletionQueue>,
     signaled: AtomicBool,
-    /// Threads blocked in sread.
-    waiters: Waiters,
     /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
     /// on).
     yield_when_idle: bool,
     /// Reads in a row that found nothing: the yield waits for
     /// [`SPIN_BEFORE_YIELD`] of them.
     empty_reads: AtomicU32,
-    /// FI_WAIT_FD's wait object; FI_WAIT_UNSPEC blocks on one too (without
-    /// the sockets), so that sread wakes for completions pushed by another
-    /// thread and for signals.
-    fd_wait: Option<FdWait>,
+    /// What sread blocks on and what a queued completion signals.
+    pub wait: WaitObj,
+    /// This CQ as a member of its wait set (FI_WAIT_SET), to leave it.
+    member: OnceLock<Weak<dyn Queue>>,
     /// Endpoints whose progress a read of this CQ drives.
     progress: ProgressSet<Endpoint>,
 }
@@ -74,33 +72,26 @@ impl Cq {
     /// Queue a completion (called by endpoints during progress).
     pub fn push(&self, c: Completion) {
         lock(&self.state).push(c);
-        // FI_WAIT_FD: the application may block on the fd itself.
-        if let Some(w) = &self.fd_wait
-            && (self.wait_obj == FI_WAIT_FD || self.waiters.any())
-        {
-            w.notify();
-        }
+        // FI_WAIT_FD / MUTEX_COND / a wait set: the application may block
+        // on the object itself.
+        self.wait.notify();
     }
 
     /// Whether endpoints' sockets must join this CQ's wait fd: only for
-    /// FI_WAIT_FD, since watching an AF_XDP socket costs every packet a
-    /// wake-up (`Port::wait_fd`). An FI_WAIT_UNSPEC sread finds arrivals
-    /// by its progress passes instead.
+    /// FI_WAIT_FD (its own or its wait set's), since watching an AF_XDP
+    /// socket costs every packet a wake-up (`Port::wait_fd`). Other
+    /// blocking reads find arrivals by their progress passes instead.
     pub fn wants_wait_fd(&self) -> bool {
-        self.wait_obj == FI_WAIT_FD
+        self.wait.wants_fds()
     }
 
     /// An enabled endpoint's socket joins the wait fd (FI_WAIT_FD).
     pub fn add_wait_fd(&self, fd: RawFd) {
-        if let Some(w) = &self.fd_wait {
-            w.add(fd);
-        }
+        self.wait.add_fd(fd);
     }
 
     pub fn remove_wait_fd(&self, fd: RawFd) {
-        if let Some(w) = &self.fd_wait {
-            w.remove(fd);
-        }
+        self.wait.remove_fd(fd);
     }
 
     /// fi_trywait (fi_poll(3)) for this CQ: drive progress; -FI_EAGAIN if
@@ -108,25 +99,20 @@ impl Cq {
     /// the wait fd, with its timer armed for the endpoints' next protocol
     /// timer, so that blocking on it is safe: the peer may be waiting for
     /// our retransmission or ack, which only a progress call sends.
+    ///
+    /// A MUTEX_COND CQ is signalled only by completions, which manual
+    /// progress produces only inside our calls: blocking on it is safe only
+    /// when a progress thread drives the endpoints (FI_PROGRESS_AUTO).
     pub fn trywait(&self) -> Result<()> {
         self.run_progress();
         // Drain before looking: a completion pushed after this point
         // leaves the fd readable.
-        if let Some(w) = &self.fd_wait {
-            w.drain();
-        }
+        self.wait.settle(false);
         if !lock(&self.state).is_empty() {
             return Err(Errno::AGAIN);
         }
-        match self.progress.wait_state() {
-            WaitState::Busy => Err(Errno::AGAIN),
-            WaitState::Idle { timer } => {
-                if let Some(w) = &self.fd_wait {
-                    w.arm(timer);
-                }
-                Ok(())
-            }
-        }
+        self.wait
+            .try_arm(self.domain.auto_progress(), || self.progress.wait_state())
     }
 
     /// Register an endpoint whose progress reads of this CQ drive.
@@ -168,6 +154,21 @@ impl Cq {
     }
 }
 
+impl Queue for Cq {
+    fn run_progress(&self) {
+        Cq::run_progress(self);
+    }
+    fn has_events(&self, _report: bool) -> bool {
+        self.queued() > 0
+    }
+    fn wait_state(&self) -> WaitState {
+        self.progress.wait_state()
+    }
+    fn auto_progress(&self) -> bool {
+        self.domain.auto_progress()
+    }
+}
+
 #[repr(C)]
 pub struct CqObj {
     pub fid: fid_cq,
@@ -197,6 +198,9 @@ unsafe impl FidObject for CqObj {
         Some(&self.inner.refs)
     }
     fn release(&self) {
+        if let (Some(set), Some(me)) = (self.inner.wait.set(), self.inner.member.get()) {
+            set.leave(me);
+        }
         self.inner.domain.refs.put();
     }
 }
@@ -225,41 +229,34 @@ pub unsafe extern "C" fn xdp_cq_open(
             | FI_CQ_FORMAT_TAGGED) => f,
             _ => return Err(Errno::INVAL),
         };
-        let wait_obj = match a.wait_obj {
-            w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD | FI_WAIT_FD) => w,
-            // mutex/cond, pollfd and wait sets are not offered.
-            FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
-                return Err(Errno::NOSYS);
-            }
-            _ => return Err(Errno::INVAL),
-        };
         // fi_cq(3) wait_cond: "ignored if wait_obj is set to FI_WAIT_NONE".
-        let wait_cond = if wait_obj == FI_WAIT_NONE {
+        let wait_cond = if a.wait_obj == FI_WAIT_NONE {
             FI_CQ_COND_NONE
         } else if a.wait_cond == FI_CQ_COND_NONE || a.wait_cond == FI_CQ_COND_THRESHOLD {
             a.wait_cond
         } else {
             return Err(Errno::INVAL);
         };
-        let fd_wait = if wait_obj == FI_WAIT_FD || wait_obj == FI_WAIT_UNSPEC {
-            Some(FdWait::new().map_err(|e| Errno::from_os(&e))?)
-        } else {
-            None
-        };
+        // SAFETY: wait_set is NULL or the application's wait set (fi_cq(3)).
+        let wait = unsafe { crate::waitset::wait_obj_of(a.wait_obj, a.wait_set) }?;
         let inner = Arc::new(Cq {
-            fd_wait,
+            wait,
+            member: OnceLock::new(),
             refs: Refs::default(),
             domain: domain.clone(),
             format,
-            wait_obj,
             wait_cond,
             state: Mutex::default(),
             signaled: AtomicBool::new(false),
-            waiters: Waiters::default(),
             yield_when_idle: domain.cfg.yield_when_idle,
             empty_reads: AtomicU32::new(0),
             progress: ProgressSet::default(),
         });
+        if let Some(set) = inner.wait.set() {
+            let me: Weak<dyn Queue> = Arc::downgrade(&inner) as Weak<dyn Queue>;
+            set.join(me.clone());
+            let _ = inner.member.set(me);
+        }
         let o = CqObj {
             fid: fid_cq {
                 fid: object::header::<CqObj>(context),
@@ -279,17 +276,11 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
         match command {
             FI_GETWAITOBJ => {
                 // SAFETY: arg is an enum fi_wait_obj *.
-                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait_obj) }?;
+                unsafe { abi::write_out(arg.cast::<c_int>(), o.inner.wait.kind()) }?;
                 Ok(0)
             }
-            FI_GETWAIT => match &o.inner.fd_wait {
-                // SAFETY: with FI_WAIT_FD, arg is an int * (fi_eq(3) FI_GETWAIT).
-                Some(w) if o.inner.wait_obj == FI_WAIT_FD => {
-                    unsafe { abi::write_out(arg.cast::<c_int>(), w.fd()) }.map(|_| 0)
-                }
-                // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
-                _ => Err(Errno::NOSYS),
-            },
+            // SAFETY: arg's type per fi_cq(3) for the CQ's wait object.
+            FI_GETWAIT => unsafe { o.inner.wait.getwait(arg) }.map(|_| 0),
             _ => Err(Errno::NOSYS),
         }
     })
@@ -325,11 +316,9 @@ unsafe fn read_common(
             }
         }
     });
-    if let Some(w) = &o.inner.fd_wait
-        && lock(&o.inner.state).is_empty()
-    {
+    if o.inner.wait.kind() == FI_WAIT_FD && lock(&o.inner.state).is_empty() {
         // Nothing left: the fd must not stay readable (level-triggered).
-        w.drain();
+        o.inner.wait.settle(false);
     }
     match n {
         Ok(n) => {
@@ -438,7 +427,7 @@ unsafe fn sread_common(
     // SAFETY: validated by obj().
     let o = unsafe { obj::<CqObj>(cq.cast()) }?;
     let q = &o.inner;
-    if q.wait_obj == FI_WAIT_NONE {
+    if !q.wait.can_block() {
         // fi_cq(3): sread is invalid on a CQ without a wait object.
         return Err(Errno::INVAL);
     }
@@ -452,7 +441,7 @@ unsafe fn sread_common(
         1
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let _waiting = q.waiters.enter();
+    let _waiting = q.wait.enter();
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -471,11 +460,7 @@ unsafe fn sread_common(
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
         // Progress is ours to drive, so wait only briefly between passes.
-        let Some(w) = &q.fd_wait else {
-            std::thread::yield_now(); // FI_WAIT_YIELD
-            continue;
-        };
-        match w.wait(Duration::from_micros(200)) {
+        match q.wait.wait(Duration::from_micros(200)) {
             // "If the timeout expires or the calling thread is signaled and
             // no data is available ..., returns -FI_EAGAIN" (fi_cq(3)).
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
@@ -487,9 +472,7 @@ unsafe fn sread_common(
         }
         // The eventfd has done its job; an FI_WAIT_FD one stays readable
         // while completions are queued (level-triggered, as read_common keeps it).
-        if q.wait_obj != FI_WAIT_FD || q.queued() == 0 {
-            w.drain();
-        }
+        q.wait.settle(q.queued() > 0);
     }
 }
 
@@ -525,13 +508,11 @@ unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
     guard_int("fi_cq_signal", || {
         // SAFETY: validated by obj().
         let o = unsafe { obj::<CqObj>(cq.cast()) }?;
-        if o.inner.wait_obj == FI_WAIT_NONE {
+        if !o.inner.wait.can_block() {
             return Err(Errno::INVAL);
         }
         o.inner.signaled.store(true, Ordering::Release);
-        if let Some(w) = &o.inner.fd_wait {
-            w.notify();
-        }
+        o.inner.wait.signal();
         Ok(0)
     })
 }

@@ -19,12 +19,14 @@
 
 pub mod atomics;
 mod completion;
+mod conn;
 pub mod iov;
 pub mod memory;
 mod op;
 mod rma;
 
 pub use completion::{Completion, CompletionError, Direction, DpCompletion};
+pub use conn::{ConnEvent, ConnRequest};
 pub use iov::{Iov, Payload, contiguous, gather, gather_iov, scatter};
 pub use memory::Registry;
 pub use op::{Peek, RxOp, TxOp};
@@ -53,6 +55,19 @@ pub struct OpenArgs {
     /// The domain's registered memory: what RMA and atomics from peers
     /// may reach (fi_mr(3)).
     pub memory: std::sync::Arc<Registry>,
+    /// FI_EP_DGRAM with our header (remote CQ data) instead of plain UDP.
+    pub dgram_header: bool,
+    /// FI_MSG_PREFIX: bytes at the start of every send and receive buffer
+    /// that are the provider's (the DGRAM header goes there); 0 without.
+    pub msg_prefix: usize,
+}
+
+impl OpenArgs {
+    /// Whether the endpoint runs the reliability engine (FI_EP_RDM, and
+    /// FI_EP_MSG, whose connection is an engine session to one peer).
+    pub fn reliable(&self) -> bool {
+        self.ep_type == crate::sys::FI_EP_RDM || self.ep_type == crate::sys::FI_EP_MSG
+    }
 }
 
 /// A running data path: one AF_XDP socket plus protocol state.
@@ -87,6 +102,25 @@ pub trait DataPath: Send {
     /// application block on the wait fd, and until when at the latest?
     fn wait_state(&self) -> WaitState {
         WaitState::Idle { timer: None }
+    }
+    /// fi_connect (connected endpoints only): ask the listener at `to` for
+    /// a connection, with `param` (at most the CM data size).
+    fn connect(&mut self, _to: XdpAddr, _param: &[u8]) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// fi_accept of `req` (connected endpoints only).
+    fn accept(&mut self, _req: &ConnRequest, _param: &[u8]) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// fi_shutdown: end the connection; posted receives complete through
+    /// `out` with FI_ECANCELED before this returns (fi_cm(3)).
+    fn shutdown(&mut self, _out: &mut dyn FnMut(DpCompletion)) -> Result<()> {
+        Err(crate::abi::Errno::NOSYS)
+    }
+    /// The next event of the connection, after a progress pass or a call
+    /// above.
+    fn poll_conn(&mut self) -> Option<ConnEvent> {
+        None
     }
 }
 

@@ -79,7 +79,8 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
     })
 }
 
-/// fi_getopt: FI_OPT_ENDPOINT / FI_OPT_MIN_MULTI_RECV (size_t).
+/// fi_getopt: FI_OPT_ENDPOINT / FI_OPT_MIN_MULTI_RECV (size_t), and
+/// FI_OPT_CM_DATA_SIZE (size_t) on connected endpoints.
 unsafe extern "C" fn ep_getopt(
     f: fid_t,
     level: c_int,
@@ -97,6 +98,10 @@ unsafe extern "C" fn ep_getopt(
             return Err(Errno::INVAL);
         }
         match optname {
+            // SAFETY: optval/optlen checked non-NULL, per fi_endpoint(3).
+            FI_OPT_CM_DATA_SIZE if e.ep_type == FI_EP_MSG => unsafe {
+                super::cm_data_size_opt(level, optname, optval, optlen)
+            },
             FI_OPT_MIN_MULTI_RECV => {
                 // SAFETY: optlen non-NULL.
                 if unsafe { *optlen } < size_of::<size_t>() {
@@ -148,7 +153,7 @@ unsafe extern "C" fn ep_setopt(
 }
 
 /// No scalable endpoints: tx/rx contexts cannot be created.
-unsafe extern "C" fn ep_tx_ctx(
+pub(crate) unsafe extern "C" fn ep_tx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_tx_attr,
@@ -157,7 +162,7 @@ unsafe extern "C" fn ep_tx_ctx(
 ) -> c_int {
     -FI_ENOSYS
 }
-unsafe extern "C" fn ep_rx_ctx(
+pub(crate) unsafe extern "C" fn ep_rx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_rx_attr,
@@ -167,6 +172,6 @@ unsafe extern "C" fn ep_rx_ctx(
     -FI_ENOSYS
 }
 /// fi_rx/tx_size_left are deprecated (fi_endpoint(3)) and not implemented.
-unsafe extern "C" fn ep_size_left(_: *mut fid_ep) -> ssize_t {
+pub(crate) unsafe extern "C" fn ep_size_left(_: *mut fid_ep) -> ssize_t {
     -(FI_ENOSYS as ssize_t)
 }

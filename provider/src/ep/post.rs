@@ -16,7 +16,7 @@ use libc::{c_void, iovec, size_t, ssize_t};
 
 use crate::abi::{Errno, Result, lock};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
-use crate::ep::Endpoint;
+use crate::ep::{ConnPhase, Endpoint};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
 
@@ -164,8 +164,17 @@ pub(super) fn post_tx(
     post: impl FnOnce(&mut dyn crate::datapath::DataPath, crate::addr::XdpAddr, bool) -> Result<()>,
 ) -> Result<ssize_t> {
     let mut st = lock(&e.state);
-    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
-    let addr = av.lookup(dest).ok_or(Errno::INVAL)?;
+    let addr = if e.ep_type == FI_EP_MSG {
+        // fi_cm(3): no data before FI_CONNECTED; the address argument of a
+        // connected endpoint's transfer is ignored.
+        match (st.conn, st.peer) {
+            (ConnPhase::Connected, Some(p)) => p,
+            _ => return Err(Errno(FI_ENOTCONN)),
+        }
+    } else {
+        let av = st.av.as_ref().ok_or(Errno::NOAV)?;
+        av.lookup(dest).ok_or(Errno::INVAL)?
+    };
     if !st.enabled {
         return Err(Errno::OPBADSTATE);
     }
@@ -304,11 +313,11 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     if flags & !SEND_FLAGS != 0 {
         return Err(Errno::BADFLAGS);
     }
-    if s.data.is_some() && e.ep_type != FI_EP_RDM {
-        // Remote CQ data needs our RDM header (cq_data_size = 0 on DGRAM).
+    if s.data.is_some() && e.ep_type == FI_EP_DGRAM && !e.dgram_header {
+        // Remote CQ data needs a header: plain UDP has cq_data_size = 0.
         return Err(Errno::BADFLAGS);
     }
-    let len: usize = s.iov.iter().map(|(_, l)| *l).sum();
+    let len = payload_len(e, &s.iov)?;
     if len > e.max_msg_size {
         return Err(Errno::INVAL);
     }
@@ -335,9 +344,24 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     })
 }
 
+/// The application's bytes of an operation: its buffers less the
+/// FI_MSG_PREFIX space, which must come first and in one piece
+/// (fi_getinfo(3) FI_MSG_PREFIX); -FI_EINVAL without room for it.
+fn payload_len(e: &Endpoint, iov: &Iov) -> Result<usize> {
+    let len: usize = iov.iter().map(|(_, l)| *l).sum();
+    if e.prefix == 0 {
+        return Ok(len);
+    }
+    match iov.first() {
+        Some((_, first)) if *first >= e.prefix => Ok(len - e.prefix),
+        _ => Err(Errno::INVAL),
+    }
+}
+
 /// Validate a receive and hand it to the data path (fi_msg(3), fi_tagged(3)).
 pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     probe::at(Stage::RecvCalled);
+    payload_len(e, &r.iov)?;
     let flags = r
         .flags
         .unwrap_or_else(|| e.rx_op_flags.load(Ordering::Relaxed));
@@ -352,6 +376,11 @@ pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
         return Err(Errno::BADFLAGS);
     }
     let mut st = lock(&e.state);
+    // A connected endpoint takes receives before it is connected (fi_cm(3)),
+    // not after its connection ended.
+    if st.conn == ConnPhase::Down {
+        return Err(Errno(FI_ENOTCONN));
+    }
     let src = if r.src == FI_ADDR_UNSPEC || e.caps & FI_DIRECTED_RECV == 0 {
         None
     } else {

@@ -38,8 +38,15 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV
     | FI_LOCAL_COMM
-    | FI_REMOTE_COMM;
-pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    | FI_REMOTE_COMM
+    | FI_SHARED_AV;
+pub const DGRAM_CAPS: u64 =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
+/// Connected endpoints: RDM's messaging to one peer (no RMA or atomics over a
+/// connection yet). FI_SOURCE and FI_DIRECTED_RECV are for connectionless
+/// endpoints (fi_getinfo(3)).
+pub const MSG_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 pub(super) const TX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 pub(super) const RX_CAPS: u64 = FI_MSG
@@ -53,7 +60,8 @@ pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_SOURCE
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV;
-pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// FI_SHARED_AV: named AVs shared by the processes of a host (av/shared.rs).
+pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 
 /// Operation flags an endpoint accepts in tx/rx `op_flags`.
@@ -78,6 +86,15 @@ pub const IOV_LIMIT: usize = 4;
 pub const MEM_TAG_FORMAT: u64 = 0xAAAA_AAAA_AAAA_AAAA;
 /// Provider-specific protocol id of the RDM wire protocol.
 pub const PROTO_XDP_RDM: u32 = FI_PROV_SPECIFIC | 0x5844;
+/// The same protocol with connection management (reliability/PROTOCOL.md
+/// §9): FI_EP_MSG.
+pub const PROTO_XDP_MSG: u32 = FI_PROV_SPECIFIC | 0x584D;
+/// FI_EP_DGRAM with a 16-byte header before the application's bytes
+/// (`xdp/dgram.rs`): remote CQ data, and FI_MSG_PREFIX (the header lives
+/// in the application's prefix space).
+pub const PROTO_XDP_DGRAM: u32 = FI_PROV_SPECIFIC | 0x5847;
+/// The prefix FI_MSG_PREFIX asks of DGRAM buffers: the header above.
+pub const DGRAM_PREFIX_SIZE: usize = 16;
 pub const PROTO_VERSION: u32 = 1;
 /// Ordering of an RDM endpoint (fi_endpoint(3) "msg_order"), from
 /// PROTOCOL.md §8.6: operations from one initiator to one target travel in
@@ -120,6 +137,8 @@ pub fn max_datagram_payload(iface: &Iface, v6: bool, cfg: &Config) -> usize {
 pub(super) struct Entry<'a> {
     pub(super) iface: &'a Iface,
     pub(super) ep_type: c_int,
+    /// DGRAM with our header (PROTO_XDP_DGRAM) instead of plain UDP.
+    pub(super) header: bool,
     pub(super) format: AddrFormat,
     pub(super) src: SocketAddr,
     pub(super) dest: Option<SocketAddr>,
@@ -146,8 +165,13 @@ pub(super) fn zeroed<T>() -> T {
 }
 
 pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
-    let rdm = e.ep_type == FI_EP_RDM;
-    let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS };
+    // RDM and MSG run the reliability engine; DGRAM is plain UDP.
+    let rdm = e.ep_type != FI_EP_DGRAM;
+    let caps = match e.ep_type {
+        FI_EP_RDM => RDM_CAPS,
+        FI_EP_MSG => MSG_CAPS,
+        _ => DGRAM_CAPS,
+    };
     let payload = max_datagram_payload(e.iface, e.src.is_ipv6(), cfg);
     let mut o = Box::new(Owned {
         info: zeroed(),
@@ -181,7 +205,12 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.rx.iov_limit = IOV_LIMIT;
 
     o.ep.type_ = e.ep_type;
-    o.ep.protocol = if rdm { PROTO_XDP_RDM } else { FI_PROTO_UDP };
+    o.ep.protocol = match e.ep_type {
+        FI_EP_RDM => PROTO_XDP_RDM,
+        FI_EP_MSG => PROTO_XDP_MSG,
+        _ if e.header => PROTO_XDP_DGRAM,
+        _ => FI_PROTO_UDP,
+    };
     o.ep.protocol_version = PROTO_VERSION;
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
     // The order above holds for operations of any size (one stream);
@@ -195,8 +224,14 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
 
     o.dom.threading = FI_THREAD_SAFE;
     // Control operations (AV insert, MR registration, binds) complete
-    // synchronously; data transfers progress only inside our calls.
-    o.dom.control_progress = FI_PROGRESS_AUTO;
+    // synchronously; data transfers progress only inside our calls. A
+    // connection (MSG) is set up by messages, which progress inside the
+    // application's calls too (EQ reads drive them).
+    o.dom.control_progress = if e.ep_type == FI_EP_MSG {
+        FI_PROGRESS_MANUAL
+    } else {
+        FI_PROGRESS_AUTO
+    };
     o.dom.data_progress = FI_PROGRESS_MANUAL;
     o.dom.resource_mgmt = FI_RM_ENABLED;
     o.dom.av_type = FI_AV_UNSPEC;
@@ -206,7 +241,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
         0
     };
     o.dom.mr_key_size = 8;
-    o.dom.cq_data_size = if rdm { 8 } else { 0 };
+    o.dom.cq_data_size = if rdm || e.header { 8 } else { 0 };
     o.dom.cq_cnt = 1024;
     // One AF_XDP socket per interface queue without shared UMEM, and the
     // endpoint binds FI_XDP_QUEUE: one endpoint per domain per process.

@@ -23,8 +23,16 @@ pub(super) fn apply_hints(
         o.info.caps = h.caps | (ours & DEFAULT_SECONDARY);
     }
     // We require no mode bits, so any hints->mode is acceptable (mode is
-    // what the application can do for us, fi_getinfo(3) "Mode").
+    // what the application can do for us, fi_getinfo(3) "Mode"). One is
+    // used when offered: FI_MSG_PREFIX on DGRAM with our header, which then
+    // lives in the application's prefix space.
     o.info.mode = 0;
+    if o.ep.protocol == PROTO_XDP_DGRAM && h.mode & FI_MSG_PREFIX != 0 {
+        o.info.mode = FI_MSG_PREFIX;
+        o.tx.mode = FI_MSG_PREFIX;
+        o.rx.mode = FI_MSG_PREFIX;
+        o.ep.msg_prefix_size = DGRAM_PREFIX_SIZE;
+    }
 
     // SAFETY (all derefs below): attribute pointers in hints are NULL or
     // valid, as fi_getinfo(3) requires.
@@ -108,7 +116,7 @@ pub(super) fn apply_hints(
         {
             return Err("max_order_*_size".into());
         }
-        if ep.msg_prefix_size > 0 {
+        if ep.msg_prefix_size > o.ep.msg_prefix_size {
             return Err("msg_prefix_size".into());
         }
         if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {
@@ -144,11 +152,11 @@ pub(super) fn apply_hints(
             FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.control_progress = d.control_progress,
             p => return Err(format!("control_progress {p}")),
         }
+        // FI_PROGRESS_AUTO: the domain then runs a progress thread
+        // (progress_thread.rs); manual progress stays the default.
         match d.data_progress {
-            FI_PROGRESS_UNSPEC | FI_PROGRESS_MANUAL => {}
-            FI_PROGRESS_AUTO => {
-                return Err("FI_PROGRESS_AUTO data progress is not supported".into());
-            }
+            FI_PROGRESS_UNSPEC => {}
+            FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.data_progress = d.data_progress,
             p => return Err(format!("data_progress {p}")),
         }
         match d.resource_mgmt {

@@ -2,7 +2,9 @@
 //! application's hints (fi_getinfo(3)).
 //!
 //! One entry per usable interface (domain name = interface name) and
-//! endpoint type (FI_EP_RDM first, then FI_EP_DGRAM). Entries are built in
+//! endpoint type: FI_EP_RDM first, then FI_EP_DGRAM (plain UDP, then with
+//! our header: remote CQ data and FI_MSG_PREFIX — first when the hints'
+//! mode offers FI_MSG_PREFIX), then FI_EP_MSG. Entries are built in
 //! Rust-owned memory and copied with `fi_dupinfo`, so the core can free them
 //! with `fi_freeinfo`. `fabric_attr->prov_name` stays NULL: the core fills
 //! it in (a non-NULL value would be treated as a layered provider's base).
@@ -21,8 +23,8 @@ mod attrs;
 mod hints;
 
 pub use attrs::{
-    API_VERSION, DGRAM_CAPS, FABRIC_NAME, IOV_LIMIT, PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG,
-    RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
+    API_VERSION, DGRAM_CAPS, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, MSG_CAPS, PROTO_XDP_DGRAM,
+    PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG, RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
 };
 
 use attrs::{Entry, Owned, base};
@@ -49,6 +51,9 @@ const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
 struct Wanted {
     src: Option<SocketAddr>,
     dest: Option<SocketAddr>,
+    /// hints->handle: a passive endpoint of ours whose address the entries
+    /// take (fi_endpoint(3)), or a live connection request.
+    handle: Option<*mut fid>,
 }
 
 fn opt_cstr<'a>(p: *const c_char) -> Result<Option<&'a str>> {
@@ -83,10 +88,27 @@ fn wanted(
     hints: Option<&fi_info>,
 ) -> Result<Wanted> {
     let mut w = Wanted::default();
+    if let Some(h) = hints
+        && !h.handle.is_null()
+    {
+        // SAFETY: a non-NULL hints->handle is a fid (fi_getinfo(3)).
+        match unsafe { (*h.handle).fclass } {
+            FI_CLASS_PEP => {
+                // SAFETY: as above; pep_of checks it is ours.
+                let a = unsafe { crate::pep::address_of(h.handle) }.ok_or(Errno::NODATA)?;
+                w.src = Some(a.socket_addr());
+                w.handle = Some(h.handle);
+            }
+            FI_CLASS_CONNREQ if crate::pep::peek_request(h.handle).is_some() => {
+                w.handle = Some(h.handle);
+            }
+            _ => {}
+        }
+    }
     if let Some(h) = hints {
         // SAFETY: hints addresses are valid for their stated lengths.
         unsafe {
-            if !h.src_addr.is_null() {
+            if !h.src_addr.is_null() && w.handle.is_none() {
                 w.src = Some(
                     addr_from_raw(h.src_addr, h.src_addrlen)
                         .ok_or(Errno::NODATA)?
@@ -232,13 +254,23 @@ pub fn candidates(
         xdp_info!(FI_LOG_CORE, "addr_format {hint_format:#x} not supported");
         return Err(Errno::NODATA);
     };
-    let ep_types: &[c_int] = match hints
+    // (endpoint type, DGRAM with our header)
+    let prefix_first = hints.is_some_and(|h| h.mode & FI_MSG_PREFIX != 0);
+    let dgrams: &[(c_int, bool)] = if prefix_first {
+        &[(FI_EP_DGRAM, true), (FI_EP_DGRAM, false)]
+    } else {
+        &[(FI_EP_DGRAM, false), (FI_EP_DGRAM, true)]
+    };
+    let kinds: Vec<(c_int, bool)> = match hints
         .and_then(|h| unsafe { h.ep_attr.as_ref() })
         .map(|e| e.type_)
     {
-        None | Some(FI_EP_UNSPEC) => &[FI_EP_RDM, FI_EP_DGRAM],
-        Some(FI_EP_RDM) => &[FI_EP_RDM],
-        Some(FI_EP_DGRAM) => &[FI_EP_DGRAM],
+        None | Some(FI_EP_UNSPEC) => {
+            [&[(FI_EP_RDM, false)], dgrams, &[(FI_EP_MSG, false)]].concat()
+        }
+        Some(FI_EP_RDM) => vec![(FI_EP_RDM, false)],
+        Some(FI_EP_DGRAM) => dgrams.to_vec(),
+        Some(FI_EP_MSG) => vec![(FI_EP_MSG, false)],
         Some(t) => {
             xdp_info!(FI_LOG_CORE, "endpoint type {t} not supported");
             return Err(Errno::NODATA);
@@ -285,15 +317,19 @@ pub fn candidates(
             .map(|s| s.port())
             .filter(|p| *p != 0)
             .unwrap_or(cfg.port);
-        for &ep_type in ep_types {
+        for &(ep_type, header) in &kinds {
             let e = Entry {
                 iface,
                 ep_type,
+                header,
                 format,
                 src: SocketAddr::new(src_ip, port),
                 dest: w.dest,
             };
             let mut o = base(&e, version, &cfg);
+            if ep_type == FI_EP_MSG {
+                o.info.handle = w.handle.unwrap_or(null_mut());
+            }
             if let Some(h) = hints
                 && let Err(why) = apply_hints(&mut o, h, version)
             {
@@ -369,6 +405,16 @@ pub struct InfoView {
     pub av_type: c_int,
     /// domain_attr->mr_mode: how registrations name keys and addresses.
     pub mr_mode: c_int,
+    /// `ep_attr->protocol`.
+    pub protocol: u32,
+    /// FI_MSG_PREFIX among the modes the application accepted.
+    pub msg_prefix: bool,
+    /// `domain_attr->data_progress` / `control_progress`.
+    pub data_progress: c_int,
+    pub control_progress: c_int,
+    /// `fi_info::handle`: a connection request (FI_CONNREQ) or a passive
+    /// endpoint whose address an active endpoint takes over.
+    pub handle: usize,
 }
 
 impl InfoView {
@@ -403,6 +449,13 @@ impl InfoView {
             threading: dom.map(|d| d.threading).unwrap_or(FI_THREAD_UNSPEC),
             av_type: dom.map(|d| d.av_type).unwrap_or(FI_AV_UNSPEC),
             mr_mode: dom.map(|d| d.mr_mode).unwrap_or(0),
+            handle: i.handle as usize,
+            protocol: ep.map(|e| e.protocol).unwrap_or(FI_PROTO_UNSPEC),
+            msg_prefix: (i.mode | tx.map_or(0, |t| t.mode) | rx.map_or(0, |r| r.mode))
+                & FI_MSG_PREFIX
+                != 0,
+            data_progress: dom.map_or(FI_PROGRESS_UNSPEC, |d| d.data_progress),
+            control_progress: dom.map_or(FI_PROGRESS_UNSPEC, |d| d.control_progress),
         })
     }
 }
@@ -471,6 +524,7 @@ mod tests {
         let e = Entry {
             iface: &i,
             ep_type: FI_EP_RDM,
+            header: false,
             format: AddrFormat::Xdp,
             src: "10.9.0.1:0".parse().unwrap(),
             dest: None,
@@ -492,7 +546,16 @@ mod tests {
         d.data_progress = FI_PROGRESS_AUTO;
         h.domain_attr = &mut d;
         let mut o = base(&e, API, &cfg);
-        assert!(apply_hints(&mut o, &h, API).is_err());
+        apply_hints(&mut o, &h, API).unwrap();
+        assert_eq!(
+            o.dom.data_progress, FI_PROGRESS_AUTO,
+            "a progress thread when asked"
+        );
+        let mut shared_ctx: fi_domain_attr = zeroed();
+        shared_ctx.max_ep_stx_ctx = 1;
+        h.domain_attr = &mut shared_ctx;
+        let mut o = base(&e, API, &cfg);
+        assert!(apply_hints(&mut o, &h, API).is_err(), "no shared contexts");
     }
 
     const API: u32 = API_VERSION;

@@ -224,6 +224,7 @@ pub const FI_CLASS_CQ: usize = 14;
 pub const FI_CLASS_CNTR: usize = 15;
 pub const FI_CLASS_WAIT: usize = 16;
 pub const FI_CLASS_POLL: usize = 17;
+pub const FI_CLASS_CONNREQ: usize = 18;
 
 // fi_control commands
 pub const FI_GETFIDFLAG: c_int = 0;
@@ -316,6 +317,11 @@ pub const FI_ECANCELED: c_int = libc::ECANCELED;
 pub const FI_ETIMEDOUT: c_int = libc::ETIMEDOUT;
 pub const FI_EALREADY: c_int = libc::EALREADY;
 pub const FI_EHOSTUNREACH: c_int = libc::EHOSTUNREACH;
+pub const FI_ECONNABORTED: c_int = libc::ECONNABORTED;
+pub const FI_ECONNRESET: c_int = libc::ECONNRESET;
+pub const FI_EISCONN: c_int = libc::EISCONN;
+pub const FI_ENOTCONN: c_int = libc::ENOTCONN;
+pub const FI_ECONNREFUSED: c_int = libc::ECONNREFUSED;
 pub const FI_ERRNO_OFFSET: c_int = 256;
 pub const FI_EOTHER: c_int = 256;
 pub const FI_ETOOSMALL: c_int = 257;

@@ -88,6 +88,7 @@ pub fn rust_layout() -> Vec<LayoutItem> {
         fi_eq_entry { fid, context, data }
         fi_eq_err_entry { fid, context, data, err, prov_errno, err_data, err_data_size }
         fi_eq_cm_entry { fid, info }
+        fi_mutex_cond { mutex, cond }
         fi_ops_eq { size, read, readerr, write, sread, strerror }
         fid_eq { fid, ops }
         fi_cq_entry { op_context }
@@ -291,6 +292,7 @@ pub fn rust_constants() -> Vec<(&'static str, i128)> {
         FI_CLASS_CNTR,
         FI_CLASS_WAIT,
         FI_CLASS_POLL,
+        FI_CLASS_CONNREQ,
         FI_GETFIDFLAG,
         FI_SETFIDFLAG,
         FI_GETOPSFLAG,
@@ -360,6 +362,11 @@ pub fn rust_constants() -> Vec<(&'static str, i128)> {
         FI_ETIMEDOUT,
         FI_EALREADY,
         FI_EHOSTUNREACH,
+        FI_ECONNABORTED,
+        FI_ECONNRESET,
+        FI_EISCONN,
+        FI_ENOTCONN,
+        FI_ECONNREFUSED,
         FI_ERRNO_OFFSET,
         FI_EOTHER,
         FI_ETOOSMALL,

@@ -6,6 +6,15 @@
 //! application passes FI_MORE. Sends to our own address are looped back
 //! here (AF_XDP cannot loop back); peers on this host are reached through
 //! the port's kernel UDP socket.
+//!
+//! The DGRAM entry with our header (PROTO_XDP_DGRAM) puts 16 bytes before
+//! the application's: magic "XDPG", version 1, flags (bit 0: remote CQ
+//! data), two zero bytes, the data (u64, little-endian). Datagrams
+//! without it are dropped there. With FI_MSG_PREFIX the header travels in
+//! the application's prefix space: received, the whole datagram is placed
+//! at the start of the buffer, header in the prefix, and the completion's
+//! length counts the prefix (fi_getinfo(3): a message without application
+//! data is then one of at most `msg_prefix_size` bytes).
 
 use std::collections::VecDeque;
 
@@ -15,15 +24,51 @@ use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::datapath::{
     Completion, CompletionError, DataPath, Direction, DpCompletion, OpenArgs, Peek, RxOp, TxOp,
-    gather, gather_iov, scatter,
+    gather, scatter,
 };
 use crate::sys::*;
 
 /// Datagrams taken off the RX ring per progress pass.
 const RX_BATCH: usize = 64;
 
+/// The header of PROTO_XDP_DGRAM (module docs).
+const HDR_LEN: usize = 16;
+const HDR_MAGIC: [u8; 4] = *b"XDPG";
+const HDR_VERSION: u8 = 1;
+const HDR_CQ_DATA: u8 = 1;
+
+fn encode_header(b: &mut [u8], data: Option<u64>) {
+    b[0..4].copy_from_slice(&HDR_MAGIC);
+    b[4] = HDR_VERSION;
+    b[5] = if data.is_some() { HDR_CQ_DATA } else { 0 };
+    b[6..8].fill(0);
+    b[8..16].copy_from_slice(&data.unwrap_or(0).to_le_bytes());
+}
+
+/// The remote CQ data a header carries (`Some(None)`: none); `None` when
+/// the datagram does not start with our header.
+fn decode_header(b: &[u8]) -> Option<Option<u64>> {
+    if b.len() < HDR_LEN || b[0..4] != HDR_MAGIC || b[4] != HDR_VERSION || b[5] & !HDR_CQ_DATA != 0
+    {
+        return None;
+    }
+    let mut d = [0u8; 8];
+    d.copy_from_slice(&b[8..16]);
+    Some((b[5] & HDR_CQ_DATA != 0).then_some(u64::from_le_bytes(d)))
+}
+
+/// How an endpoint's datagrams carry its messages.
+#[derive(Clone, Copy, Debug)]
+struct Framing {
+    /// Our header first (PROTO_XDP_DGRAM).
+    header: bool,
+    /// FI_MSG_PREFIX bytes at the start of every buffer (0 or HDR_LEN).
+    prefix: usize,
+}
+
 pub struct Dgram {
     port: Port,
+    framing: Framing,
     local: XdpAddr,
     recvs: VecDeque<RxOp>,
     loopback: VecDeque<(XdpAddr, Vec<u8>)>,
@@ -46,6 +91,10 @@ impl Dgram {
         Dgram {
             published,
             port,
+            framing: Framing {
+                header: args.dgram_header,
+                prefix: args.msg_prefix.min(HDR_LEN),
+            },
             local: args.local,
             recvs: VecDeque::new(),
             loopback: VecDeque::new(),
@@ -73,9 +122,21 @@ impl Dgram {
         recvs: &mut VecDeque<RxOp>,
         done: &mut Vec<DpCompletion>,
         dropped: &mut u64,
+        framing: Framing,
         src: XdpAddr,
-        data: &[u8],
+        datagram: &[u8],
     ) {
+        let (data, cq_data) = if framing.header {
+            let Some(cq_data) = decode_header(datagram) else {
+                *dropped += 1;
+                return;
+            };
+            // With FI_MSG_PREFIX the header goes into the prefix space.
+            let skip = HDR_LEN - framing.prefix;
+            (&datagram[skip..], cq_data)
+        } else {
+            (datagram, None)
+        };
         let Some(r) = recvs.pop_front() else {
             *dropped += 1;
             return;
@@ -89,13 +150,15 @@ impl Dgram {
             olen: data.len() - cap,
             err_data: Vec::new(),
         });
+        let flags = FI_RECV | FI_MSG | cq_data.map_or(0, |_| FI_REMOTE_CQ_DATA);
         done.push(DpCompletion {
             dir: Direction::Rx,
             completion: Completion {
                 op_context: r.context,
-                flags: FI_RECV | FI_MSG,
+                flags,
                 len: n,
                 buf: r.iov.first().map(|(b, _)| *b).unwrap_or(0),
+                data: cq_data.unwrap_or(0),
                 error,
                 ..Default::default()
             },
@@ -105,20 +168,37 @@ impl Dgram {
     }
 }
 
+/// Write `op`'s datagram into `dst` (header, then the application's bytes
+/// after its prefix); returns its length.
+fn build(f: Framing, op: &TxOp, dst: &mut [u8]) -> usize {
+    let hdr = if f.header { HDR_LEN } else { 0 };
+    let n = op.payload.len().saturating_sub(f.prefix);
+    if f.header {
+        encode_header(&mut dst[..HDR_LEN], op.data);
+    }
+    // SAFETY: the send's buffers are valid for this call.
+    unsafe { gather(op.payload.iov(), f.prefix, &mut dst[hdr..hdr + n]) };
+    hdr + n
+}
+
 impl DataPath for Dgram {
     fn post_send(&mut self, op: TxOp) -> Result<()> {
         let len = op.payload.len();
-        if len > self.port.max_payload() {
+        let hdr = if self.framing.header { HDR_LEN } else { 0 };
+        let wire = len.saturating_sub(self.framing.prefix) + hdr;
+        if wire > self.port.max_payload() {
             return Err(Errno::INVAL);
         }
         if op.dest.socket_addr() == self.local.socket_addr() {
-            let bytes = gather_iov(op.payload.iov());
+            let mut bytes = vec![0u8; wire];
+            build(self.framing, &op, &mut bytes);
             self.loopback.push_back((self.local, bytes));
             self.tx_done(&op, len);
             return Ok(());
         }
         let mut to = op.dest;
         to.mac = self.port.resolve(&op.dest)?;
+        let framing = self.framing;
         let port = &mut self.port;
         let buf = match port.alloc_tx() {
             Some(b) => b,
@@ -131,9 +211,8 @@ impl DataPath for Dgram {
             port.release_tx(buf);
             return Err(Errno::AGAIN);
         };
-        // SAFETY: the send's buffers are valid for this call.
-        unsafe { gather(op.payload.iov(), 0, &mut dst[..len]) };
-        port.send(buf, &to, len)
+        let n = build(framing, &op, dst);
+        port.send(buf, &to, n)
             .map_err(|e| link_err("dgram send", e))?;
         if op.flags & FI_MORE == 0 {
             port.flush().map_err(|e| link_err("TX kick", e))?;
@@ -153,6 +232,7 @@ impl DataPath for Dgram {
     fn progress(&mut self, out: &mut dyn FnMut(DpCompletion)) {
         let Dgram {
             port,
+            framing,
             recvs,
             done,
             dropped,
@@ -163,15 +243,15 @@ impl DataPath for Dgram {
             let Some((src, bytes)) = loopback.pop_front() else {
                 break;
             };
-            Self::deliver(recvs, done, dropped, src, &bytes);
+            Self::deliver(recvs, done, dropped, *framing, src, &bytes);
         }
         let mut learnt = Vec::new();
         port.recv(RX_BATCH, |src, pieces| {
             learnt.push(src);
             match pieces {
-                [payload] => Self::deliver(recvs, done, dropped, src, payload),
+                [payload] => Self::deliver(recvs, done, dropped, *framing, src, payload),
                 // Not asked for on DGRAM ports (LinkConfig::rx_pieces).
-                _ => Self::deliver(recvs, done, dropped, src, &pieces.concat()),
+                _ => Self::deliver(recvs, done, dropped, *framing, src, &pieces.concat()),
             }
         });
         for a in &learnt {

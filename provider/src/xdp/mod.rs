@@ -8,10 +8,13 @@
 //! - [`dgram`]: FI_EP_DGRAM: one libfabric message = one UDP datagram, the
 //!   payload exactly the application's bytes (so a kernel UDP socket can be
 //!   the peer), unreliable, no tags.
-//! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`).
+//! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`),
+//!   and FI_EP_MSG: the same with one peer, chosen by its connection
+//!   ([`connected`]).
 //! - `published`: each endpoint's identity and counters in a statistics file
 //!   that `ofi-xdp status` reads from another process.
 
+mod connected;
 pub mod dgram;
 mod peers;
 pub mod port;
@@ -20,15 +23,14 @@ pub mod rdm;
 
 use crate::abi::Result;
 use crate::datapath::{DataPath, OpenArgs};
-use crate::sys::FI_EP_RDM;
 
 /// Start the data path for an endpoint being enabled: an AF_XDP socket on
 /// the endpoint's interface and queue (or, when that is taken, the kernel
-/// UDP socket alone), the steering program, and (RDM) the reliability
-/// engine.
+/// UDP socket alone), the steering program, and (RDM, MSG) the
+/// reliability engine.
 pub fn open(args: &OpenArgs) -> Result<Box<dyn DataPath>> {
     let port = port::Port::open(args)?;
-    if args.ep_type == FI_EP_RDM {
+    if args.reliable() {
         Ok(Box::new(rdm::Rdm::new(port, args)))
     } else {
         Ok(Box::new(dgram::Dgram::new(port, args)))

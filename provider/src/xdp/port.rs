@@ -180,8 +180,8 @@ impl Port {
             );
             Errno::from_os(&e)
         })?;
-        if args.ep_type == FI_EP_RDM {
-            // Only RDM reads them (Rdm::check_refused); on a DGRAM socket a
+        if args.reliable() {
+            // Only the engine's endpoints read them (Rdm::check_refused); on a DGRAM socket a
             // queued error would fail the next kernel-path send instead.
             report_icmp_errors(&udp, args.local.ip.is_ipv6());
         }
@@ -513,24 +513,24 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Failed(Errno::INVAL))?;
     lc.rx_frames = lc.frame_count / 2;
     lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Failed(Errno::INVAL))?;
-    // Jumbo frames for RDM only: its datagram size is internal (segments,
+    // Jumbo frames for the engine's endpoints (RDM, MSG) only: their datagram size is internal (segments,
     // negotiated per peer in HELLO), while a DGRAM endpoint's max_msg_size is
     // promised by fi_getinfo before any socket exists, so it stays at what
     // one frame holds on every kernel.
-    lc.multi_buffer = cfg.multi_buffer && args.ep_type == FI_EP_RDM;
+    lc.multi_buffer = cfg.multi_buffer && args.reliable();
     // The engine takes such a datagram in its chunks (one copy, straight
     // into the receive buffer: one userspace copy per direction).
-    lc.rx_pieces = args.ep_type == FI_EP_RDM;
-    // RDM datagrams carry the engine's CRC-32C over header and payload
+    lc.rx_pieces = args.reliable();
+    // The engine's datagrams (RDM, MSG; connection management too) carry a CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
     // without the optional UDP checksum (RFC 768: zero = none) — one
     // pass over every payload less on each side. IPv6 keeps it
     // (mandatory, RFC 8200 §8.1), and so do DGRAM datagrams, whose
     // payload is the application's own.
-    lc.udp_checksum_ipv4 = args.ep_type != FI_EP_RDM;
-    // For the same reason RDM does not verify UDP checksums on receive: the
+    lc.udp_checksum_ipv4 = !args.reliable();
+    // For the same reason they do not verify UDP checksums on receive: the
     // CRC-32C already covers what they would (IPv6 peers always send them).
-    lc.verify_checksums = args.ep_type != FI_EP_RDM;
+    lc.verify_checksums = !args.reliable();
     lc.bind = match cfg.zerocopy {
         ZeroCopy::Auto => BindPreference::Auto,
         ZeroCopy::Required => BindPreference::ZeroCopy,

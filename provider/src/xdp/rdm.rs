@@ -1,5 +1,7 @@
 //! FI_EP_RDM: reliable, ordered (FI_ORDER_SAS) messages through the sans-IO
-//! reliability engine, whose datagrams travel over the AF_XDP link.
+//! reliability engine, whose datagrams travel over the AF_XDP link. A
+//! connected endpoint (FI_EP_MSG) is the same with one peer, chosen by its
+//! connection ([`super::connected`]).
 //!
 //! The engine names buffers by token: [`SendSide`]/[`RecvSide`] map a token
 //! to the application's iov, so payload is copied once per direction
@@ -18,13 +20,15 @@ use rel::{Engine, Event, Instant as RelInstant};
 
 use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
 
+use super::connected::Connected;
 use super::peers::Peers;
 use super::port::{Port, link_err};
 use super::published::{self, Published};
 use crate::abi::{Errno, Result};
+use crate::addr::XdpAddr;
 use crate::datapath::{
-    Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
-    Registry, RmaOp, RxOp, TxOp, WaitState, contiguous,
+    Completion, CompletionError, ConnEvent, ConnRequest, DataPath, Direction, DpCompletion, Iov,
+    OpenArgs, Payload, Peek, Registry, RmaOp, RxOp, TxOp, WaitState, contiguous,
 };
 use crate::probe::{self, Stage};
 use crate::sys::*;
@@ -70,6 +74,9 @@ pub struct Rdm {
     /// Datagrams dropped because their source was new and the address table
     /// full ([`MAX_PEER_ADDRS`]).
     unknown_sources_dropped: u64,
+    /// FI_EP_MSG: the connection, which admits engine datagrams from its
+    /// peer only.
+    conn: Option<Connected>,
     /// The statistics file `ofi-xdp status` reads.
     published: Published,
 }
@@ -249,6 +256,7 @@ impl Rdm {
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
             timeouts_seen: 0,
             unknown_sources_dropped: 0,
+            conn: (args.ep_type == FI_EP_MSG).then(|| Connected::new(args)),
             published,
         }
     }
@@ -575,12 +583,27 @@ impl DataPath for Rdm {
                 memory,
                 remote,
                 unknown_sources_dropped,
+                conn,
                 ..
             } = self;
             let mut bufs = RecvSide(recvs, results, memory, remote);
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, pieces| {
                 probe::arrived();
+                if let Some(c) = conn.as_mut() {
+                    let first = pieces.first().copied().unwrap_or(&[]);
+                    if ofi_xdp_reliability::cm::is_cm(first) {
+                        match pieces {
+                            [one] => c.on_datagram(&src, one),
+                            _ => c.on_datagram(&src, &pieces.concat()),
+                        }
+                        return;
+                    }
+                    if !c.admits(&src) {
+                        *unknown_sources_dropped += 1;
+                        return;
+                    }
+                }
                 let known = peers.addrs.len();
                 let Some(key) = peers.key_of_source(&src) else {
                     *unknown_sources_dropped += 1;
@@ -610,6 +633,9 @@ impl DataPath for Rdm {
         }
         self.transmit(now);
         self.report_remote(out);
+        if let Some(c) = self.conn.as_mut() {
+            c.run(now, &mut self.port);
+        }
         while let Some(ev) = self.engine.poll_event() {
             match ev {
                 Event::Completion(c) => {
@@ -619,12 +645,11 @@ impl DataPath for Rdm {
                     }
                 }
                 Event::PeerLost { peer, reason } => {
-                    let a = self
-                        .peers
-                        .addrs
-                        .get(peer as usize)
-                        .map(|a| a.to_string())
-                        .unwrap_or_default();
+                    let lost = self.peers.addrs.get(peer as usize).copied();
+                    if let (Some(c), Some(l)) = (self.conn.as_mut(), &lost) {
+                        c.peer_lost(l);
+                    }
+                    let a = lost.map(|a| a.to_string()).unwrap_or_default();
                     let link = self.port.stats_line();
                     let why = format!(
                         "peer {a} lost: {reason:?} (engine {:?}; link {link}; session {})",
@@ -667,13 +692,19 @@ impl DataPath for Rdm {
     }
 
     fn wait_state(&self) -> WaitState {
-        if self.engine.wants_transmit() {
+        if self.engine.wants_transmit() || self.conn.as_ref().is_some_and(|c| c.wants_transmit()) {
             return WaitState::Busy;
         }
-        let timer = self
+        let now = self.now();
+        let engine = self
             .engine
             .poll_timeout()
-            .map(|t| std::time::Duration::from_nanos(t.since(self.now()).0));
+            .map(|t| std::time::Duration::from_nanos(t.since(now).0));
+        let conn = self.conn.as_ref().and_then(|c| c.timer(now));
+        let timer = match (engine, conn) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match timer {
             Some(d) if d.is_zero() => WaitState::Busy,
             timer => WaitState::Idle { timer },
@@ -683,9 +714,103 @@ impl DataPath for Rdm {
     fn set_min_multi_recv(&mut self, bytes: usize) {
         self.min_multi_recv = bytes;
     }
+
+    fn connect(&mut self, to: XdpAddr, param: &[u8]) -> Result<()> {
+        let mut to = to;
+        // The listener's MAC, resolved now, outside the progress loop.
+        if let Some(mac) = self.port.resolve(&to)? {
+            to.mac = Some(mac);
+        }
+        let now = self.now();
+        let c = self.conn.as_mut().ok_or(Errno::NOSYS)?;
+        c.connect(now, to, param)?;
+        c.transmit(&mut self.port);
+        Ok(())
+    }
+
+    fn accept(&mut self, req: &ConnRequest, param: &[u8]) -> Result<()> {
+        let now = self.now();
+        let mut from = req.from;
+        if from.mac.is_none()
+            && let Some(mac) = self.port.resolve(&from)?
+        {
+            from.mac = Some(mac);
+        }
+        let req = ConnRequest {
+            from,
+            ..req.clone()
+        };
+        let c = self.conn.as_mut().ok_or(Errno::NOSYS)?;
+        c.accept(now, &req, param)?;
+        c.transmit(&mut self.port);
+        Ok(())
+    }
+
+    fn shutdown(&mut self, out: &mut dyn FnMut(DpCompletion)) -> Result<()> {
+        if self.conn.is_none() {
+            return Err(Errno::NOSYS);
+        }
+        self.disconnect(out);
+        Ok(())
+    }
+
+    fn poll_conn(&mut self) -> Option<ConnEvent> {
+        let ev = self.conn.as_mut()?.poll_event()?;
+        if ev == ConnEvent::Shutdown {
+            // As the tcp provider flushes its queues when a connection
+            // ends: receives still posted will never be matched.
+            self.cancel_receives();
+        }
+        Some(ev)
+    }
 }
 
 impl Rdm {
+    /// End every session with CLOSE and its final ack (PROTOCOL.md §4.5)
+    /// and transmit them; the TX ring holds a bounded number of frames, so
+    /// in rounds. Returns the time it used.
+    fn close_sessions(&mut self) -> RelInstant {
+        self.engine.close();
+        let now = self.now();
+        for _ in 0..MAX_CLOSE_ROUNDS {
+            if self.transmit(now) {
+                break;
+            }
+        }
+        now
+    }
+
+    /// fi_shutdown of a connected endpoint (fi_cm(3)): what was reported
+    /// sent is delivered first (as on close), posted receives complete
+    /// with FI_ECANCELED through `out`, the session ends with CLOSE
+    /// (PROTOCOL.md §4.5) and the peer hears DISCONNECT (§9.3); other
+    /// outstanding operations are discarded, as fi_cm(3) allows.
+    fn disconnect(&mut self, out: &mut dyn FnMut(DpCompletion)) {
+        self.linger(out);
+        self.cancel_receives();
+        while let Some(ev) = self.engine.poll_event() {
+            if let Event::Completion(c) = ev
+                && let Some(d) = self.completion(c)
+            {
+                out(d);
+            }
+        }
+        let now = self.close_sessions();
+        if let Some(c) = self.conn.as_mut() {
+            c.shutdown(now);
+            c.transmit(&mut self.port);
+        }
+    }
+
+    /// Every posted receive completes with FI_ECANCELED (at the next
+    /// drain of the engine's events): the connection they were for is over.
+    fn cancel_receives(&mut self) {
+        let tokens: Vec<u64> = self.recvs.keys().copied().collect();
+        for t in tokens {
+            self.engine.cancel_recv(t);
+        }
+    }
+
     /// After a retransmission timeout, see whether the network refused
     /// datagrams to a peer (ICMP port unreachable: its process is gone) and
     /// fail its operations now instead of after FI_XDP_PEER_TIMEOUT.
@@ -715,7 +840,7 @@ impl Rdm {
     /// FI_XDP_LINGER_MS — like a TCP socket's data draining after close().
     /// Completions that arise meanwhile are discarded, as fi_close discards
     /// outstanding operations (fi_endpoint(3)).
-    fn linger(&mut self) {
+    fn linger(&mut self, out: &mut dyn FnMut(DpCompletion)) {
         let deadline = std::time::Instant::now() + self.linger;
         let mut waited = false;
         while self.engine.sends_unacked_after_completion() > 0 {
@@ -731,7 +856,7 @@ impl Rdm {
                 std::thread::yield_now();
             }
             waited = true;
-            self.progress(&mut |_| {});
+            self.progress(out);
         }
     }
 }
@@ -742,18 +867,16 @@ impl Drop for Rdm {
             // Only in a build with the `probes` feature (a benchmark's).
             eprintln!("ofi-xdp probes (rdm endpoint):\n{table}");
         }
-        self.linger();
+        self.linger(&mut |_| {});
         // Tell every peer we had a session with that we are gone, with our
         // final ack (PROTOCOL.md §4.5): what we received completes at the
         // sender even if our last ack was lost, and what we did not fails
-        // there at once instead of after FI_XDP_PEER_TIMEOUT. The TX ring
-        // holds a bounded number of frames, so drain in rounds.
-        self.engine.close();
-        let now = self.now();
-        for _ in 0..MAX_CLOSE_ROUNDS {
-            if self.transmit(now) {
-                break;
-            }
+        // there at once instead of after FI_XDP_PEER_TIMEOUT.
+        let now = self.close_sessions();
+        // A connected peer hears DISCONNECT after the session's CLOSE.
+        if let Some(c) = self.conn.as_mut() {
+            c.close(now);
+            c.transmit(&mut self.port);
         }
         // One line per endpoint for diagnosis (FI_LOG_LEVEL=info).
         let link = self.port.stats_line();

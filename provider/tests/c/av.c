@@ -160,10 +160,14 @@ static void open_errors(struct xt_res *r)
 	attr.rx_ctx_bits = 2;
 	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
 	attr.rx_ctx_bits = 0;
-	attr.name = "shared";
-	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_ENOSYS);
+	/* Named AVs are shared (shared_av.c); the name must be a file name,
+	 * and a read-only open needs a name that exists. */
+	attr.name = "../escape";
+	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
 	attr.name = NULL;
 	attr.flags = FI_READ;
+	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
+	attr.flags = FI_WRITE;
 	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EBADFLAGS);
 }
 

@@ -23,7 +23,7 @@ static int gi(struct fi_info *h, const char *node, const char *service,
 static void no_hints(void)
 {
 	struct fi_info *info = NULL, *i;
-	int ours = 0, rdm = 0, dgram = 0;
+	int ours = 0, rdm = 0, dgram = 0, msg = 0;
 	CHECK_RET(fi_getinfo(XT_VERSION, NULL, NULL, 0, NULL, &info), 0);
 	for (i = info; i; i = i->next) {
 		if (strcmp(i->fabric_attr->prov_name, "xdp"))
@@ -33,9 +33,11 @@ static void no_hints(void)
 		CHECK(!strcmp(i->fabric_attr->name, "xdp"));
 		rdm += i->ep_attr->type == FI_EP_RDM;
 		dgram += i->ep_attr->type == FI_EP_DGRAM;
+		msg += i->ep_attr->type == FI_EP_MSG;
 	}
-	/* One RDM and one DGRAM entry for the one usable interface. */
-	CHECK(ours == 2 && rdm == 1 && dgram == 1);
+	/* For the one usable interface: one RDM, two DGRAM (plain UDP and with
+	 * our header) and one MSG entry. */
+	CHECK(ours == 4 && rdm == 1 && dgram == 2 && msg == 1);
 	fi_freeinfo(info);
 }
 
@@ -44,8 +46,9 @@ static void prov_hint_attrs(void)
 	struct fi_info *info;
 	CHECK_RET(gi(xt_hints(FI_EP_UNSPEC), NULL, NULL, 0, &info), 0);
 	REQUIRE(info);
-	CHECK(count(info) == 2);
-	/* RDM first, then DGRAM; truthful attributes. */
+	CHECK(count(info) == 4);
+	/* RDM first, then DGRAM (UDP, then with our header), then MSG;
+	 * truthful attributes. */
 	CHECK(info->ep_attr->type == FI_EP_RDM);
 	CHECK((info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV)) ==
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV));
@@ -81,6 +84,29 @@ static void prov_hint_attrs(void)
 	CHECK(d->ep_attr->max_msg_size == d->tx_attr->inject_size);
 	CHECK(d->ep_attr->protocol == FI_PROTO_UDP);
 	CHECK(d->domain_attr->cq_data_size == 0);
+	REQUIRE(d->next);
+	struct fi_info *dh = d->next;
+	CHECK(dh->ep_attr->type == FI_EP_DGRAM);
+	CHECK(dh->ep_attr->protocol != FI_PROTO_UDP);
+	CHECK(dh->domain_attr->cq_data_size == 8);
+	/* FI_MSG_PREFIX only when the hints' mode offers it (dgram_prefix.c). */
+	CHECK(dh->mode == 0 && dh->ep_attr->msg_prefix_size == 0);
+	CHECK(dh->ep_attr->max_msg_size == d->ep_attr->max_msg_size);
+	REQUIRE(dh->next);
+	struct fi_info *m = dh->next;
+	CHECK(m->ep_attr->type == FI_EP_MSG);
+	CHECK((m->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV)) ==
+	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV));
+	/* Source addressing and directed receives are for connectionless ones. */
+	CHECK(!(m->caps & (FI_SOURCE | FI_DIRECTED_RECV)));
+	CHECK(m->tx_attr->msg_order == FI_ORDER_SAS && m->rx_attr->msg_order == FI_ORDER_SAS);
+	CHECK(m->ep_attr->max_msg_size == info->ep_attr->max_msg_size);
+	CHECK(m->ep_attr->protocol != FI_PROTO_UDP && m->ep_attr->protocol != info->ep_attr->protocol);
+	CHECK(m->domain_attr->cq_data_size == 8);
+	/* Connections progress inside the application's calls, as data does. */
+	CHECK(m->domain_attr->control_progress == FI_PROGRESS_MANUAL);
+	CHECK(m->domain_attr->data_progress == FI_PROGRESS_MANUAL);
+	CHECK(!m->next);
 	fi_freeinfo(info);
 }
 
@@ -95,10 +121,17 @@ static void ep_type_hints(void)
 	CHECK_RET(gi(xt_hints(FI_EP_DGRAM), NULL, NULL, 0, &info), 0);
 	for (i = info; i; i = i->next)
 		CHECK(i->ep_attr->type == FI_EP_DGRAM);
+	CHECK(count(info) == 2);
+	fi_freeinfo(info);
+	CHECK_RET(gi(xt_hints(FI_EP_MSG), NULL, NULL, 0, &info), 0);
+	for (i = info; i; i = i->next)
+		CHECK(i->ep_attr->type == FI_EP_MSG);
 	CHECK(count(info) == 1);
 	fi_freeinfo(info);
-	/* FI_EP_MSG is not offered: refused, and no ofi_rxm stacking shows. */
-	CHECK_RET(gi(xt_hints(FI_EP_MSG), NULL, NULL, 0, &info), -FI_ENODATA);
+	/* Connectionless capabilities are refused for MSG. */
+	struct fi_info *h = xt_hints(FI_EP_MSG);
+	h->caps = FI_MSG | FI_SOURCE;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
 }
 
 static void caps_hints(void)
@@ -168,9 +201,15 @@ static void caps_hints(void)
 static void domain_hints(void)
 {
 	struct fi_info *h, *info;
+	/* FI_PROGRESS_AUTO is granted when asked (a progress thread per
+	 * domain, auto_progress.c); manual stays the default. */
 	h = xt_hints(FI_EP_RDM);
 	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
-	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	if (info) {
+		CHECK(info->domain_attr->data_progress == FI_PROGRESS_AUTO);
+		fi_freeinfo(info);
+	}
 	h = xt_hints(FI_EP_RDM);
 	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;

@@ -208,14 +208,19 @@ static void unsupported_slots(struct all *a, int dgram)
 	CHECK_RET(fi_query_atomic(a->r.domain, FI_INT32, FI_SUM, NULL, 0), -FI_EINVAL);
 	struct fid_ep *sep;
 	CHECK_RET(fi_scalable_ep(a->r.domain, a->r.info, &sep, NULL), -FI_ENOSYS);
+	/* Passive endpoints are FI_EP_MSG's. */
 	struct fid_pep *pep;
-	CHECK_RET(fi_passive_ep(a->r.fabric, a->r.info, &pep, NULL), -FI_ENOSYS);
-	struct fi_wait_attr wa = {.wait_obj = FI_WAIT_FD};
+	CHECK_RET(fi_passive_ep(a->r.fabric, a->r.info, &pep, NULL), -FI_EINVAL);
+	/* Connection management is for connected endpoints. */
+	CHECK_RET(fi_listen((struct fid_pep *)a->ep), -FI_ENOSYS);
+	CHECK_RET(fi_reject((struct fid_pep *)a->ep, &a->ep->fid, NULL, 0), -FI_ENOSYS);
+	size_t sz = 0, szlen = sizeof(sz);
+	CHECK_RET(fi_getopt(&a->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &sz, &szlen),
+		  -FI_ENOPROTOOPT);
+	/* POLLFD wait objects are not offered. */
+	struct fi_wait_attr wa = {.wait_obj = FI_WAIT_POLLFD};
 	struct fid_wait *w;
 	CHECK_RET(fi_wait_open(a->r.fabric, &wa, &w), -FI_ENOSYS);
-	struct fi_poll_attr pa = {0};
-	struct fid_poll *p;
-	CHECK_RET(fi_poll_open(a->r.domain, &pa, &p), -FI_ENOSYS);
 	struct fid_ep *rx;
 	CHECK_RET(fi_srx_context(a->r.domain, NULL, &rx, NULL), -FI_ENOSYS);
 	CHECK_RET(fi_domain_bind(a->r.domain, &a->av->fid, 0), -FI_EINVAL);

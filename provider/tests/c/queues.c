@@ -133,9 +133,24 @@ static void cq_tests(struct xt_res *r)
 	CHECK_RET(poll(&p, 1, 0), 0);
 	CHECK_RET(fi_close(&cq->fid), 0);
 	CHECK_RET(fi_trywait(r->fabric, fids, 0), 0);
+	/* FI_WAIT_MUTEX_COND: FI_GETWAIT hands out the mutex and condition;
+	 * with manual progress blocking on them directly is never safe. */
 	attr.wait_obj = FI_WAIT_MUTEX_COND;
-	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	struct fi_mutex_cond mc = {0};
+	CHECK_RET(fi_control(&cq->fid, FI_GETWAIT, &mc), 0);
+	CHECK(mc.mutex && mc.cond);
+	CHECK_RET(fi_trywait(r->fabric, fids, 0), 0);
+	fids[0] = &cq->fid;
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), -FI_EAGAIN);
+	t0 = now_ms();
+	CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 30), -FI_EAGAIN);
+	CHECK(now_ms() - t0 >= 25);
+	CHECK_RET(fi_close(&cq->fid), 0);
+	/* FI_WAIT_SET needs the set; POLLFD is not offered. */
 	attr.wait_obj = FI_WAIT_SET;
+	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_POLLFD;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_ENOSYS);
 	attr.wait_obj = 99;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), -FI_EINVAL);
@@ -174,9 +189,26 @@ static void eq_tests(struct xt_res *r)
 	CHECK(fi_eq_strerror(eq, FI_EAGAIN, NULL, buf, sizeof(buf)) == buf && buf[0]);
 	CHECK_RET(fi_close(&eq->fid), 0);
 	CHECK_RET(fi_eq_open(r->fabric, NULL, &eq, NULL), -FI_EINVAL);
+	/* FI_WAIT_FD: an fd that is readable while an event is queued. */
 	attr.wait_obj = FI_WAIT_FD;
-	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), 0);
+	int fd = -1;
+	CHECK_RET(fi_control(&eq->fid, FI_GETWAIT, &fd), 0);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct fid *fids[1] = {&eq->fid};
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), 0);
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	CHECK_RET(poll(&p, 1, 1000), 1);
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), -FI_EAGAIN);
+	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(out));
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_close(&eq->fid), 0);
+	/* No wait object: no blocking read. */
 	attr.wait_obj = FI_WAIT_NONE;
+	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), 0);
+	CHECK_RET(fi_eq_sread(eq, &event, &out, sizeof(out), 10, 0), -FI_EINVAL);
+	CHECK_RET(fi_close(&eq->fid), 0);
 	attr.flags = FI_SEND;
 	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), -FI_EBADFLAGS);
 }
@@ -211,7 +243,21 @@ static void cntr_tests(struct xt_res *r)
 	attr.flags = 1;
 	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_EBADFLAGS);
 	attr.flags = 0;
+	/* FI_WAIT_FD: readable when the counter changes. */
 	attr.wait_obj = FI_WAIT_FD;
+	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), 0);
+	int fd = -1;
+	CHECK_RET(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct fid *fids[1] = {&c->fid};
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), 0);
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_cntr_add(c, 1), 0);
+	CHECK_RET(poll(&p, 1, 1000), 1);
+	CHECK_RET(fi_trywait(r->fabric, fids, 1), 0);
+	CHECK_RET(poll(&p, 1, 0), 0);
+	CHECK_RET(fi_close(&c->fid), 0);
+	attr.wait_obj = FI_WAIT_POLLFD;
 	CHECK_RET(fi_cntr_open(r->domain, &attr, &c, NULL), -FI_ENOSYS);
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -78,6 +79,39 @@ static void xt_init(int argc, char **argv)
 	xt_iface = argv[1];
 	xt_local_ip = argv[2];
 	xt_peer_ip = argv[3];
+}
+
+/* Two-process tests exchange addresses and go-aheads through files in a
+ * rendezvous directory (argv[5]); each file appears whole (rename). */
+static const char *xt_dir;
+
+static void xt_put_file(const char *name, const void *b, size_t n)
+{
+	char p[512], tmp[520];
+	snprintf(p, sizeof(p), "%s/%s", xt_dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+	FILE *f = fopen(tmp, "w");
+	REQUIRE(f && fwrite(b, 1, n, f) == n);
+	fclose(f);
+	REQUIRE(rename(tmp, p) == 0);
+}
+
+/* Wait (up to 30 s) for `name`, then read up to `n` bytes of it. */
+static size_t xt_get_file(const char *name, void *b, size_t n)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", xt_dir, name);
+	for (int i = 0; i < 300; i++) {
+		FILE *f = fopen(p, "r");
+		if (f) {
+			size_t got = fread(b, 1, n, f);
+			fclose(f);
+			return got;
+		}
+		usleep(100000);
+	}
+	fprintf(stderr, "%s did not appear\n", p);
+	exit(2);
 }
 
 static int xt_done(const char *name)

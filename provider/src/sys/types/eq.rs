@@ -87,6 +87,13 @@ pub struct fi_eq_cm_entry {
     // followed by a flexible `uint8_t data[]`
 }
 
+/// FI_GETWAIT's answer for FI_WAIT_MUTEX_COND (fi_eq(3)).
+#[repr(C)]
+pub struct fi_mutex_cond {
+    pub mutex: *mut libc::pthread_mutex_t,
+    pub cond: *mut libc::pthread_cond_t,
+}
+
 #[repr(C)]
 pub struct fi_ops_eq {
     pub size: size_t,

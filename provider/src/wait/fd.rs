@@ -1,13 +1,14 @@
-//! Wait objects: what a thread blocks on while it waits for completions.
+//! File-descriptor waits and the count of blocked readers.
 //!
 //! - [`Epoll`]: one file descriptor that polls readable when any of its
 //!   members does (epoll(7)). A data path uses one to offer both of its
 //!   sockets as a single wait fd.
-//! - [`FdWait`]: a CQ's FI_WAIT_FD object (fi_cq(3) "wait_obj"), also what
-//!   `fi_cq_sread` blocks on for FI_WAIT_UNSPEC: an [`Epoll`] holding an
-//!   eventfd (signalled when completions are queued and by `fi_cq_signal`),
-//!   a timerfd (armed by `fi_trywait` for the next protocol timer) and the
-//!   AF_XDP sockets of the bound endpoints.
+//! - [`FdWait`]: the FI_WAIT_FD object of a CQ, counter, EQ or wait set
+//!   (fi_cq(3) "wait_obj"), also what their blocking reads block on for
+//!   FI_WAIT_UNSPEC: an [`Epoll`] holding an eventfd (signalled when
+//!   something is queued and by `fi_cq_signal`), a timerfd (armed by
+//!   `fi_trywait` for the next protocol timer) and the sockets of the bound
+//!   endpoints (and listening endpoints).
 //! - [`Waiters`]: how many threads are blocked in a read right now.
 
 use std::io;

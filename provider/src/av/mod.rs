@@ -2,6 +2,15 @@
 //! the slot index as fi_addr_t (allowed for MAP: the value is opaque).
 //! Slots are never reused after fi_av_remove, so a stale fi_addr_t can
 //! never silently address a different peer.
+//!
+//! A named AV (`attr->name`, FI_SHARED_AV) keeps its slots in shared
+//! memory (`shared.rs`), where every process of the host that opens the
+//! name sees them; this process's table is then a cache of it, brought up
+//! to date whenever the shared one has grown or lost an address.
+
+mod shared;
+
+use shared::SharedTable;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -20,6 +29,8 @@ use crate::sys::*;
 struct Table {
     slots: Vec<Option<XdpAddr>>,
     by_sock: HashMap<SocketAddr, usize>,
+    /// The shared table's (len, removal generation) this cache reflects.
+    synced: (usize, u64),
 }
 
 pub struct Av {
@@ -32,11 +43,37 @@ pub struct Av {
     asynchronous: bool,
     table: RwLock<Table>,
     eq: Mutex<Option<Arc<crate::eq::Eq>>>,
+    /// A named AV's shared table.
+    shared: Option<SharedTable>,
 }
 
 impl Av {
+    /// Bring the cache up to date with the shared table (named AVs): new
+    /// slots are appended; after a removal anywhere, everything is re-read.
+    fn sync(&self) {
+        let Some(sh) = &self.shared else { return };
+        let now = sh.version();
+        if self.table.read().unwrap_or_else(|e| e.into_inner()).synced == now {
+            return;
+        }
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if now.1 != t.synced.1 {
+            t.slots.clear();
+            t.by_sock.clear();
+        }
+        for i in t.slots.len()..now.0 {
+            let a = sh.get(i);
+            if let Some(a) = a {
+                t.by_sock.insert(a.socket_addr(), i);
+            }
+            t.slots.push(a);
+        }
+        t.synced = now;
+    }
+
     /// The peer behind `fi_addr`, if inserted and not removed.
     pub fn lookup(&self, fi_addr: fi_addr_t) -> Option<XdpAddr> {
+        self.sync();
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         usize::try_from(fi_addr)
             .ok()
@@ -46,6 +83,7 @@ impl Av {
     /// Reverse lookup for FI_SOURCE: the fi_addr of a peer (by IP and UDP
     /// port; an incarnation of 0 on either side matches any).
     pub fn reverse(&self, a: &XdpAddr) -> Option<fi_addr_t> {
+        self.sync();
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         let i = *t.by_sock.get(&a.socket_addr())?;
         let stored = t.slots.get(i).copied().flatten()?;
@@ -53,20 +91,31 @@ impl Av {
             .then_some(i as fi_addr_t)
     }
 
-    /// Insert one decoded address, returning its fi_addr.
-    pub fn insert_one(&self, a: XdpAddr) -> fi_addr_t {
+    /// Insert one decoded address, returning its fi_addr (`None`: a full
+    /// shared table).
+    pub fn insert_one(&self, a: XdpAddr) -> Option<fi_addr_t> {
+        if let Some(sh) = &self.shared {
+            let i = sh.insert(&a).ok()?;
+            self.sync();
+            return Some(i as fi_addr_t);
+        }
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let i = t.slots.len();
         t.slots.push(Some(a));
         t.by_sock.insert(a.socket_addr(), i);
-        i as fi_addr_t
+        Some(i as fi_addr_t)
     }
 
     fn remove_one(&self, fi_addr: fi_addr_t) -> bool {
-        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let Ok(i) = usize::try_from(fi_addr) else {
             return false;
         };
+        if let Some(sh) = &self.shared {
+            let removed = sh.remove(i).unwrap_or(false);
+            self.sync();
+            return removed;
+        }
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let Some(Some(a)) = t.slots.get(i).copied() else {
             return false;
         };
@@ -141,14 +190,32 @@ pub unsafe extern "C" fn xdp_av_open(
             // No scalable endpoints, so no receive-context bits.
             return Err(Errno::INVAL);
         }
-        if !a.name.is_null() {
-            // Named (shared between processes) AVs are not implemented.
-            return Err(Errno::NOSYS);
-        }
         const FI_SYMMETRIC: u64 = 1 << 59;
-        if a.flags & !(FI_EVENT | FI_SYMMETRIC) != 0 {
+        if a.flags & !(FI_EVENT | FI_SYMMETRIC | FI_READ) != 0 {
             return Err(Errno::BADFLAGS);
         }
+        let read_only = a.flags & FI_READ != 0;
+        let shared = if a.name.is_null() {
+            // fi_av(3) FI_READ: "An AV opened for read-only access must be named".
+            if read_only {
+                return Err(Errno::INVAL);
+            }
+            None
+        } else {
+            // SAFETY: a non-NULL name is a C string (fi_av(3)).
+            let name = unsafe { CStr::from_ptr(a.name) }
+                .to_str()
+                .map_err(|_| Errno::INVAL)?;
+            let t =
+                SharedTable::open(name, read_only, domain.info.format.code(), av_type, a.count)?;
+            // fi_av(3): with a name and map_addr 0, the map_addr in use is
+            // returned through the attributes.
+            if a.map_addr.is_null() {
+                // SAFETY: attr is the application's, writable (checked non-NULL).
+                unsafe { (*attr).map_addr = t.map_addr() };
+            }
+            Some(t)
+        };
         let inner = Arc::new(Av {
             refs: Refs::default(),
             domain: domain.clone(),
@@ -157,6 +224,7 @@ pub unsafe extern "C" fn xdp_av_open(
             asynchronous: a.flags & FI_EVENT != 0,
             table: RwLock::default(),
             eq: Mutex::new(None),
+            shared,
         });
         let o = AvObj {
             fid: fid_av {
@@ -209,20 +277,22 @@ unsafe fn finish_insert(
     if flags & !(FI_MORE | FI_SYNC_ERR) != 0 {
         return Err(Errno::BADFLAGS);
     }
+    if o.inner.shared.as_ref().is_some_and(|s| !s.writable()) {
+        // Opened with FI_READ.
+        return Err(Errno::OPNOTSUPP);
+    }
     let eq = if o.inner.asynchronous {
         Some(lock(&o.inner.eq).clone().ok_or(Errno::NOEQ)?)
     } else {
         None
     };
-    let mut ok = 0usize;
+    let mut failed = Vec::new();
     for (i, r) in results.iter().enumerate() {
-        let v = match r {
-            Some(a) => {
-                ok += 1;
-                o.inner.insert_one(*a)
-            }
-            None => FI_ADDR_NOTAVAIL,
-        };
+        let v = r.and_then(|a| o.inner.insert_one(a));
+        if v.is_none() {
+            failed.push(i);
+        }
+        let v = v.unwrap_or(FI_ADDR_NOTAVAIL);
         // SAFETY: per caller.
         unsafe {
             if !fi_addr.is_null() {
@@ -232,7 +302,7 @@ unsafe fn finish_insert(
                 context
                     .cast::<c_int>()
                     .add(i)
-                    .write(if r.is_some() { 0 } else { FI_EINVAL });
+                    .write(if v != FI_ADDR_NOTAVAIL { 0 } else { FI_EINVAL });
             }
         }
     }
@@ -242,13 +312,14 @@ unsafe fn finish_insert(
             // fi_av(3) FI_EVENT: "one EQ error entry generated for each
             // failed address insertion" (its index in `data`), "followed by
             // one non-error event" with the number inserted.
-            for (i, _) in results.iter().enumerate().filter(|(_, r)| r.is_none()) {
+            for &i in &failed {
                 eq.push_error(fid, context, i as u64, FI_EINVAL);
             }
+            let ok = results.len() - failed.len();
             eq.push_entry(FI_AV_COMPLETE, fid, context, ok as u64);
             Ok(0)
         }
-        None => Ok(ok as c_int),
+        None => Ok((results.len() - failed.len()) as c_int),
     }
 }
 
@@ -371,6 +442,10 @@ unsafe extern "C" fn av_remove(
         if fi_addr.is_null() && count > 0 {
             return Err(Errno::INVAL);
         }
+        if o.inner.shared.as_ref().is_some_and(|s| !s.writable()) {
+            // Opened with FI_READ.
+            return Err(Errno::OPNOTSUPP);
+        }
         for i in 0..count {
             // SAFETY: fi_addr holds count entries.
             let a = unsafe { *fi_addr.add(i) };
@@ -457,7 +532,7 @@ unsafe extern "C" fn av_straddr(
 ///
 /// # Safety
 /// `p` must point to one address of the AV's format.
-unsafe fn addr_at<'a>(p: *const u8, fallback: usize) -> &'a [u8] {
+pub(crate) unsafe fn addr_at<'a>(p: *const u8, fallback: usize) -> &'a [u8] {
     // SAFETY: per caller, at least 2 bytes are readable.
     let head = unsafe { std::slice::from_raw_parts(p, 2) };
     let len = match i32::from(u16::from_ne_bytes([head[0], head[1]])) {

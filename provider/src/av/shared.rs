@@ -1,0 +1,442 @@
+//! Named address vectors shared by the processes of one host (fi_av(3)
+//! `name`, `map_addr`, FI_READ; FI_SHARED_AV).
+//!
+//! The table lives in POSIX shared memory, `/dev/shm/ofi-xdp-av.<name>`,
+//! created with mode 0600 by the first process that opens the name
+//! without FI_READ and removed when that process closes it. Every process
+//! maps it whole:
+//!
+//! ```text
+//! header (64 B) | fi_addr_t[capacity] | entry[capacity]
+//! ```
+//!
+//! - header: magic, version, address format and AV type (openers must
+//!   agree), capacity, `len` (slots used; slots are never reused, so an
+//!   fi_addr_t keeps naming the same peer), `removed` (a generation bumped
+//!   by every fi_av_remove);
+//! - `fi_addr_t[i]` is the fi_addr_t of slot `i` (`i`, or FI_ADDR_NOTAVAIL
+//!   once removed): `map_addr` points there, so a process that attached
+//!   read-only can find what another inserted (`map_addr[0]` is the first
+//!   address's fi_addr_t); fi_addr_t values are slot indices, the same in
+//!   every process whatever its `map_addr`;
+//! - entry: a state word (empty, valid, removed) and the address in the
+//!   native format (`addr.rs`, 32 bytes).
+//!
+//! Writers serialise on `flock(2)` of the shared-memory fd; an entry is
+//! filled before its state turns valid and before `len` covers it
+//! (release stores), so readers never see half an address.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use libc::c_int;
+
+use crate::abi::{Errno, Result};
+use crate::addr::{XDP_ADDR_LEN, XdpAddr};
+use crate::sys::*;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"OFIXDPAV");
+const VERSION: u32 = 1;
+const HEADER: usize = 64;
+const ENTRY: usize = 8 + XDP_ADDR_LEN;
+/// Slots a shared AV holds at least (its size cannot change once other
+/// processes map it; `attr->count` asks for more).
+const MIN_CAPACITY: usize = 1024;
+/// Slots a shared AV holds at most: `attr->count` is a hint, and the
+/// table is mapped whole by every process (48 MiB at this size).
+const MAX_CAPACITY: usize = 1 << 20;
+/// Longest name we accept (shm_open names are file names).
+const MAX_NAME: usize = 200;
+
+/// Entry states (an untouched entry is 0: empty).
+const VALID: u32 = 1;
+const REMOVED: u32 = 2;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: u32,
+    format: u32,
+    av_type: u32,
+    capacity: u32,
+    len: AtomicU64,
+    removed: AtomicU64,
+}
+
+pub struct SharedTable {
+    fd: OwnedFd,
+    base: *mut u8,
+    size: usize,
+    capacity: usize,
+    writable: bool,
+    /// Set when this process created the name: it removes it at close.
+    created: Option<CString>,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics and
+// word-sized reads/writes under the writers' lock; the pointer itself is
+// never handed out mutably to two owners.
+unsafe impl Send for SharedTable {}
+// SAFETY: as above.
+unsafe impl Sync for SharedTable {}
+
+/// The shm_open name for an AV name: `/ofi-xdp-av.<name>`; -FI_EINVAL for
+/// names that are not plain file names.
+fn shm_name(name: &str) -> Result<CString> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name != "."
+        && name != "..";
+    if !ok {
+        crate::xdp_warn!(
+            FI_LOG_AV,
+            "AV name {name:?}: only [A-Za-z0-9._-], at most {MAX_NAME} bytes"
+        );
+        return Err(Errno::INVAL);
+    }
+    CString::new(format!("/ofi-xdp-av.{name}")).map_err(|_| Errno::INVAL)
+}
+
+fn os_err(what: &str, e: io::Error) -> Errno {
+    crate::xdp_warn!(FI_LOG_AV, "shared AV: {what}: {e}");
+    Errno::from_os(&e)
+}
+
+fn size_for(capacity: usize) -> usize {
+    HEADER + capacity * (8 + ENTRY)
+}
+
+impl SharedTable {
+    /// Open (or, unless `read_only`, create) the shared table `name` for
+    /// `format`/`av_type` with room for at least `count` addresses.
+    pub fn open(
+        name: &str,
+        read_only: bool,
+        format: u32,
+        av_type: c_int,
+        count: usize,
+    ) -> Result<SharedTable> {
+        let shm = shm_name(name)?;
+        let capacity = count.clamp(MIN_CAPACITY, MAX_CAPACITY);
+        // SAFETY: plain syscall with a valid C string; result checked.
+        let created_fd = (!read_only).then(|| unsafe {
+            libc::shm_open(
+                shm.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        });
+        let (fd, created) = match created_fd {
+            Some(fd) if fd >= 0 => (fd, true),
+            Some(_) if io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) => {
+                return Err(os_err("shm_open", io::Error::last_os_error()));
+            }
+            _ => {
+                let flags = if read_only {
+                    libc::O_RDONLY
+                } else {
+                    libc::O_RDWR
+                };
+                // SAFETY: as above.
+                let fd = unsafe { libc::shm_open(shm.as_ptr(), flags | libc::O_CLOEXEC, 0) };
+                if fd < 0 {
+                    let e = io::Error::last_os_error();
+                    // fi_av(3) FI_READ: "the AV must exist".
+                    return Err(if e.raw_os_error() == Some(libc::ENOENT) {
+                        Errno::INVAL
+                    } else {
+                        os_err("shm_open", e)
+                    });
+                }
+                (fd, false)
+            }
+        };
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let size = if created {
+            let size = size_for(capacity);
+            // SAFETY: our fd; the size fits off_t.
+            if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+                let e = io::Error::last_os_error();
+                // SAFETY: remove what we just created.
+                unsafe { libc::shm_unlink(shm.as_ptr()) };
+                return Err(os_err("ftruncate", e));
+            }
+            size
+        } else {
+            existing_size(&fd, &shm)?
+        };
+        let prot = if read_only {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        // SAFETY: mapping `size` bytes of our shared-memory fd.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            if created {
+                // SAFETY: remove what we just created.
+                unsafe { libc::shm_unlink(shm.as_ptr()) };
+            }
+            return Err(os_err("mmap", e));
+        }
+        let mut t = SharedTable {
+            fd,
+            base: base.cast(),
+            size,
+            capacity,
+            writable: !read_only,
+            created: created.then_some(shm),
+        };
+        if created {
+            t.init(format, av_type, capacity);
+        } else {
+            t.capacity = t.check(format, av_type)?;
+        }
+        Ok(t)
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping starts with a Header (at least HEADER bytes,
+        // page aligned) for as long as `self` lives.
+        unsafe { &*self.base.cast::<Header>() }
+    }
+
+    fn init(&mut self, format: u32, av_type: c_int, capacity: usize) {
+        // SAFETY: we created the mapping and nobody else uses it before the
+        // magic is stored (last, with release ordering).
+        unsafe {
+            let h = self.base.cast::<Header>();
+            (*h).version = VERSION;
+            (*h).format = format;
+            (*h).av_type = av_type as u32;
+            (*h).capacity = capacity as u32;
+            for i in 0..capacity {
+                self.fi_addr_slot(i).write(FI_ADDR_NOTAVAIL);
+            }
+        }
+        self.header().magic.store(MAGIC, Ordering::Release);
+    }
+
+    /// An existing table: wait (briefly) for its creator to initialise it,
+    /// then check that it is ours and matches. Returns its capacity.
+    fn check(&self, format: u32, av_type: c_int) -> Result<usize> {
+        for _ in 0..1000 {
+            if self.header().magic.load(Ordering::Acquire) == MAGIC {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let h = self.header();
+        let capacity = h.capacity as usize;
+        if h.magic.load(Ordering::Acquire) != MAGIC
+            || h.version != VERSION
+            || size_for(capacity) > self.size
+        {
+            crate::xdp_warn!(FI_LOG_AV, "shared AV: not an ofi-xdp address vector");
+            return Err(Errno::INVAL);
+        }
+        if h.format != format || h.av_type != av_type as u32 {
+            crate::xdp_warn!(
+                FI_LOG_AV,
+                "shared AV: opened with another address format or type"
+            );
+            return Err(Errno::INVAL);
+        }
+        Ok(capacity)
+    }
+
+    /// Whether this process may insert and remove (not FI_READ).
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// `map_addr` (fi_av(3)): the fi_addr_t array.
+    pub fn map_addr(&self) -> *mut libc::c_void {
+        self.fi_addr_slot(0).cast()
+    }
+
+    fn fi_addr_slot(&self, i: usize) -> *mut u64 {
+        // SAFETY: within the mapping for i < capacity (callers check).
+        unsafe { self.base.add(HEADER).cast::<u64>().add(i) }
+    }
+
+    fn entry(&self, i: usize) -> *mut u8 {
+        // SAFETY: within the mapping for i < capacity (callers check).
+        unsafe { self.base.add(HEADER + self.capacity * 8 + i * ENTRY) }
+    }
+
+    fn state(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: entries start on 8-byte boundaries inside the mapping.
+        unsafe { &*self.entry(i).cast::<AtomicU32>() }
+    }
+
+    /// Slots used, and the removal generation.
+    pub fn version(&self) -> (usize, u64) {
+        let h = self.header();
+        (
+            (h.len.load(Ordering::Acquire) as usize).min(self.capacity),
+            h.removed.load(Ordering::Acquire),
+        )
+    }
+
+    /// The address in slot `i`, if valid.
+    pub fn get(&self, i: usize) -> Option<XdpAddr> {
+        if i >= self.capacity || self.state(i).load(Ordering::Acquire) != VALID {
+            return None;
+        }
+        let mut b = [0u8; XDP_ADDR_LEN];
+        // SAFETY: the address bytes follow the 8-byte state word.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.entry(i).add(8), b.as_mut_ptr(), XDP_ADDR_LEN)
+        };
+        XdpAddr::from_bytes(&b)
+    }
+
+    fn locked<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        if !self.writable {
+            // fi_av(3) FI_READ: read-only access.
+            return Err(Errno::OPNOTSUPP);
+        }
+        // SAFETY: our fd; flock blocks until the lock is ours.
+        if unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(os_err("flock", io::Error::last_os_error()));
+        }
+        let r = f();
+        // SAFETY: releases the lock taken above.
+        unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_UN) };
+        Ok(r)
+    }
+
+    /// Append `a`; its slot index (-FI_ENOSPC when full).
+    pub fn insert(&self, a: &XdpAddr) -> Result<usize> {
+        self.locked(|| {
+            let h = self.header();
+            let i = h.len.load(Ordering::Acquire) as usize;
+            if i >= self.capacity {
+                return Err(Errno(FI_ENOSPC));
+            }
+            let bytes = a.to_bytes();
+            // SAFETY: slot i is unused (i >= len) and ours under the lock.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.entry(i).add(8), XDP_ADDR_LEN);
+                self.fi_addr_slot(i).write(i as u64);
+            }
+            self.state(i).store(VALID, Ordering::Release);
+            h.len.store(i as u64 + 1, Ordering::Release);
+            Ok(i)
+        })?
+    }
+
+    /// Remove slot `i`; whether it was valid.
+    pub fn remove(&self, i: usize) -> Result<bool> {
+        self.locked(|| {
+            if i >= self.capacity || self.state(i).load(Ordering::Acquire) != VALID {
+                return false;
+            }
+            self.state(i).store(REMOVED, Ordering::Release);
+            // SAFETY: slot i exists; written under the lock.
+            unsafe { self.fi_addr_slot(i).write(FI_ADDR_NOTAVAIL) };
+            self.header().removed.fetch_add(1, Ordering::AcqRel);
+            true
+        })
+    }
+}
+
+/// The size of an existing shared-memory object, which must belong to us
+/// (our effective user; mode 0600 keeps others out).
+fn existing_size(fd: &OwnedFd, shm: &CString) -> Result<usize> {
+    // SAFETY: an all-zero stat is valid output space.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our fd, a valid stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(os_err("fstat", io::Error::last_os_error()));
+    }
+    // SAFETY: plain syscall.
+    if st.st_uid != unsafe { libc::geteuid() } {
+        crate::xdp_warn!(FI_LOG_AV, "shared AV {shm:?} belongs to another user");
+        return Err(Errno(FI_EACCES));
+    }
+    // A creator may still be sizing it.
+    for _ in 0..1000 {
+        if st.st_size as usize >= HEADER {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        // SAFETY: as above.
+        unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    }
+    if (st.st_size as usize) < HEADER {
+        return Err(Errno::INVAL);
+    }
+    Ok(st.st_size as usize)
+}
+
+impl Drop for SharedTable {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping of `size` bytes.
+        unsafe { libc::munmap(self.base.cast(), self.size) };
+        if let Some(name) = &self.created {
+            // SAFETY: removes the name we created; other processes keep
+            // their mappings.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> XdpAddr {
+        XdpAddr {
+            ip: std::net::Ipv4Addr::new(10, 1, 2, 3).into(),
+            port,
+            mac: Some([2, 0, 0, 0, 0, 9]),
+            incarnation: 77,
+        }
+    }
+
+    #[test]
+    fn two_openers_share_inserts_and_removals() {
+        let name = format!("unit-{}", std::process::id());
+        let a = SharedTable::open(&name, false, 1, FI_AV_MAP, 0).unwrap();
+        let b = SharedTable::open(&name, true, 1, FI_AV_MAP, 0).unwrap();
+        assert!(
+            SharedTable::open(&name, true, 2, FI_AV_MAP, 0).is_err(),
+            "format differs"
+        );
+        assert_eq!(a.insert(&addr(5)).unwrap(), 0);
+        assert_eq!(a.insert(&addr(6)).unwrap(), 1);
+        assert_eq!(b.version().0, 2);
+        assert_eq!(b.get(1), Some(addr(6)));
+        // SAFETY: map_addr points at `capacity` fi_addr_t.
+        let map = unsafe { std::slice::from_raw_parts(b.map_addr().cast::<u64>(), 3) };
+        assert_eq!(map, [0, 1, FI_ADDR_NOTAVAIL]);
+        assert_eq!(b.insert(&addr(7)), Err(Errno::OPNOTSUPP));
+        assert!(a.remove(0).unwrap());
+        assert_eq!(b.get(0), None);
+        assert_eq!(b.version().1, 1);
+        drop(a);
+        assert!(
+            SharedTable::open(&name, true, 1, FI_AV_MAP, 0).is_err(),
+            "creator removed it"
+        );
+        assert!(shm_name("../x").is_err() && shm_name("").is_err());
+    }
+}

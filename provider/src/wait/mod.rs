@@ -1,0 +1,16 @@
+//! Wait objects: what a thread blocks on while it waits for completions,
+//! counter changes or events.
+//!
+//! - `fd.rs`: [`Epoll`], [`FdWait`] (FI_WAIT_FD, and the private object of
+//!   FI_WAIT_UNSPEC) and [`Waiters`], the count of blocked threads;
+//! - `cond.rs`: [`MutexCond`] (FI_WAIT_MUTEX_COND);
+//! - `object.rs`: [`WaitObj`], the wait object of a CQ, counter, EQ or
+//!   wait set, whichever kind it was opened with.
+
+mod cond;
+mod fd;
+mod object;
+
+pub use cond::MutexCond;
+pub use fd::{Epoll, FdWait, Waiters, Waiting};
+pub use object::WaitObj;
