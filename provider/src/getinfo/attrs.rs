@@ -190,13 +190,18 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.info.addr_format = e.format.code();
 
     o.tx.caps = caps & TX_CAPS;
-    o.tx.msg_order = if rdm { RDM_ORDER } else { FI_ORDER_NONE };
+    // A connected endpoint carries messages only: of RDM's order, send after send.
+    o.tx.msg_order = match e.ep_type {
+        FI_EP_RDM => RDM_ORDER,
+        FI_EP_MSG => FI_ORDER_SAS,
+        _ => FI_ORDER_NONE,
+    };
     o.tx.comp_order = FI_ORDER_NONE;
     o.tx.inject_size = payload;
     o.tx.size = TX_SIZE;
     o.tx.iov_limit = IOV_LIMIT;
     // One remote segment per RMA or atomic (fi_msg_rma, fi_msg_atomic).
-    o.tx.rma_iov_limit = usize::from(rdm);
+    o.tx.rma_iov_limit = usize::from(e.ep_type == FI_EP_RDM);
 
     o.rx.caps = caps & RX_CAPS;
     o.rx.msg_order = o.tx.msg_order;
@@ -215,8 +220,13 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
     // The order above holds for operations of any size (one stream);
     // write-after-read is not ordered.
-    o.ep.max_order_raw_size = if rdm { RDM_MAX_MSG } else { 0 };
-    o.ep.max_order_waw_size = if rdm { RDM_MAX_MSG } else { 0 };
+    let rma_order = if e.ep_type == FI_EP_RDM {
+        RDM_MAX_MSG
+    } else {
+        0
+    };
+    o.ep.max_order_raw_size = rma_order;
+    o.ep.max_order_waw_size = rma_order;
     o.ep.max_order_war_size = 0;
     o.ep.mem_tag_format = if rdm { MEM_TAG_FORMAT } else { 0 };
     o.ep.tx_ctx_cnt = 1;
