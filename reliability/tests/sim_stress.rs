@@ -124,6 +124,7 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // A third of the datagrams arrive in pieces, as AF_XDP multi-buffer
         // hands them over.
         split: 0.3,
+        ..Faults::default()
     };
     let mut sim: Sim<App> = Sim::new(
         (0..N).map(|_| App::default()).collect(),

@@ -3,6 +3,7 @@
 //! statistics, the schedule, the inject store, and the totals that budgets
 //! are checked against. Each is its own type; this is only where they meet.
 
+use super::auth::EngineAuth;
 use super::events::Events;
 use super::inject::InjectStore;
 use super::schedule::Schedule;
@@ -23,11 +24,25 @@ pub(crate) struct Shared<P> {
     /// Send operations posted and not completed, over all sessions
     /// (`Config::tx_queue_len`).
     pub(crate) sends: usize,
+    /// Keys and counters of packet authentication (PROTOCOL.md §8), if on.
+    pub(crate) auth: Option<EngineAuth>,
+    /// Bytes a DATA packet adds to its payload: header and CRC, or header
+    /// and authentication trailer.
+    pub(crate) data_overhead: usize,
 }
 
 impl<P> Shared<P> {
     pub(crate) fn new(cfg: Config) -> Self {
-        let rng = SplitMix64::new(cfg.seed ^ u64::from(cfg.incarnation).rotate_left(32));
+        let mut rng = SplitMix64::new(cfg.seed ^ u64::from(cfg.incarnation).rotate_left(32));
+        let auth = cfg
+            .auth
+            .as_ref()
+            .map(|a| EngineAuth::new(a, cfg.incarnation, &mut rng));
+        let data_overhead = if auth.is_some() {
+            crate::wire::auth::DATA_OVERHEAD
+        } else {
+            crate::wire::DATA_OVERHEAD
+        };
         Shared {
             cfg,
             rng,
@@ -37,6 +52,8 @@ impl<P> Shared<P> {
             injects: InjectStore::default(),
             reorder_bytes: 0,
             sends: 0,
+            auth,
+            data_overhead,
         }
     }
 }

@@ -21,8 +21,9 @@ mod transmit;
 
 use std::collections::VecDeque;
 
-pub(crate) use handshake::Admission;
+pub(crate) use handshake::{Admission, HelloVerdict};
 
+use super::auth::{Cookie, Reject, SessionKeys};
 use super::events::Events;
 use super::peers::PeerId;
 use super::schedule::{Listed, Schedule};
@@ -105,6 +106,8 @@ pub(crate) struct Session<P> {
     send_hello: bool,
     send_hello_ack: bool,
     ack_now: bool,
+    /// A DATA packet arrived marked CE: the next ack carries ECE (§9.3).
+    ce_echo: bool,
     rnr_pending: bool,
     /// After a receiver-not-ready wait only the oldest packet is resent; the
     /// rest follow once it is acknowledged.
@@ -136,6 +139,17 @@ pub(crate) struct Session<P> {
     rnr_until: Instant,
     idle_at: Instant,
     q: Option<Box<Queues<P>>>,
+    /// Authenticated sessions: the keys of both directions (PROTOCOL.md §8.2).
+    keys: Option<Box<SessionKeys>>,
+    /// One past the handshake counter of the peer's last HELLO or HELLO_ACK
+    /// accepted from incarnation `remote_inc` (0: none): an older one is a
+    /// replay (§8.5). Kept when the session ends, as `remote_inc` is.
+    peer_hello_next: u64,
+    /// The cookie of the peer's CHALLENGE, echoed in our HELLO (§8.5).
+    cookie: Cookie,
+    /// Retransmission timeouts since the last datagram from the peer: an
+    /// ICMP error is believed (with authentication) only after two (§8.7).
+    silent_rtos: u8,
 }
 
 impl<P: Copy> Session<P> {
@@ -148,6 +162,7 @@ impl<P: Copy> Session<P> {
             send_hello: false,
             send_hello_ack: false,
             ack_now: false,
+            ce_echo: false,
             rnr_pending: false,
             rnr_probe: false,
             local_sess: 0,
@@ -167,6 +182,10 @@ impl<P: Copy> Session<P> {
             rnr_until: Instant::NEVER,
             idle_at: Instant::NEVER,
             q: None,
+            keys: None,
+            peer_hello_next: 0,
+            cookie: [0; 16],
+            silent_rtos: 0,
         }
     }
 
@@ -296,6 +315,9 @@ impl<P: Copy> Session<P> {
         self.ack_at = Instant::NEVER;
         self.rnr_until = Instant::NEVER;
         self.idle_at = Instant::NEVER;
+        self.keys = None;
+        self.cookie = [0; 16];
+        self.silent_rtos = 0;
         incoming
     }
 
@@ -307,6 +329,43 @@ impl<P: Copy> Session<P> {
         let ops = self.q.as_ref().map(|q| q.ops.first(4)).unwrap_or_default();
         let msgs = self.q.as_ref().map_or(0, |q| q.incoming.len());
         format!("{self:?}\n  first send ops: {ops:?}\n  messages being received: {msgs}")
+    }
+}
+
+impl<P> Session<P> {
+    /// Seal the datagram `buf[..body_len]` of this session: with its key
+    /// when authenticated (the header carries AUTH), else with a CRC.
+    pub(crate) fn seal(&mut self, buf: &mut [u8], body_len: usize) -> usize {
+        match self.keys.as_mut() {
+            Some(k) => k.seal(buf, body_len),
+            None => crate::wire::seal(buf, body_len),
+        }
+    }
+
+    /// Flag AUTH if this session's datagrams are authenticated.
+    #[inline]
+    pub(crate) fn auth_flag(&self) -> u16 {
+        if self.keys.is_some() {
+            crate::wire::flags::AUTH
+        } else {
+            0
+        }
+    }
+
+    /// Verify an authenticated datagram addressed to this session (it
+    /// passed [`Session::admits`]) and decrypt it in place: its body length.
+    pub(crate) fn open_sealed(&mut self, buf: &mut [u8]) -> Result<usize, Reject> {
+        let k = self.keys.as_mut().ok_or(Reject::Forged)?;
+        let body = k.open(buf)?;
+        self.silent_rtos = 0;
+        Ok(body)
+    }
+
+    /// Whether an ICMP error about this peer is believed: always without
+    /// authentication; with it, only once the peer has been silent for two
+    /// retransmission timeouts (an ICMP message cannot be authenticated).
+    pub(crate) fn believes_icmp(&self, authenticated: bool) -> bool {
+        !authenticated || self.silent_rtos >= 2
     }
 }
 

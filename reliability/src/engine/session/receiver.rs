@@ -158,6 +158,14 @@ impl<P: Copy + Eq> Session<P> {
         }
     }
 
+    /// A DATA packet of this session arrived marked CE: acknowledge at once
+    /// with ECE, so the sender slows down within one round trip (§9.3).
+    pub(crate) fn echo_ce(&mut self, sh: &mut Shared<P>) {
+        self.ce_echo = true;
+        self.ack_now = true;
+        self.mark_ready(&mut sh.schedule);
+    }
+
     /// Receiver-not-ready (§5.4): refuse packet `expected`, drop what was
     /// held after it.
     fn refuse(&mut self, sh: &mut Shared<P>) {
@@ -178,7 +186,7 @@ impl<P> Session<P> {
         let (ack, window, sack) = self.ack_fields(window);
         Header {
             ty: ty as u8,
-            flags: wf::ACK,
+            flags: wf::ACK | self.auth_flag() | self.ece_flag(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             ack,
@@ -194,8 +202,14 @@ impl<P> Session<P> {
         (self.expected, window, sack)
     }
 
+    /// ECN echo flag for the ack fields (§9.3).
+    pub(super) fn ece_flag(&self) -> u16 {
+        if self.ce_echo { wf::ECE } else { 0 }
+    }
+
     /// Our acknowledgement is on its way.
     pub(super) fn clear_ack_state(&mut self) {
+        self.ce_echo = false;
         self.ack_now = false;
         self.ack_at = Instant::NEVER;
         self.rx_unacked = 0;

@@ -4,13 +4,14 @@
 //! allows, and a bare ACK when one is due. Every packet built here carries
 //! our acknowledgement of the peer's stream (§5.1).
 
+use super::super::oneshot::handshake_datagram;
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
 use super::sender::{PktKind, SentPkt, send_window};
 use crate::api::{Config, SendBuffers};
 use crate::time::{Instant, Nanos};
-use crate::wire::{self, CtrlExt, DataExt, Header, PacketType, flags as wf};
+use crate::wire::{self, CtrlExt, DataExt, HandshakeExt, Header, PacketType, flags as wf};
 
 impl<P: Copy> Session<P> {
     /// Whether [`Session::emit`] could produce a packet now. It may say yes
@@ -54,7 +55,14 @@ impl<P: Copy> Session<P> {
                 src_sess: self.local_sess,
                 ..Default::default()
             };
-            return Some(wire::encode_ctrl(buf, &h, &hello));
+            // Authenticated: bound to the incarnation we know the peer by,
+            // echoing its CHALLENGE's cookie if it sent one (§8.4, §8.5).
+            let hs = HandshakeExt {
+                dst_inc: self.remote_inc,
+                reserved: 0,
+                cookie: self.cookie,
+            };
+            return Some(handshake_datagram(buf, h, &hello, &hs, sh.auth.as_mut()));
         }
         if !self.is_established() {
             return None;
@@ -67,7 +75,11 @@ impl<P: Copy> Session<P> {
                 dst_sess: self.remote_sess,
                 ..Default::default()
             };
-            return Some(wire::encode_ctrl(buf, &h, &hello));
+            let hs = HandshakeExt {
+                dst_inc: self.remote_inc,
+                ..HandshakeExt::default()
+            };
+            return Some(handshake_datagram(buf, h, &hello, &hs, sh.auth.as_mut()));
         }
         if self.rnr_pending {
             return Some(self.emit_ack(now, buf, sh));
@@ -97,7 +109,8 @@ impl<P: Copy> Session<P> {
             self.idle_at = now + sh.cfg.idle_release;
             self.arm_timers(&mut sh.schedule);
         }
-        wire::encode_ack(buf, &h)
+        wire::encode_header(buf, &h);
+        self.seal(buf, wire::COMMON_LEN)
     }
 
     fn emit_retransmit(
@@ -126,7 +139,7 @@ impl<P: Copy> Session<P> {
             s.retransmitted = true;
             let kind = s.kind;
             sh.stats.retransmits += 1;
-            return Some(self.build(seq, kind, buf, bufs, &sh.cfg));
+            return Some(self.build(seq, kind, buf, bufs, sh));
         }
     }
 
@@ -139,8 +152,8 @@ impl<P: Copy> Session<P> {
         bufs: &mut impl SendBuffers,
         sh: &mut Shared<P>,
     ) -> Option<usize> {
-        let max_payload = (buf.len().min(self.peer_mtu as usize) - wire::DATA_OVERHEAD)
-            .min(usize::from(u16::MAX));
+        let max_payload =
+            (buf.len().min(self.peer_mtu as usize) - sh.data_overhead).min(usize::from(u16::MAX));
         let window = send_window(sh.cfg.window, self.peer_window);
         let q = self.q.as_mut()?;
         if q.inflight.len() >= window {
@@ -157,7 +170,7 @@ impl<P: Copy> Session<P> {
             self.rto_at = now + Nanos(self.rtt.rto());
             self.arm_timers(&mut sh.schedule);
         }
-        Some(self.build(seq, kind, buf, bufs, &sh.cfg))
+        Some(self.build(seq, kind, buf, bufs, sh))
     }
 
     /// Encode sequenced packet `seq` (first transmission or retransmission).
@@ -167,12 +180,12 @@ impl<P: Copy> Session<P> {
         kind: PktKind,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
-        cfg: &Config,
+        sh: &Shared<P>,
     ) -> usize {
-        let (ack, window, sack) = self.ack_fields(cfg.window);
+        let (ack, window, sack) = self.ack_fields(sh.cfg.window);
         let mut h = Header {
             ty: 0,
-            flags: wf::ACK,
+            flags: wf::ACK | self.auth_flag() | self.ece_flag(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             seq,
@@ -203,7 +216,8 @@ impl<P: Copy> Session<P> {
                         ext.a = msg_id;
                     }
                 }
-                wire::encode_ctrl(buf, &h, &ext)
+                let n = wire::ctrl_body(buf, &h, &ext);
+                self.seal(buf, n)
             }
             PktKind::Data {
                 op,
@@ -217,9 +231,13 @@ impl<P: Copy> Session<P> {
                     // empty ack rather than panic.
                     h.ty = PacketType::Ack as u8;
                     h.seq = 0;
-                    return wire::encode_ack(buf, &h);
+                    wire::encode_header(buf, &h);
+                    return self.seal(buf, wire::COMMON_LEN);
                 };
                 h.flags |= st.hflags;
+                if self.keys.is_some() && sh.auth.as_ref().is_some_and(|a| a.encrypt) {
+                    h.flags |= wf::ENC;
+                }
                 if first {
                     h.flags |= wf::FIRST;
                 }
@@ -241,7 +259,7 @@ impl<P: Copy> Session<P> {
                 } else if n > 0 {
                     bufs.read(st.token, offset as usize, dst);
                 }
-                wire::seal(buf, wire::DATA_HDR_LEN + n)
+                self.seal(buf, wire::DATA_HDR_LEN + n)
             }
         }
     }

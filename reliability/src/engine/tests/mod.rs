@@ -2,6 +2,7 @@
 //! one file per area; this file holds the helpers they share.
 
 mod acks;
+mod auth;
 mod limits;
 mod matching;
 mod sessions;
