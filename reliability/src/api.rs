@@ -80,7 +80,7 @@ pub struct Config {
     pub rx_capacity: usize,
     /// Bytes of unexpected eager data buffered for one peer; beyond it (or
     /// beyond `unexpected_budget` in total) a message's header is kept and
-    /// its data fetched when a receive matches (§6.6).
+    /// its data fetched when a receive matches (§6.5).
     pub unexpected_peer_budget: usize,
     /// Most unexpected messages (buffered or header-only) from one peer.
     pub unexpected_peer_max: usize,

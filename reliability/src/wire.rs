@@ -53,7 +53,7 @@ pub enum PacketType {
     /// responder's incarnation and a cookie to echo (PROTOCOL.md §8.5).
     Challenge = 16,
     /// The receiver keeps an eager message's header only, over its memory
-    /// budget: the sender holds the data until a CTS fetches it (§6.6).
+    /// budget: the sender holds the data until a CTS fetches it (§6.5).
     Defer = 17,
 }
 
@@ -125,7 +125,7 @@ pub mod flags {
     /// IP ECN codepoint CE (congestion experienced, RFC 3168; §9.3).
     pub const ECE: u16 = 1 << 14;
     /// ACK fields: a DEFER notice of the sender is not yet acknowledged, so
-    /// this ack does not yet prove an eager message was kept (§6.6).
+    /// this ack does not yet prove an eager message was kept (§6.5).
     pub const HOLD: u16 = 1 << 15;
     /// All defined bits (9–11 are reserved).
     pub const ALL: u16 = ((1 << 9) - 1) | AUTH | ENC | ECE | HOLD;

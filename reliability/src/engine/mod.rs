@@ -79,6 +79,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         s.unexpected_bytes = unexpected as u64;
         s.unexpected_bytes_max = unexpected_max as u64;
         s.reorder_bytes = self.shared.reorder_bytes as u64;
+        s.deferred = self.matcher.deferred();
         s
     }
 

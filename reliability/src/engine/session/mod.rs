@@ -108,6 +108,9 @@ pub(crate) struct Session<P> {
     ack_now: bool,
     /// A DATA packet arrived marked CE: the next ack carries ECE (§9.3).
     ce_echo: bool,
+    /// DEFER notices we sent that the peer has not acknowledged: while
+    /// any is, our acks carry HOLD (§6.5).
+    defers_unacked: u32,
     rnr_pending: bool,
     /// After a receiver-not-ready wait only the oldest packet is resent; the
     /// rest follow once it is acknowledged.
@@ -163,6 +166,7 @@ impl<P: Copy> Session<P> {
             send_hello_ack: false,
             ack_now: false,
             ce_echo: false,
+            defers_unacked: 0,
             rnr_pending: false,
             rnr_probe: false,
             local_sess: 0,
@@ -209,6 +213,9 @@ impl<P: Copy> Session<P> {
 
     /// Send `c` on this session's stream (from the matcher).
     pub(crate) fn queue_control(&mut self, c: Control, schedule: &mut Schedule) {
+        if matches!(c, Control::Defer { .. }) {
+            self.defers_unacked += 1;
+        }
         self.q().ctrl.push_back(c);
         self.mark_ready(schedule);
     }
@@ -318,6 +325,8 @@ impl<P: Copy> Session<P> {
         self.keys = None;
         self.cookie = [0; 16];
         self.silent_rtos = 0;
+        self.defers_unacked = 0;
+        self.ce_echo = false;
         incoming
     }
 

@@ -116,7 +116,8 @@ impl<P: Copy + Eq> Session<P> {
                 matcher.message_start(info, sess, pkt.payload, events, &mut own, bufs)
             }
             PacketType::Data => {
-                self.on_segment(&pkt.data, pkt.payload, sh, matcher, bufs);
+                let rndv = pkt.flags & wf::RNDV != 0;
+                self.on_segment(&pkt.data, rndv, pkt.payload, sh, matcher, bufs);
                 true
             }
             PacketType::Cts => {
@@ -128,22 +129,32 @@ impl<P: Copy + Eq> Session<P> {
                 self.on_done(pkt.ctrl.a, sh);
                 true
             }
+            PacketType::Defer => {
+                self.on_defer(pkt.ctrl.a, sh);
+                true
+            }
             _ => true,
         }
     }
 
     /// A DATA packet without FIRST: more of a message already started
-    /// (§6.1), or rendezvous data (§6.3).
+    /// (§6.1), or rendezvous data (§6.3, flag RNDV). The leftover eager
+    /// segments of a deferred message find no record and are dropped (§6.5).
     fn on_segment(
         &mut self,
         data: &DataExt,
+        rndv: bool,
         payload: Bytes,
         sh: &mut Shared<P>,
         matcher: &mut Matcher<P>,
         bufs: &mut impl RecvBuffers,
     ) {
         let Some(q) = self.q.as_mut() else { return };
-        let Some(pos) = q.incoming.iter().position(|m| m.info.msg_id == data.msg_id) else {
+        let Some(pos) = q
+            .incoming
+            .iter()
+            .position(|m| m.info.msg_id == data.msg_id && m.rndv_data == rndv)
+        else {
             sh.stats.dropped += 1;
             return;
         };
@@ -186,7 +197,7 @@ impl<P> Session<P> {
         let (ack, window, sack) = self.ack_fields(window);
         Header {
             ty: ty as u8,
-            flags: wf::ACK | self.auth_flag() | self.ece_flag(),
+            flags: wf::ACK | self.auth_flag() | self.ack_flags(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             ack,
@@ -202,9 +213,16 @@ impl<P> Session<P> {
         (self.expected, window, sack)
     }
 
-    /// ECN echo flag for the ack fields (§9.3).
-    pub(super) fn ece_flag(&self) -> u16 {
-        if self.ce_echo { wf::ECE } else { 0 }
+    /// Flags of our ack fields: ECE (§9.3) and HOLD (§6.5).
+    pub(super) fn ack_flags(&self) -> u16 {
+        let mut f = 0;
+        if self.ce_echo {
+            f |= wf::ECE;
+        }
+        if self.defers_unacked > 0 {
+            f |= wf::HOLD;
+        }
+        f
     }
 
     /// Our acknowledgement is on its way.

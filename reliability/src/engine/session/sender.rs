@@ -17,12 +17,14 @@ const DUP_THRESH: usize = 3;
 /// What a sent packet carried, enough to rebuild it for retransmission.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum PktKind {
-    /// A segment (or the request-to-send) of a send operation.
+    /// A segment (or the request-to-send) of a send operation; `rndv`:
+    /// data sent after a CTS (flag RNDV).
     Data {
         op: OpId,
         offset: u32,
         len: u16,
         first: bool,
+        rndv: bool,
     },
     /// A CTS or DONE.
     Ctrl(Control),
@@ -71,6 +73,9 @@ impl<P: Copy> Session<P> {
         self.peer_window = hdr.window.max(1);
         let Some(q) = self.q.as_mut() else { return };
         let d = wire::seq_diff(hdr.ack, self.una);
+        // HOLD: the peer may still tell us it deferred a message this ack
+        // covers; such sends complete on an ack without HOLD (§6.5).
+        let hold = hdr.flags & wf::HOLD != 0;
         let mut progressed = false;
         if d > 0 && (d as usize) <= q.inflight.len() {
             let mut sample = None;
@@ -81,8 +86,12 @@ impl<P: Copy> Session<P> {
                 if !s.retransmitted {
                     sample = Some(now.since(s.sent_at).0);
                 }
-                if let PktKind::Data { op, .. } = s.kind {
-                    q.ops.packet_acked(op, sh);
+                match s.kind {
+                    PktKind::Data { op, .. } => q.ops.packet_acked(op, hold, sh),
+                    PktKind::Ctrl(Control::Defer { .. }) => {
+                        self.defers_unacked = self.defers_unacked.saturating_sub(1);
+                    }
+                    PktKind::Ctrl(_) => {}
                 }
             }
             let cfg = &sh.cfg;
@@ -112,6 +121,11 @@ impl<P: Copy> Session<P> {
                 self.idle_at = now + cfg.idle_release;
             }
             progressed = true;
+        }
+        if !hold && wire::seq_diff(hdr.ack, self.una) == 0 {
+            // A current ack without HOLD: no DEFER of the peer is pending,
+            // so the sends held back were kept (§6.5).
+            q.ops.release_held(sh);
         }
         let cfg = &sh.cfg;
         // Selective acks are hints: the latest bitmap replaces what earlier

@@ -185,7 +185,7 @@ impl<P: Copy> Session<P> {
         let (ack, window, sack) = self.ack_fields(sh.cfg.window);
         let mut h = Header {
             ty: 0,
-            flags: wf::ACK | self.auth_flag() | self.ece_flag(),
+            flags: wf::ACK | self.auth_flag() | self.ack_flags(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             seq,
@@ -215,6 +215,10 @@ impl<P: Copy> Session<P> {
                         h.ty = PacketType::Done as u8;
                         ext.a = msg_id;
                     }
+                    Control::Defer { msg_id } => {
+                        h.ty = PacketType::Defer as u8;
+                        ext.a = msg_id;
+                    }
                 }
                 let n = wire::ctrl_body(buf, &h, &ext);
                 self.seal(buf, n)
@@ -224,6 +228,7 @@ impl<P: Copy> Session<P> {
                 offset,
                 len,
                 first,
+                rndv,
             } => {
                 h.ty = PacketType::Data as u8;
                 let Some(st) = self.q.as_ref().and_then(|q| q.ops.get(op)) else {
@@ -240,6 +245,11 @@ impl<P: Copy> Session<P> {
                 }
                 if first {
                     h.flags |= wf::FIRST;
+                }
+                if rndv {
+                    // Data sent after a CTS: rendezvous, or the fetch of a
+                    // deferred eager message (§6.5).
+                    h.flags |= wf::RNDV;
                 }
                 h.payload_len = len;
                 let ext = DataExt {
