@@ -84,6 +84,10 @@ pub struct Config {
     pub unexpected_peer_budget: usize,
     /// Most unexpected messages (buffered or header-only) from one peer.
     pub unexpected_peer_max: usize,
+    /// Congestion control's delay signal: an RTT sample above
+    /// `min_rtt + max(min_rtt, cc_delay_floor)` shrinks the window
+    /// (PROTOCOL.md §9.2). Zero: no delay signal (loss and ECN only).
+    pub cc_delay_floor: Nanos,
 }
 
 /// Packet authentication (PROTOCOL.md §8).
@@ -136,6 +140,7 @@ impl Default for Config {
             rx_capacity: 0,
             unexpected_peer_budget: 4 << 20,
             unexpected_peer_max: 1 << 16,
+            cc_delay_floor: Nanos::from_micros(100),
         }
     }
 }

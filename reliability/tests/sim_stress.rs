@@ -2,16 +2,21 @@
 //! loss, 5% duplication, reordering and 1% corruption, checking exactly-once,
 //! intact, in-order (per sender, receiver and queue) delivery, one completion
 //! per operation, bounded unexpected memory, and reproducibility from the seed.
+//! It runs twice: as described, and "attacked" — with packet authentication,
+//! a bottleneck link with a queue (drop-tail and ECN marking) in front of
+//! every endpoint, and an attacker replaying, mangling and forging datagrams
+//! at a third of the delivered rate (congestion control is on in both).
 //!
 //! Default: a small count (`cargo test --release -p ofi-xdp-reliability`).
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
 //! `SIM_MESSAGES=1000000 cargo test --release -p ofi-xdp-reliability --test sim_stress -- --nocapture`
+//! (`SIM_VARIANT=plain` or `attacked` runs one of the two).
 
 #![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::collections::HashMap;
 
-use ofi_xdp_reliability::sim::{Faults, Sim};
+use ofi_xdp_reliability::sim::{Adversary, AdversaryConfig, Bottleneck, Faults, Sim};
 use ofi_xdp_reliability::*;
 
 const N: usize = 8;
@@ -104,6 +109,14 @@ struct NodeState {
     got: HashMap<(usize, usize), Vec<Matched>>,
 }
 
+/// The two runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    /// Authentication, bottlenecks, an attacker.
+    Attacked,
+}
+
 struct Outcome {
     digest: u64,
     now: Instant,
@@ -113,7 +126,8 @@ struct Outcome {
     rnr: u64,
 }
 
-fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
+fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
+    let attacked = variant == Variant::Attacked;
     let faults = Faults {
         loss: 0.10,
         dup: 0.05,
@@ -124,7 +138,13 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // A third of the datagrams arrive in pieces, as AF_XDP multi-buffer
         // hands them over.
         split: 0.3,
-        ..Faults::default()
+        // 100 Mbit/s into every endpoint behind a 128 KB queue, marking
+        // CE above 32 KB: slow enough that the queues fill.
+        bottleneck: attacked.then_some(Bottleneck {
+            rate: 12_500_000,
+            queue: 128 << 10,
+            ecn_threshold: Some(32 << 10),
+        }),
     };
     let mut sim: Sim<App> = Sim::new(
         (0..N).map(|_| App::default()).collect(),
@@ -137,9 +157,20 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
             // Half the endpoints use the provider's ack policy (awaited
             // message ends at once, injected ones delayed or piggybacked).
             ack_message_end_at_once: i % 2 == 1,
+            auth: attacked.then(|| AuthConfig {
+                key: b"the job key of the stress run".to_vec(),
+                encrypt: i % 2 == 0,
+            }),
             ..Config::default()
         },
     );
+    if attacked {
+        sim.adversary = Some(Adversary::new(AdversaryConfig {
+            rate: 0.3,
+            seed: seed ^ 0xA77AC,
+            ..AdversaryConfig::default()
+        }));
+    }
     let mut rng = Rng(seed);
     let mut st: Vec<NodeState> = (0..N).map(|_| NodeState::default()).collect();
     // Per (src, dst, class): next message index to send.
@@ -440,8 +471,22 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         out.duplicates += s.duplicates;
         out.rnr += s.rnr_sent;
     }
+    if let Some(adv) = sim.adversary.as_ref() {
+        let rejected: u64 = sim
+            .nodes
+            .iter()
+            .map(|n| {
+                let s = n.engine.stats();
+                s.auth_rejected + s.replayed + s.unauthenticated + s.corrupt
+            })
+            .sum();
+        println!(
+            "attacker: {:?}; rejected by the endpoints {rejected}",
+            adv.counts
+        );
+    }
     println!(
-        "{total} messages: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
+        "{variant:?}, {total} messages: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
         out.now.0 as f64 / 1e9,
         out.retransmits,
         out.corrupt,
@@ -467,11 +512,21 @@ fn eight_endpoints_lossy_network() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5EED);
-    let a = run(total, max_large, seed);
-    assert!(a.retransmits > 0 && a.corrupt > 0 && a.duplicates > 0);
-    if total <= 20_000 {
-        // Reproducible from the seed.
-        let b = run(total, max_large, seed);
-        assert_eq!((a.digest, a.now), (b.digest, b.now));
+    let variant = std::env::var("SIM_VARIANT").unwrap_or_default();
+    for v in [Variant::Plain, Variant::Attacked] {
+        if !variant.is_empty() && !format!("{v:?}").eq_ignore_ascii_case(&variant) {
+            continue;
+        }
+        let a = run(total, max_large, seed, v);
+        assert!(a.retransmits > 0 && a.corrupt > 0);
+        if v == Variant::Plain {
+            // Authenticated, network duplicates are dropped as replays.
+            assert!(a.duplicates > 0);
+        }
+        if total <= 20_000 {
+            // Reproducible from the seed.
+            let b = run(total, max_large, seed, v);
+            assert_eq!((a.digest, a.now), (b.digest, b.now));
+        }
     }
 }

@@ -243,7 +243,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 continue;
             }
             let cfg = &self.shared.cfg;
-            let hdr = session.acking_header(PacketType::Close, cfg.window);
+            let hdr = session.acking_header(PacketType::Close, self.shared.grant());
             let ctrl = wire::CtrlExt {
                 a: cfg.incarnation,
                 b: 0,

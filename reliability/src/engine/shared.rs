@@ -7,6 +7,7 @@ use super::auth::EngineAuth;
 use super::events::Events;
 use super::inject::InjectStore;
 use super::schedule::Schedule;
+use super::session::RxShare;
 use crate::api::{Config, Stats};
 use crate::rng::SplitMix64;
 
@@ -29,6 +30,8 @@ pub(crate) struct Shared<P> {
     /// Bytes a DATA packet adds to its payload: header and CRC, or header
     /// and authentication trailer.
     pub(crate) data_overhead: usize,
+    /// The peers sending to us now, among whom our capacity is shared (§9.1).
+    pub(crate) rx_share: RxShare,
 }
 
 impl<P> Shared<P> {
@@ -54,6 +57,23 @@ impl<P> Shared<P> {
             sends: 0,
             auth,
             data_overhead,
+            rx_share: RxShare::default(),
         }
+    }
+
+    /// The window we grant a peer (§9.1): our capacity shared among the
+    /// peers sending to us, or without congestion control our window.
+    #[inline]
+    pub(crate) fn grant(&self) -> u16 {
+        let cfg = &self.cfg;
+        if !cfg.congestion {
+            return cfg.window;
+        }
+        let capacity = if cfg.rx_capacity == 0 {
+            usize::from(cfg.window)
+        } else {
+            cfg.rx_capacity
+        };
+        self.rx_share.grant(capacity, cfg.window)
     }
 }

@@ -11,6 +11,8 @@
 //! An idle session is small (`IDLE_PEER_BYTES`): its queues live in a heap
 //! block only while the peer is active, released after `Config::idle_release`.
 
+mod congestion;
+mod grant;
 mod handshake;
 mod receiver;
 mod reorder;
@@ -21,6 +23,7 @@ mod transmit;
 
 use std::collections::VecDeque;
 
+pub(crate) use grant::RxShare;
 pub(crate) use handshake::{Admission, HelloVerdict};
 
 use super::auth::{Cookie, Reject, SessionKeys};
@@ -31,6 +34,7 @@ use super::seam::{Control, Incoming, Sessions};
 use super::shared::Shared;
 use crate::api::{Config, OpError};
 use crate::time::Instant;
+use congestion::Congestion;
 use reorder::ReorderBuffer;
 use rtt::Rtt;
 use send_ops::SendOps;
@@ -63,6 +67,8 @@ struct Queues<P> {
     reorder: ReorderBuffer,
     /// Messages being received from this peer.
     incoming: Vec<Incoming<P>>,
+    /// The congestion window of what we send (§9.2).
+    cc: Congestion,
 }
 
 impl<P> Default for Queues<P> {
@@ -74,6 +80,7 @@ impl<P> Default for Queues<P> {
             ops: SendOps::default(),
             reorder: ReorderBuffer::default(),
             incoming: Vec::new(),
+            cc: Congestion::default(),
         }
     }
 }
@@ -153,6 +160,8 @@ pub(crate) struct Session<P> {
     /// Retransmission timeouts since the last datagram from the peer: an
     /// ICMP error is believed (with authentication) only after two (§8.7).
     silent_rtos: u8,
+    /// The last epoch in which DATA came from the peer (§9.1).
+    rx_epoch: u32,
 }
 
 impl<P: Copy> Session<P> {
@@ -190,6 +199,7 @@ impl<P: Copy> Session<P> {
             peer_hello_next: 0,
             cookie: [0; 16],
             silent_rtos: 0,
+            rx_epoch: 0,
         }
     }
 
@@ -229,6 +239,16 @@ impl<P: Copy> Session<P> {
     /// data this peer has not acknowledged.
     pub(crate) fn sends_reported_unacked(&self) -> usize {
         self.q.as_ref().map_or(0, |q| q.ops.reported_count())
+    }
+
+    /// Packets we may have in flight: our window, the peer's grant, and
+    /// with congestion control the congestion window (§9).
+    pub(super) fn send_window(&self, cfg: &Config) -> usize {
+        let w = usize::from(cfg.window.min(self.peer_window));
+        match self.q.as_ref() {
+            Some(q) if cfg.congestion => w.min(q.cc.window()),
+            _ => w,
+        }
     }
 
     fn q(&mut self) -> &mut Queues<P> {

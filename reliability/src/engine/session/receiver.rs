@@ -23,6 +23,10 @@ impl<P: Copy + Eq> Session<P> {
         matcher: &mut Matcher<P>,
         bufs: &mut impl RecvBuffers,
     ) {
+        if pkt.ty == PacketType::Data && sh.cfg.congestion {
+            // A peer sending to us now shares our capacity (§9.1).
+            sh.rx_share.note(now, &mut self.rx_epoch);
+        }
         let d = wire::seq_diff(pkt.hdr.seq, self.expected);
         if d < 0 {
             // Already processed: a duplicate. Re-ack so a lost ack is repaired.

@@ -6,6 +6,7 @@
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
+use super::congestion::AckSignal;
 use super::send_ops::OpId;
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
@@ -61,12 +62,6 @@ impl SentPkt {
     }
 }
 
-/// Packets a peer may have in flight from us: our configured window, or
-/// less if the peer advertised less (its `window` field).
-pub(super) fn send_window(ours: u16, peers: u16) -> usize {
-    usize::from(ours.min(peers))
-}
-
 impl<P: Copy> Session<P> {
     /// The acknowledgement fields of a valid packet (§5.1, §5.3, §5.4).
     pub(crate) fn on_ack(&mut self, now: Instant, hdr: &Header, sh: &mut Shared<P>) {
@@ -76,6 +71,7 @@ impl<P: Copy> Session<P> {
         // HOLD: the peer may still tell us it deferred a message this ack
         // covers; such sends complete on an ack without HOLD (§6.5).
         let hold = hdr.flags & wf::HOLD != 0;
+        let inflight = q.inflight.len();
         let mut progressed = false;
         if d > 0 && (d as usize) <= q.inflight.len() {
             let mut sample = None;
@@ -100,6 +96,21 @@ impl<P: Copy> Session<P> {
                 self.rtt.sample(r, cfg);
             } else {
                 // RFC 6298 §5.7 keeps the backed-off RTO until a valid sample.
+            }
+            if cfg.congestion {
+                let signal = AckSignal {
+                    acked: d as u32,
+                    ece: hdr.flags & wf::ECE != 0,
+                    rtt: sample,
+                    una: self.una,
+                    next_seq: self.next_seq,
+                    inflight,
+                    max: cfg.window,
+                    floor: cfg.cc_delay_floor.0,
+                };
+                if q.cc.on_ack(signal) {
+                    sh.stats.cwnd_reductions += 1;
+                }
             }
             self.rto_at = if q.inflight.is_empty() {
                 Instant::NEVER
@@ -152,6 +163,9 @@ impl<P: Copy> Session<P> {
                         q.rtx.push_back(una.wrapping_add(pos as u32));
                         sh.stats.fast_retransmits += 1;
                         progressed = true;
+                        if cfg.congestion && q.cc.on_loss(self.next_seq) {
+                            sh.stats.cwnd_reductions += 1;
+                        }
                     }
                 }
             }
@@ -179,7 +193,12 @@ impl<P: Copy> Session<P> {
         // An ack that moved the window lets waiting packets go; with none
         // waiting the session has nothing to send (and stays off the ready
         // list, so the caller's transmit pass costs nothing).
-        if progressed && q.has_output(send_window(cfg.window, self.peer_window)) {
+        if progressed
+            && self
+                .q
+                .as_ref()
+                .is_some_and(|q| q.has_output(self.send_window(cfg)))
+        {
             self.mark_ready(&mut sh.schedule);
         }
         self.arm_timers(&mut sh.schedule);
@@ -229,7 +248,13 @@ impl<P: Copy> Session<P> {
         }
         let rto = Nanos(self.rtt.rto());
         let una = self.una;
+        let next_seq = self.next_seq;
+        let congestion = sh.cfg.congestion;
         let q = self.q();
+        if congestion && !q.inflight.is_empty() {
+            q.cc.on_timeout(next_seq);
+            sh.stats.cwnd_reductions += 1;
+        }
         let front = q.inflight.front_mut()?;
         front.retries = front.retries.saturating_add(1);
         if u32::from(front.retries) > max_retries {

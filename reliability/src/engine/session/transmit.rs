@@ -8,7 +8,7 @@ use super::super::oneshot::handshake_datagram;
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
-use super::sender::{PktKind, SentPkt, send_window};
+use super::sender::{PktKind, SentPkt};
 use crate::api::{Config, SendBuffers};
 use crate::time::{Instant, Nanos};
 use crate::wire::{self, CtrlExt, DataExt, HandshakeExt, Header, PacketType, flags as wf};
@@ -32,7 +32,7 @@ impl<P: Copy> Session<P> {
             && self
                 .q
                 .as_ref()
-                .is_some_and(|q| q.has_output(send_window(cfg.window, self.peer_window)))
+                .is_some_and(|q| q.has_output(self.send_window(cfg)))
     }
 
     /// Build the next packet into `buf` (at most `cfg.mtu` long), if there is one.
@@ -99,7 +99,7 @@ impl<P: Copy> Session<P> {
     }
 
     fn emit_ack(&mut self, now: Instant, buf: &mut [u8], sh: &mut Shared<P>) -> usize {
-        let mut h = self.acking_header(PacketType::Ack, sh.cfg.window);
+        let mut h = self.acking_header(PacketType::Ack, sh.grant());
         if self.rnr_pending {
             h.flags |= wf::RNR;
             self.rnr_pending = false;
@@ -154,7 +154,7 @@ impl<P: Copy> Session<P> {
     ) -> Option<usize> {
         let max_payload =
             (buf.len().min(self.peer_mtu as usize) - sh.data_overhead).min(usize::from(u16::MAX));
-        let window = send_window(sh.cfg.window, self.peer_window);
+        let window = self.send_window(&sh.cfg);
         let q = self.q.as_mut()?;
         if q.inflight.len() >= window {
             return None;
@@ -182,7 +182,7 @@ impl<P: Copy> Session<P> {
         bufs: &mut impl SendBuffers,
         sh: &Shared<P>,
     ) -> usize {
-        let (ack, window, sack) = self.ack_fields(sh.cfg.window);
+        let (ack, window, sack) = self.ack_fields(sh.grant());
         let mut h = Header {
             ty: 0,
             flags: wf::ACK | self.auth_flag() | self.ack_flags(),

@@ -3,6 +3,7 @@
 
 mod acks;
 mod auth;
+mod congestion;
 mod limits;
 mod matching;
 mod sessions;
