@@ -1,4 +1,6 @@
-//! Test hosts: pairs of network namespaces joined by a veth pair.
+//! Test hosts: pairs of network namespaces joined by a veth pair; several
+//! hosts on one bridged segment ([`Segment`]); two hosts joined through a
+//! forwarding host that impairs what it forwards ([`ImpairedPair`]).
 //!
 //! Everything is created with the `ip` command (iproute2) under names that
 //! embed the creating process's PID and a per-process counter, and removed on
@@ -22,6 +24,12 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod impair;
+mod segment;
+
+pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
+pub use segment::Segment;
+
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
 /// Prefix of every veth we create: `ox<pid>.<n><a|b>` (≤ 15 bytes, IFNAMSIZ-1).
@@ -42,6 +50,8 @@ pub struct Host {
     ipv6: Ipv6Addr,
     mac: [u8; 6],
     mtu: u32,
+    /// IPv4 prefix length: [`Host::IPV4_PREFIX_LEN`] in a pair, wider on a segment.
+    prefix4: u8,
 }
 
 /// Two network namespaces joined by one veth pair, both ends up and addressed.
@@ -225,6 +235,7 @@ impl HostPair {
             ipv6: addr.ipv6(0),
             mac: mac_a,
             mtu,
+            prefix4: Host::IPV4_PREFIX_LEN,
         };
         let b = Host {
             netns: names.netns_b,
@@ -233,6 +244,7 @@ impl HostPair {
             ipv6: addr.ipv6(1),
             mac: mac_b,
             mtu,
+            prefix4: Host::IPV4_PREFIX_LEN,
         };
         for host in [&a, &b] {
             configure(host)?;
@@ -293,6 +305,71 @@ impl Drop for PairGuard {
     }
 }
 
+/// A veth pair `name_a` (in `ns_a`, MAC `mac_a`) ↔ `name_b` (in `ns_b`,
+/// MAC `mac_b`), both ends created directly in their namespaces, one queue
+/// each (see [`HostPair::with_mtu`]), MTU `mtu`.
+pub(crate) fn add_veth(
+    (name_a, ns_a, mac_a): (&str, &str, [u8; 6]),
+    (name_b, ns_b, mac_b): (&str, &str, [u8; 6]),
+    mtu: u32,
+) -> io::Result<()> {
+    let mtu = mtu.to_string();
+    let (mac_a, mac_b) = (format_mac(&mac_a), format_mac(&mac_b));
+    ip(&[
+        "link",
+        "add",
+        name_a,
+        "address",
+        &mac_a,
+        "mtu",
+        &mtu,
+        "numtxqueues",
+        "1",
+        "numrxqueues",
+        "1",
+        "netns",
+        ns_a,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        name_b,
+        "address",
+        &mac_b,
+        "mtu",
+        &mtu,
+        "numtxqueues",
+        "1",
+        "numrxqueues",
+        "1",
+        "netns",
+        ns_b,
+    ])
+    .map(|_| ())
+}
+
+/// A new namespace of ours named `name`, loopback up (see [`add_netns`]).
+pub(crate) fn new_netns(name: &str) -> io::Result<()> {
+    add_netns(name)?;
+    ip(&["-n", name, "link", "set", "lo", "up"]).map(|_| ())
+}
+
+/// Deletes namespaces, reporting failures on stderr (for `Drop`s).
+pub(crate) fn delete_netns<'a>(names: impl IntoIterator<Item = &'a String>) {
+    for ns in names {
+        if let Err(e) = ip(&["netns", "delete", ns]) {
+            eprintln!("testhosts: could not delete netns {ns}: {e}");
+        }
+    }
+}
+
+/// A fresh (pid, counter) for names and addresses.
+pub(crate) fn next_ids() -> (u32, u32) {
+    reap_stale();
+    let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
+    (std::process::id(), n)
+}
+
 /// `ip netns add`, retried a few times: concurrent first uses of /run/netns
 /// by several processes (iproute2 makes it a shared mount on first use) can
 /// fail transiently.
@@ -312,13 +389,13 @@ fn add_netns(name: &str) -> io::Result<()> {
     }
 }
 
-fn configure(host: &Host) -> io::Result<()> {
+pub(crate) fn configure(host: &Host) -> io::Result<()> {
     host.ip(&["link", "set", "lo", "up"])?;
     // nodad: the address is usable at once (no ~1 s duplicate detection).
     host.ip(&[
         "addr",
         "add",
-        &format!("{}/{}", host.ipv4, Host::IPV4_PREFIX_LEN),
+        &format!("{}/{}", host.ipv4, host.prefix4),
         "dev",
         &host.ifname,
     ])?;
@@ -349,6 +426,28 @@ impl Names {
             netns_b: format!("{NETNS_PREFIX}{pid}-{n}-b"),
             veth_a: format!("{VETH_PREFIX}{pid}.{n}a"),
             veth_b: format!("{VETH_PREFIX}{pid}.{n}b"),
+        }
+    }
+}
+
+impl Host {
+    /// A host of ours: namespace `netns`, interface `ifname` (already in
+    /// it), addresses and MTU as given.
+    pub(crate) fn new(
+        netns: String,
+        ifname: String,
+        (ipv4, ipv6): (Ipv4Addr, Ipv6Addr),
+        mac: [u8; 6],
+        mtu: u32,
+    ) -> Host {
+        Host {
+            netns,
+            ifname,
+            ipv4,
+            ipv6,
+            mac,
+            mtu,
+            prefix4: 24,
         }
     }
 }
@@ -551,7 +650,7 @@ fn root_links() -> Vec<String> {
 /// Waits until `host`'s veth reports carrier (`LOWER_UP`, operstate `UP`). The kernel sets
 /// `IFF_RUNNING` a linkwatch round after both ends are up; a pair handed out before that makes
 /// whoever looks at the interface flags at once (libfabric providers' getinfo does) see it down.
-fn wait_running(host: &Host) -> io::Result<()> {
+pub(crate) fn wait_running(host: &Host) -> io::Result<()> {
     let start = std::time::Instant::now();
     loop {
         let line = host.ip(&["-o", "link", "show", "dev", &host.ifname])?;

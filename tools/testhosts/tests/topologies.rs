@@ -1,0 +1,95 @@
+//! Segments (hosts on a bridge) and impaired pairs (hosts joined through an
+//! impairing forwarder), on real namespaces (needs root).
+
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use ofi_xdp_testhosts::{ImpairedPair, Impairment, Segment, our_netns};
+
+#[test]
+fn segment_hosts_reach_each_other_and_vanish_on_drop() {
+    let seg = Segment::new(4, 9000).unwrap();
+    let names = seg.netns_names();
+    for h in &seg.hosts[1..] {
+        let out = seg.hosts[0]
+            .command("ping")
+            .args(["-c", "1", "-W", "2", &h.ipv4().to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_eq!(h.mtu(), 9000);
+    }
+    drop(seg);
+    let left = our_netns();
+    assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+}
+
+/// Counts UDP datagrams `n` sent a → b arrive as, with the impairment.
+fn udp_through(pair: &ImpairedPair, n: usize) -> (usize, Duration) {
+    let rx = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b.ipv4(), 7000)).unwrap());
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let tx = pair.a.run(|| UdpSocket::bind((pair.a.ipv4(), 0)).unwrap());
+    let to = SocketAddr::from((pair.b.ipv4(), 7000));
+    let start = std::time::Instant::now();
+    let reader = std::thread::spawn(move || {
+        let (mut got, mut first) = (0, None);
+        let mut buf = [0u8; 64];
+        while rx.recv_from(&mut buf).is_ok() {
+            first.get_or_insert_with(|| start.elapsed());
+            got += 1;
+        }
+        (got, first.unwrap_or_default())
+    });
+    for i in 0..n {
+        tx.send_to(&(i as u32).to_le_bytes(), to).unwrap();
+        if i % 16 == 15 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    reader.join().unwrap()
+}
+
+#[test]
+fn forwarder_impairs_udp_at_the_set_rates() {
+    let pair = ImpairedPair::new(1500, Impairment::default()).unwrap();
+    let names = pair.netns_names();
+    let out = pair
+        .a
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &pair.b.ipv4().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (clean, _) = udp_through(&pair, 2000);
+    assert_eq!(clean, 2000);
+    pair.set(Impairment {
+        loss: 0.2,
+        duplicate: 0.1,
+        corrupt: 0.0,
+        reorder: 0.0,
+        delay: Duration::from_millis(20),
+        seed: 7,
+    });
+    let (got, first) = udp_through(&pair, 4000);
+    let c = pair.counts();
+    assert!((700..=900).contains(&c.dropped), "{c:?}");
+    assert!((230..=500).contains(&c.duplicated), "{c:?}");
+    assert_eq!(got as u64, 4000 - c.dropped + c.duplicated, "{c:?}");
+    assert!(first >= Duration::from_millis(15), "not delayed: {first:?}");
+    drop(pair);
+    let left = our_netns();
+    assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+}
