@@ -97,6 +97,9 @@ pub struct LinkConfig {
     /// first. For callers that read `pieces`; ignored with
     /// `verify_checksums` (the UDP checksum needs the datagram whole).
     pub rx_pieces: bool,
+    /// Mark sent datagrams ECN-capable (ECT(0), RFC 3168), for a sender
+    /// whose congestion control reacts to CE marks.
+    pub ecn_capable: bool,
 }
 
 impl LinkConfig {
@@ -118,6 +121,7 @@ impl LinkConfig {
             huge_pages: false,
             multi_buffer: false,
             rx_pieces: false,
+            ecn_capable: false,
         }
     }
 
@@ -202,6 +206,9 @@ fn slot_chunks(frame_len: u32, frame_size: u32) -> u32 {
         .clamp(1, 16)
 }
 
+/// What [`Link::classify`] finds: payload offset and length, source, CE.
+type Classified = (usize, usize, LinkAddr, bool);
+
 /// Most chunks one received frame may span: the kernel builds a
 /// multi-buffer frame from at most MAX_SKB_FRAGS (17) fragments besides its
 /// head; anything longer is dropped as malformed.
@@ -224,6 +231,8 @@ pub struct RxDatagram<'a> {
     /// datagram arrived in several chunks and the link hands them over as
     /// they are ([`LinkConfig::rx_pieces`]).
     pub pieces: &'a [&'a [u8]],
+    /// Its IP header said CE: congestion experienced on the way (RFC 3168).
+    pub ce: bool,
 }
 
 /// What the [`Link::recv`] callback does with a datagram.
@@ -519,6 +528,7 @@ impl Link {
             opts: EncodeOptions {
                 udp_checksum_ipv4: cfg.udp_checksum_ipv4,
                 ipv4_id: 0,
+                ecn: if cfg.ecn_capable { wire::ECT0 } else { 0 },
             },
             verify: cfg.verify_checksums,
             stats: LinkStats::default(),
@@ -986,7 +996,7 @@ impl Link {
             return false;
         }
         let bytes = self.frame_slice(d.addr, d.len as usize).unwrap_or(&[]);
-        let (off, len, src) = match self.classify(bytes, bytes.len()) {
+        let (off, len, src, ce) = match self.classify(bytes, bytes.len()) {
             Ok(c) => c,
             Err(bad_csum) => {
                 self.count_bad(bad_csum);
@@ -1007,6 +1017,7 @@ impl Link {
             src,
             payload,
             pieces: &[payload],
+            ce,
         };
         if f(dgram) == RxAction::Consume {
             let _ = self.pool.release_rx(d.addr);
@@ -1039,7 +1050,7 @@ impl Link {
         let mut delivered = false;
         if ok {
             match self.classify(&gather, gather.len()) {
-                Ok((off, len, src)) => match gather.get(off..off + len) {
+                Ok((off, len, src, ce)) => match gather.get(off..off + len) {
                     Some(payload) => {
                         self.stats.rx_packets += 1;
                         self.stats.rx_bytes += len as u64;
@@ -1049,6 +1060,7 @@ impl Link {
                             src,
                             payload,
                             pieces: &[payload],
+                            ce,
                         });
                     }
                     None => self.stats.rx_malformed += 1,
@@ -1095,7 +1107,7 @@ impl Link {
         } else {
             Err(false)
         };
-        if let Ok((off, len, src)) = verdict {
+        if let Ok((off, len, src, ce)) = verdict {
             let mut pieces: [&[u8]; MAX_RX_PIECES] = [&[]; MAX_RX_PIECES];
             // Chunk k's share of the payload: what lies within
             // [off, off + len) of the frame.
@@ -1116,13 +1128,14 @@ impl Link {
                 src,
                 payload: pieces[0],
                 pieces: &pieces[..count],
+                ce,
             });
         }
         for &(addr, _) in &descs[..n] {
             let _ = self.pool.release_rx(addr);
         }
         match verdict {
-            Ok((_, len, _)) => {
+            Ok((_, len, _, _)) => {
                 self.stats.rx_packets += 1;
                 self.stats.rx_bytes += len as u64;
                 true
@@ -1159,13 +1172,15 @@ impl Link {
     /// of it, or a multi-buffer frame's first chunk) holds the headers, into
     /// (payload offset, payload length, sender); `Err(true)` = bad checksum,
     /// `Err(false)` = anything else that is not for us.
-    fn classify(&self, head: &[u8], frame_len: usize) -> Result<(usize, usize, LinkAddr), bool> {
+    /// Payload offset and length, source, and whether the datagram was
+    /// marked CE; `Err(bad checksum)` for one that is not ours.
+    fn classify(&self, head: &[u8], frame_len: usize) -> Result<Classified, bool> {
         let d = wire::decode_head(head, frame_len, self.verify)
             .map_err(|e| e == wire::DecodeError::BadChecksum)?;
         if d.dst_port != self.local.port || d.dst_ip != self.local.ip {
             return Err(false);
         }
-        Ok((d.payload_offset, d.payload_len, d.src))
+        Ok((d.payload_offset, d.payload_len, d.src, d.ecn == wire::CE))
     }
 
     /// Payload of a held received frame.
