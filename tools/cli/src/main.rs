@@ -10,12 +10,15 @@
 //!   the raw link floor, with the ratios the targets compare.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
+//! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
+//!   per-sender throughput, retransmissions.
 
 mod args;
 mod child;
 mod compare;
 mod demo;
 mod fi_pingpong;
+mod incast;
 mod pingpong;
 mod wire;
 
@@ -35,6 +38,8 @@ commands:
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
+  incast          N senders stream 1 MiB messages to one receiver on a bridge,
+                  xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
 All need root (network namespaces, XDP, AF_XDP).";
 
@@ -50,6 +55,7 @@ fn main() {
         "demo" => compare::demo(rest),
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
+        "incast" => incast::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
