@@ -22,12 +22,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::raw::{RawPort, enter_netns};
 use crate::{Host, add_veth, configure, delete_netns, new_netns, next_ids, wait_running};
 
 /// What the forwarder does to UDP datagrams (fractions in [0, 1]).
@@ -186,7 +187,8 @@ impl ImpairedPair {
         let thread = std::thread::Builder::new()
             .name("impair-fwd".into())
             .spawn(move || {
-                let sockets = enter_netns(&fns).and_then(|()| open_port_sockets(&ports));
+                let sockets = enter_netns(&fns)
+                    .and_then(|()| Ok([RawPort::bind(&ports[0])?, RawPort::bind(&ports[1])?]));
                 match sockets {
                     Ok(s) => {
                         let _ = ready_tx.send(Ok(()));
@@ -253,75 +255,6 @@ impl Drop for ImpairedPair {
     }
 }
 
-/// Move this thread into namespace `name`.
-fn enter_netns(name: &str) -> io::Result<()> {
-    let f = std::fs::File::open(format!("/run/netns/{name}"))?;
-    // SAFETY: setns on an open namespace file descriptor, for this thread.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// A raw `AF_PACKET` socket on each of `ports`, non-blocking.
-fn open_port_sockets(ports: &[String; 2]) -> io::Result<[OwnedFd; 2]> {
-    let open = |name: &str| -> io::Result<OwnedFd> {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain socket(2).
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                i32::from(proto),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a new socket we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let cname = std::ffi::CString::new(name).map_err(io::Error::other)?;
-        // SAFETY: a NUL-terminated name.
-        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if index == 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: zeroed sockaddr_ll is valid; fields set below.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = index as i32;
-        // SAFETY: bind with a valid sockaddr_ll of its size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // Room for bursts (a 1 MiB message is a burst of frames): the
-        // forwarder must lose only what it is told to.
-        let bytes: libc::c_int = 16 << 20;
-        for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-            // SAFETY: setsockopt with an int option value.
-            unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&bytes as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
-        Ok(fd)
-    };
-    Ok([open(&ports[0])?, open(&ports[1])?])
-}
-
 /// A frame waiting to be sent out of port `out` at `at`.
 struct Pending {
     at: Instant,
@@ -375,7 +308,7 @@ fn is_udp(f: &[u8]) -> bool {
 
 /// The forwarder's loop: until told to stop, move frames between the two
 /// ports, impairing UDP ones.
-fn forward(ports: [OwnedFd; 2], sh: &Shared) {
+fn forward(ports: [RawPort; 2], sh: &Shared) {
     let mut current = Impairment::default();
     let mut rng = Rng(0);
     let mut queue: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
@@ -386,14 +319,14 @@ fn forward(ports: [OwnedFd; 2], sh: &Shared) {
         let now = Instant::now();
         while queue.peek().is_some_and(|Reverse(p)| p.at <= now) {
             if let Some(Reverse(p)) = queue.pop() {
-                send(&ports[p.out], &p.frame);
+                ports[p.out].send(&p.frame);
             }
         }
         let wait = queue.peek().map_or(10, |Reverse(p)| {
             p.at.saturating_duration_since(now).as_millis().min(10) as i32
         });
         let mut fds = [0, 1].map(|i| libc::pollfd {
-            fd: ports[i].as_raw_fd(),
+            fd: ports[i].fd().as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         });
@@ -406,14 +339,14 @@ fn forward(ports: [OwnedFd; 2], sh: &Shared) {
             rng = Rng(current.seed);
         }
         for (i, port) in ports.iter().enumerate() {
-            while let Some(n) = recv(port, &mut buf) {
+            while let Some(n) = port.try_recv(&mut buf) {
                 let frame = &buf[..n];
                 let out = 1 - i;
                 let now = Instant::now();
                 order += 1;
                 if !is_udp(frame) {
                     c.other.fetch_add(1, Ordering::Relaxed);
-                    send(&ports[out], frame);
+                    ports[out].send(frame);
                     continue;
                 }
                 c.udp.fetch_add(1, Ordering::Relaxed);
@@ -450,41 +383,5 @@ fn forward(ports: [OwnedFd; 2], sh: &Shared) {
                 }
             }
         }
-    }
-}
-
-/// One frame received on `fd` (not one it sent), if any is waiting.
-fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
-    loop {
-        // SAFETY: zeroed sockaddr_ll is valid output space.
-        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: buf and from are valid for writes of their sizes.
-        let n = unsafe {
-            libc::recvfrom(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-                (&mut from as *mut libc::sockaddr_ll).cast(),
-                &mut len,
-            )
-        };
-        if n < 0 {
-            return None;
-        }
-        if from.sll_pkttype == libc::PACKET_OUTGOING {
-            // What we sent ourselves, seen again on the way out.
-            continue;
-        }
-        return Some(n as usize);
-    }
-}
-
-fn send(fd: &OwnedFd, frame: &[u8]) {
-    // SAFETY: frame is valid for reads of its length. A frame the port
-    // cannot take is lost, as on a wire.
-    unsafe {
-        libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0);
     }
 }

@@ -25,9 +25,11 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod impair;
+mod raw;
 mod segment;
 
 pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
+pub use raw::RawPort;
 pub use segment::Segment;
 
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
@@ -139,6 +141,12 @@ impl Host {
         let mut cmd = Command::new(ip_program());
         cmd.args(["netns", "exec"]).arg(&self.netns).arg(program);
         cmd
+    }
+
+    /// A raw socket on this host's interface: frames sent as given, every
+    /// frame the interface receives seen.
+    pub fn raw_port(&self) -> io::Result<RawPort> {
+        RawPort::open(&self.netns, &self.ifname)
     }
 
     /// Runs `ip <args>` inside this namespace (`ip -n <netns> <args>`) and

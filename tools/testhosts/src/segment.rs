@@ -94,6 +94,19 @@ impl Segment {
         Ok(seg)
     }
 
+    /// A raw socket on host `i`'s bridge port: it sees every frame to and
+    /// from host `i` (a port mirror), and a frame sent through it reaches
+    /// host `i` as if from the segment.
+    pub fn tap(&self, i: usize) -> io::Result<crate::RawPort> {
+        let letter = self.hosts.get(i).and_then(|h| h.ifname().chars().last());
+        let Some(letter) = letter else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no such host"));
+        };
+        let base = self.hosts[i].ifname();
+        let port = format!("{}{}", &base[..base.len() - 1], letter.to_ascii_uppercase());
+        Ok(crate::RawPort::open(&self.bridge_ns, &port)?.seeing_outgoing())
+    }
+
     /// The bridge's namespace.
     pub fn bridge_netns(&self) -> &str {
         &self.bridge_ns
