@@ -17,7 +17,7 @@ commands:
   build                     build libxdp-fi.so into target/libfabric/ and the tools
   demo                      the main job: two test hosts, fi_pingpong over xdp beside tcp
   test                      the whole test suite (what CI runs)
-  bench link|engine|provider|latency-path  print benchmark tables (figures, not tests)
+  bench link|engine|provider|incast|latency-path  print benchmark tables (figures, not tests)
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces
