@@ -9,7 +9,13 @@
 //! [`Steering`] loads the program with aya, attaches it through a `bpf_link`
 //! (created here with `BPF_LINK_CREATE`, never the netlink fallback, so the
 //! program detaches when the link fd is closed — on [`Drop`] or when the
-//! process exits) and gives access to the maps.
+//! process exits) and gives access to the maps. [`inspect`] finds the
+//! program and reads its maps from another process (`ofi-xdp status`), and
+//! removes what a killed process left (`ofi-xdp cleanup`).
+
+pub mod inspect;
+mod netlink;
+mod sys;
 
 use std::fmt;
 use std::io;
@@ -23,8 +29,15 @@ use aya::{Ebpf, EbpfLoader};
 /// The clang-built ELF object (see `build.rs`).
 static STEER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
 
-/// Name of the XDP program (the C function) inside the object.
-const PROGRAM_NAME: &str = "ofi_xdp_steer";
+/// Name of the XDP program (the C function) inside the object; the kernel
+/// reports it as the program's name, which is how other processes find it.
+pub const PROGRAM_NAME: &str = "ofi_xdp_steer";
+
+/// The steering program's ELF object, as clang built it: for loaders other
+/// than this crate (`ip link set dev IF xdp obj FILE sec xdp`).
+pub fn object() -> &'static [u8] {
+    STEER_OBJECT
+}
 
 /// Per-CPU counter indices; must match `enum counter` in the C source.
 const COUNTER_STEERED: u32 = 0;
@@ -249,6 +262,8 @@ pub enum BpfError {
     InvalidMode(String),
     #[error("frame of {0} bytes is outside what BPF_PROG_TEST_RUN accepts (14..=3500)")]
     BadTestFrame(usize),
+    #[error("BPF program {id} ({name:?}) is not the ofi-xdp steering program")]
+    NotOurs { id: u32, name: String },
 }
 
 impl BpfError {
@@ -585,20 +600,7 @@ impl Steering {
     /// Reads the counters, summed over all CPUs. Safe while traffic flows
     /// (each per-CPU value is read atomically as a u64).
     pub fn counters(&self) -> Result<Counters, BpfError> {
-        let read = |index: u32| -> Result<u64, BpfError> {
-            let values = self
-                .counters
-                .get(&index, 0)
-                .map_err(|e| map_error("reading the counters", e))?;
-            Ok(values.iter().fold(0u64, |acc, v| acc.wrapping_add(*v)))
-        };
-        Ok(Counters {
-            steered: read(COUNTER_STEERED)?,
-            passed: read(COUNTER_PASSED)?,
-            malformed: read(COUNTER_MALFORMED)?,
-            no_socket: read(COUNTER_NO_SOCKET)?,
-            fault_dropped: read(COUNTER_FAULT_DROPPED)?,
-        })
+        read_counters(&self.counters)
     }
 
     /// Fault injection: drop one port-matched frame in `drop_one_in` (0 = off),
@@ -729,6 +731,23 @@ fn attach_error(ifname: &str, mode: AttachMode, err: io::Error) -> BpfError {
             source: err,
         },
     }
+}
+
+/// The counters of `map` (the program's `counters`), summed over all CPUs.
+fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters, BpfError> {
+    let read = |index: u32| -> Result<u64, BpfError> {
+        let values = map
+            .get(&index, 0)
+            .map_err(|e| map_error("reading the counters", e))?;
+        Ok(values.iter().fold(0u64, |acc, v| acc.wrapping_add(*v)))
+    };
+    Ok(Counters {
+        steered: read(COUNTER_STEERED)?,
+        passed: read(COUNTER_PASSED)?,
+        malformed: read(COUNTER_MALFORMED)?,
+        no_socket: read(COUNTER_NO_SOCKET)?,
+        fault_dropped: read(COUNTER_FAULT_DROPPED)?,
+    })
 }
 
 fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M, BpfError>

@@ -163,6 +163,7 @@ pub fn build(ws: &Workspace) -> Result<Artifacts, String> {
 /// terminal readably) and returns the JSON messages.
 fn cargo_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Value>, String> {
     eprintln!("vm-tests: cargo {}", args.join(" "));
+    let t0 = std::time::Instant::now();
     let mut child = cargo()
         .args(args)
         .arg("--message-format=json-render-diagnostics")
@@ -182,6 +183,11 @@ fn cargo_json(ws: &Workspace, args: &[&str]) -> Result<Vec<Value>, String> {
     let status = child
         .wait()
         .map_err(|e| format!("waiting for cargo: {e}"))?;
+    eprintln!(
+        "vm-tests: cargo {} took {:.1} s",
+        args.first().unwrap_or(&""),
+        t0.elapsed().as_secs_f64()
+    );
     if status.success() {
         Ok(messages)
     } else {

@@ -141,6 +141,7 @@ fn download_and_unpack(package: &str, cache: &Path, dir: &Path) -> Result<(), St
     let downloads = cache.join("debs");
     fs::create_dir_all(&downloads).map_err(|e| format!("creating {}: {e}", downloads.display()))?;
     eprintln!("vm-tests: apt-get download {package}");
+    let t0 = std::time::Instant::now();
     run_checked(
         Command::new("apt-get")
             .args(["download", "-q", package])
@@ -166,6 +167,10 @@ fn download_and_unpack(package: &str, cache: &Path, dir: &Path) -> Result<(), St
     }
     eprintln!("vm-tests: dpkg-deb -x {}", deb.display());
     run_checked(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(dir))?;
+    eprintln!(
+        "vm-tests: {package} downloaded and unpacked in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     fs::write(dir.join(UNPACKED_MARKER), package).map_err(|e| format!("writing marker: {e}"))?;
     // The unpacked tree is all we use; the .deb would only double the cache's size.
     fs::remove_file(&deb).map_err(|e| format!("removing {}: {e}", deb.display()))?;

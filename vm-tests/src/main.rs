@@ -293,6 +293,8 @@ fn plan_suites(o: &Options, artifacts: &Artifacts) -> Vec<Suite> {
                     t.package_dir.display().to_string(),
                 ),
                 ("CARGO_PKG_NAME".to_owned(), t.package.clone()),
+                // As `cargo xtask test` runs the workspace's tests on the host.
+                ("FI_PROVIDER_PATH".to_owned(), GUEST_PROVIDER_DIR.to_owned()),
             ],
             argv: vec![
                 t.path.display().to_string(),

@@ -206,6 +206,13 @@ pub fn run(cfg: &VmConfig) -> Result<VmRun, String> {
                 if booted.is_none() && line.contains(MARK) && line.contains("BOOTED") {
                     booted = Some(start.elapsed().as_secs_f64());
                 }
+                if let Some(step) = progress_step(&line) {
+                    // A line per step with the time since QEMU started, beside the console.
+                    eprintln!(
+                        "vm-tests: [{:>6.1} s] {step}",
+                        start.elapsed().as_secs_f64()
+                    );
+                }
                 if panic.is_none() && is_panic_line(&line) {
                     panic = Some(line);
                 }
@@ -238,6 +245,17 @@ pub fn run(cfg: &VmConfig) -> Result<VmRun, String> {
         boot_seconds: booted,
         total_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The guest's marker lines that end a step (booted, a suite's result, done), without the
+/// marker, for the host's progress lines.
+fn progress_step(line: &str) -> Option<&str> {
+    let at = line.find(MARK)?;
+    let rest = line[at + MARK.len()..].trim();
+    ["BOOTED", "RESULT", "DONE"]
+        .iter()
+        .any(|k| rest.starts_with(k))
+        .then_some(rest)
 }
 
 fn describe(cmd: &Command) -> String {
@@ -330,6 +348,17 @@ mod tests {
             "[    3.1] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100"
         ));
         assert!(!is_panic_line("[    3.1] veth: loaded"));
+    }
+
+    #[test]
+    fn progress_lines_are_the_step_markers() {
+        let line = format!("[  9.1] {MARK} RESULT suite=bpf/steering status=pass rc=0 seconds=46");
+        assert_eq!(
+            progress_step(&line),
+            Some("RESULT suite=bpf/steering status=pass rc=0 seconds=46")
+        );
+        assert_eq!(progress_step(&format!("{MARK} START suite=x")), None);
+        assert_eq!(progress_step("veth: loaded"), None);
     }
 
     #[test]

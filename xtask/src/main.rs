@@ -4,10 +4,10 @@
 //! installed (`apt-get update` + `apt-get install` of the missing ones), so a fresh machine
 //! needs nothing done by hand. See README.md for what each command is for.
 
-mod deps;
-mod steps;
-
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use xtask::{deps, install, package, progress, steps};
 
 const USAGE: &str = "\
 usage: cargo xtask <command> [args]
@@ -17,11 +17,66 @@ commands:
   build                     build libxdp-fi.so into target/libfabric/ and the tools
   demo                      the main job: two test hosts, fi_pingpong over xdp beside tcp
   test                      the whole test suite (what CI runs)
+  install [--prefix DIR] [--no-build]
+                            build, then install the provider where libfabric looks for
+                            providers (no FI_PROVIDER_PATH needed), ofi-xdp and fi_xdp(7)
+                            under /usr/local; with --prefix, everything under DIR
+  uninstall [--prefix DIR]  remove exactly what install put there
+  package                   build target/debian/ofi-xdp_<version>_<arch>.deb (dpkg -i it;
+                            dpkg --purge ofi-xdp removes it)
   bench link|engine|provider|incast|latency-path  print benchmark tables (figures, not tests)
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces
 ";
+
+/// `--prefix DIR` and the flags in `flags`, or an error naming what is not understood.
+fn prefix_and_flags(
+    args: &[String],
+    flags: &[&str],
+) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let mut prefix = None;
+    let mut seen = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--prefix" => {
+                let dir = it.next().ok_or("--prefix needs a directory")?;
+                prefix = Some(PathBuf::from(dir));
+            }
+            f if flags.contains(&f) => seen.push(f.to_owned()),
+            other => return Err(format!("unexpected argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok((prefix, seen))
+}
+
+fn install_command(args: &[String]) -> Result<(), String> {
+    let (prefix, flags) = prefix_and_flags(args, &["--no-build"])?;
+    if !flags.iter().any(|f| f == "--no-build") {
+        progress::step("build the provider and the tools", steps::build)?;
+    }
+    let t = install::install(&package::Artifacts::built(), prefix.as_deref())?;
+    for f in [&t.provider, &t.tool, &t.man_page] {
+        eprintln!("xtask: installed {}", f.display());
+    }
+    match &prefix {
+        Some(_) => eprintln!(
+            "xtask: libfabric finds the provider with FI_PROVIDER_PATH={}",
+            t.provider.parent().unwrap_or(&t.provider).display()
+        ),
+        None => eprintln!("xtask: `fi_info -p xdp` finds it without FI_PROVIDER_PATH"),
+    }
+    Ok(())
+}
+
+fn uninstall_command(args: &[String]) -> Result<(), String> {
+    let (prefix, _) = prefix_and_flags(args, &[])?;
+    for p in install::uninstall(prefix.as_deref())? {
+        eprintln!("xtask: removed {}", p.display());
+    }
+    Ok(())
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +89,9 @@ fn main() -> ExitCode {
         "build" => deps::ensure_installed().and_then(|()| steps::build()),
         "demo" => deps::ensure_installed().and_then(|()| steps::demo()),
         "test" => deps::ensure_installed().and_then(|()| steps::test()),
+        "install" => deps::ensure_installed().and_then(|()| install_command(rest)),
+        "uninstall" => uninstall_command(rest),
+        "package" => deps::ensure_installed().and_then(|()| package::package().map(|_| ())),
         "bench" => deps::ensure_installed().and_then(|()| steps::bench(rest)),
         "vm-test" => deps::ensure_installed().and_then(|()| steps::vm_test(rest)),
         "sim-full" => steps::sim_full(),

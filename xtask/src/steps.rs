@@ -11,7 +11,7 @@ pub fn project_root() -> PathBuf {
 }
 
 /// Cargo's target directory, honouring `CARGO_TARGET_DIR`.
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => project_root().join("target"),
@@ -24,16 +24,29 @@ pub fn provider_dir() -> PathBuf {
 }
 
 /// Runs a command from the project root, failing with the command line when it fails.
+/// Prints how long it took.
 pub fn run(mut cmd: Command) -> Result<(), String> {
     cmd.current_dir(project_root());
     let line = format!("{cmd:?}");
+    let t0 = std::time::Instant::now();
     let status = cmd
         .status()
         .map_err(|e| format!("cannot start {line}: {e}"))?;
+    let took = crate::progress::elapsed(t0.elapsed());
     if status.success() {
+        eprintln!("xtask: done in {took}: {}", short(&line));
         Ok(())
     } else {
-        Err(format!("{line} failed ({status})"))
+        Err(format!("{line} failed ({status}) after {took}"))
+    }
+}
+
+/// A command line without its quoting, cut to a line's width.
+fn short(line: &str) -> String {
+    let plain: String = line.chars().filter(|c| *c != '"').collect();
+    match plain.char_indices().nth(100) {
+        Some((i, _)) => format!("{}…", &plain[..i]),
+        None => plain,
     }
 }
 
@@ -117,24 +130,33 @@ pub fn demo() -> Result<(), String> {
 /// The whole test suite, as CI runs it: formatting, lints, the workspace's tests (unit,
 /// simulation, veth, provider C suite) and the VM suite on the oldest kernel we promise.
 pub fn test() -> Result<(), String> {
+    use crate::progress::step;
     require_root("test")?;
-    run(cargo(&["fmt", "--all", "--", "--check"]))
-        .map_err(|e| format!("{e}\nrun `cargo fmt --all` to fix the formatting"))?;
-    run(cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--release",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    build()?;
-    let mut tests = cargo(&["test", "--workspace", "--release"]);
-    tests.env("FI_PROVIDER_PATH", provider_dir());
-    run(tests)?;
+    step("formatting (cargo fmt --check)", || {
+        run(cargo(&["fmt", "--all", "--", "--check"]))
+            .map_err(|e| format!("{e}\nrun `cargo fmt --all` to fix the formatting"))
+    })?;
+    step("lints (cargo clippy)", || {
+        run(cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--release",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    step("build the provider and the tools", build)?;
+    step("the workspace's tests (cargo test --workspace)", || {
+        let mut tests = cargo(&["test", "--workspace", "--release"]);
+        tests.env("FI_PROVIDER_PATH", provider_dir());
+        run(tests)
+    })?;
     leftover_check()?;
-    vm_test(&["--kernel".into(), "6.1".into()])
+    step("the VM suite on Linux 6.1", || {
+        vm_test(&["--kernel".into(), "6.1".into()])
+    })
 }
 
 /// Fails when a test left a network namespace of ours behind: cleanup on drop is part of
@@ -188,8 +210,17 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     };
     let provider = || -> Result<(), String> {
         build()?;
+        // Every figure of every round goes to a file whose path the benchmark prints.
+        let dir = target_dir().join("bench");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let csv = dir.join(format!("provider-{stamp}.csv"));
         let mut cmd = tool();
-        cmd.arg("provider-bench");
+        cmd.arg("provider-bench").arg("--csv").arg(csv);
         run(cmd)
     };
     let incast = || -> Result<(), String> {

@@ -48,6 +48,11 @@ impl Args {
         }
     }
 
+    /// The value of `--name` as given, if any.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
     /// The value of `--name`, parsed; an error if absent.
     pub fn require<T: FromStr>(&self, name: &str) -> Result<T, String>
     where

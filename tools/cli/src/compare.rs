@@ -116,14 +116,15 @@ fn print_side_by_side(tables: &[(&str, Vec<Row>)]) {
     }
 }
 
-/// `ofi-xdp provider-bench [--iters 10000] [--big-iters 200] [--rounds 5]`: the figures issue
+/// `ofi-xdp provider-bench [--iters 10000] [--big-iters 200] [--rounds 5] [--csv FILE]`: the figures issue
 /// 4's targets compare — 64-byte latency of xdp against tcp and against the raw link floor,
 /// 1 MiB bandwidth of xdp against tcp — all measured in one run between the same test hosts.
 ///
 /// The machines are shared and a single run swings by ±30 %, so the run is made of `rounds`
 /// rounds, each measuring every path once, one after the other. Each ratio is taken within a
 /// round (both sides measured seconds apart) and the median over the rounds is reported, with
-/// the range beside it.
+/// the range beside it. `--csv FILE` also writes every figure of every round there (one row per
+/// path and round), for plotting, and prints the path.
 pub fn bench(args: &[String]) -> Result<(), String> {
     let a = Args::parse(args, &[])?;
     let iterations: u32 = a.get("iters", 10_000)?;
@@ -140,9 +141,14 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .next()
             .ok_or_else(|| format!("fi_pingpong -p {provider} printed no row"))
     };
+    let csv = a.value("csv").map(str::to_owned);
     let mut r = Rounds::default();
+    let start = std::time::Instant::now();
     for round in 1..=rounds {
-        eprintln!("provider-bench: round {round} of {rounds}");
+        eprintln!(
+            "provider-bench: round {round} of {rounds} (started {:.0} s in)",
+            start.elapsed().as_secs_f64()
+        );
         r.floor_us.push(link_floor()?.p50_ns as f64 / 2000.0);
         for p in SMALL_PROVIDERS {
             let row = measure(p, "64", iterations)?;
@@ -154,7 +160,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             r.big_mbs.entry(p).or_default().push(row.mb_per_sec);
         }
     }
+    eprintln!(
+        "provider-bench: {rounds} rounds in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
     r.print(rounds);
+    if let Some(path) = csv {
+        std::fs::write(&path, r.csv()).map_err(|e| format!("--csv {path}: {e}"))?;
+        println!("\nevery figure of every round (CSV, for plotting): {path}");
+    }
     Ok(())
 }
 
@@ -222,6 +236,30 @@ struct Rounds {
 impl Rounds {
     fn series<'a>(m: &'a std::collections::BTreeMap<&'static str, Vec<f64>>, p: &str) -> &'a [f64] {
         m.get(p).map_or(&[], Vec::as_slice)
+    }
+
+    /// `round,path,us_per_xfer,mb_per_s`, one row per path and round.
+    fn csv(&self) -> String {
+        let mut out = String::from("round,path,us_per_xfer,mb_per_s\n");
+        let mut row = |round: usize, path: &str, us: f64, mbs: Option<f64>| {
+            let mbs = mbs.map(|m| format!("{m:.2}")).unwrap_or_default();
+            out.push_str(&format!("{round},{path},{us:.3},{mbs}\n"));
+        };
+        for (i, us) in self.floor_us.iter().enumerate() {
+            row(i + 1, "link floor", *us, None);
+        }
+        for p in SMALL_PROVIDERS {
+            for (i, us) in Self::series(&self.small, p).iter().enumerate() {
+                row(i + 1, &format!("{p} 64 B"), *us, None);
+            }
+        }
+        for p in BIG_PROVIDERS {
+            let mbs = Self::series(&self.big_mbs, p);
+            for (i, us) in Self::series(&self.big_us, p).iter().enumerate() {
+                row(i + 1, &format!("{p} 1 MiB"), *us, mbs.get(i).copied());
+            }
+        }
+        out
     }
 
     fn print(&self, rounds: usize) {

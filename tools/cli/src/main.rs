@@ -12,20 +12,36 @@
 //!   `probes` feature).
 //! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
 //!   per-sender throughput, retransmissions.
+//! - `status` — the steering program on each interface, its ports and counters, the
+//!   endpoints' own figures (`--watch` refreshes).
+//! - `cleanup` — removes what a killed process left (programs attached through netlink,
+//!   pinned links and objects, statistics files), never anything that is not ours.
 
 mod args;
 mod child;
+mod cleanup;
 mod compare;
 mod demo;
 mod fi_pingpong;
+mod host;
 mod incast;
 mod pingpong;
+mod status;
 mod wire;
 
 const USAGE: &str = "\
 usage: ofi-xdp <command> [options]
 
 commands:
+  status          per interface: our XDP program (mode, id, load time, the
+                  process holding it), steered UDP ports -> XSKMAP slots,
+                  counters, and each endpoint's statistics
+                  [--watch [SECS]] [--count N] [--netns NAME] [--dev IFNAME]
+                  [--stats-dir DIR]
+  cleanup         remove what a killed process left: our programs attached
+                  through netlink or kept by a pinned link, pins, stale
+                  statistics files; never a program that is not ours
+                  [--dry-run] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]
   link-pingpong   raw AF_XDP link round-trip latency and packet rate beside
                   kernel UDP (try: ofi-xdp link-pingpong --driver)
   link-demo       a few datagrams through XDP steering and the AF_XDP link
@@ -41,7 +57,7 @@ commands:
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
                   xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
-All need root (network namespaces, XDP, AF_XDP).";
+All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id).";
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -56,6 +72,8 @@ fn main() {
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
         "incast" => incast::main(rest),
+        "status" => status::main(rest),
+        "cleanup" => cleanup::main(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

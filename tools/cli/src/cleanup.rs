@@ -1,0 +1,247 @@
+//! `ofi-xdp cleanup`: removes what a process using the provider left behind
+//! when it was killed, and nothing else.
+//!
+//! The provider attaches its steering program through a `bpf_link` held by
+//! the process, so the kernel detaches it when the process dies, however it
+//! dies. What can outlive a process, and is removed here:
+//!
+//! - our steering program attached through **netlink** (by an older loader,
+//!   or by hand with `ip link set dev IF xdp obj …`): it stays on the
+//!   interface until removed. Removed when no process holds the program.
+//! - a **`bpf_link`** of ours kept alive by a pin on a BPF filesystem:
+//!   detached when no process holds the link.
+//! - **pins** of our programs and links (and of maps of our programs) that
+//!   no process holds.
+//! - **statistics files** of endpoints whose process is gone.
+//!
+//! Every leftover is a [`Leftover`]; kinds of state added later (such as
+//! ntuple rules steering an endpoint's port to its queue) join as variants,
+//! each with the same two questions: is it ours, and is its owner gone.
+//! Programs that are not ours are never touched; programs of ours that a
+//! live process holds are in use and left alone.
+
+use std::collections::HashMap;
+
+use ofi_xdp_bpf::inspect::{self, Hook, ObjectKind, Pin};
+
+use crate::host;
+use crate::status::{self, Scope};
+
+/// Something a dead process left, that can be removed.
+enum Leftover {
+    /// Our program attached through netlink, held by no process.
+    NetlinkProgram {
+        ifname: String,
+        ifindex: u32,
+        hook: Hook,
+        prog_id: u32,
+    },
+    /// A `bpf_link` of ours held by no process (only its pin keeps it).
+    PinnedLink {
+        ifname: String,
+        link_id: u32,
+        prog_id: u32,
+    },
+    /// A pin of one of our objects that no process holds.
+    Pin(Pin),
+    /// The statistics file of an endpoint whose process is gone.
+    StatsFile { path: std::path::PathBuf, pid: u32 },
+}
+
+impl Leftover {
+    fn describe(&self) -> String {
+        match self {
+            Leftover::NetlinkProgram {
+                ifname,
+                hook,
+                prog_id,
+                ..
+            } => format!(
+                "{ifname}: {hook} XDP program {prog_id} ({}), attached through netlink, \
+                 no process holds it",
+                ofi_xdp_bpf::PROGRAM_NAME
+            ),
+            Leftover::PinnedLink {
+                ifname,
+                link_id,
+                prog_id,
+            } => {
+                format!("{ifname}: bpf_link {link_id} of XDP program {prog_id}, kept only by a pin")
+            }
+            Leftover::Pin(p) => format!("pinned {:?} {} at {}", p.kind, p.id, p.path.display()),
+            Leftover::StatsFile { path, pid } => {
+                format!("endpoint statistics {} (pid {pid} is gone)", path.display())
+            }
+        }
+    }
+
+    fn remove(&self) -> Result<(), String> {
+        match self {
+            Leftover::NetlinkProgram {
+                ifindex,
+                hook,
+                prog_id,
+                ..
+            } => inspect::detach_netlink(*ifindex, *hook, *prog_id).map_err(|e| e.to_string()),
+            Leftover::PinnedLink { link_id, .. } => {
+                inspect::detach_link(*link_id).map_err(|e| e.to_string())
+            }
+            Leftover::Pin(p) => inspect::unpin(p).map_err(|e| e.to_string()),
+            Leftover::StatsFile { path, .. } => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// What cleanup found: leftovers to remove, and what it leaves alone (why).
+struct Findings {
+    leftovers: Vec<Leftover>,
+    kept: Vec<String>,
+    refused: Vec<String>,
+}
+
+fn find(scope: &Scope) -> Result<Findings, String> {
+    let mut f = Findings {
+        leftovers: Vec::new(),
+        kept: Vec::new(),
+        refused: Vec::new(),
+    };
+    let mut detached_links = Vec::new();
+    for (iface, attached) in status::attachments(scope)? {
+        for a in attached {
+            let Some(p) = &a.program else { continue };
+            let what = format!(
+                "{}: {} XDP program {} ({})",
+                iface.name, a.hook, p.id, p.name
+            );
+            if !p.ours {
+                f.refused.push(format!("{what}: not ours, left alone"));
+                continue;
+            }
+            if !a.holders.is_empty() {
+                let pids: Vec<String> = a.holders.iter().map(|p| host::describe_pid(*p)).collect();
+                f.kept
+                    .push(format!("{what}: in use by {}", pids.join(", ")));
+                continue;
+            }
+            match a.link {
+                Some(link) => {
+                    detached_links.push(link.id);
+                    f.leftovers.push(Leftover::PinnedLink {
+                        ifname: iface.name.clone(),
+                        link_id: link.id,
+                        prog_id: p.id,
+                    })
+                }
+                None => f.leftovers.push(Leftover::NetlinkProgram {
+                    ifname: iface.name.clone(),
+                    ifindex: iface.ifindex,
+                    hook: a.hook,
+                    prog_id: p.id,
+                }),
+            }
+        }
+    }
+    if scope.dev.is_none() {
+        find_pins(&mut f, &detached_links)?;
+    }
+    for e in status::stale_endpoint_files(scope) {
+        if scope.wants(&e.identity.ifname) {
+            f.leftovers.push(Leftover::StatsFile {
+                path: e.file,
+                pid: e.pid,
+            });
+        }
+    }
+    Ok(f)
+}
+
+/// Pins of our programs, of links of our programs and of our programs'
+/// maps, that no process holds (a pin of a link detached above included).
+fn find_pins(f: &mut Findings, detached_links: &[u32]) -> Result<(), String> {
+    let pins = inspect::pins();
+    if pins.is_empty() {
+        return Ok(());
+    }
+    let ours = inspect::our_programs().map_err(|e| e.to_string())?;
+    let links = inspect::xdp_links().map_err(|e| e.to_string())?;
+    let holders: HashMap<(ObjectKind, u32), Vec<u32>> = inspect::holders();
+    let is_our_prog = |id: u32| ours.iter().any(|p| p.id == id);
+    for pin in pins {
+        let mine = match pin.kind {
+            ObjectKind::Program => is_our_prog(pin.id),
+            ObjectKind::Link => links
+                .iter()
+                .any(|l| l.id == pin.id && is_our_prog(l.prog_id)),
+            ObjectKind::Map => ours
+                .iter()
+                .any(|p| p.maps.iter().any(|(id, _)| *id == pin.id)),
+        };
+        if !mine {
+            continue;
+        }
+        let held = holders
+            .get(&(pin.kind, pin.id))
+            .is_some_and(|h| !h.is_empty());
+        if held && !(pin.kind == ObjectKind::Link && detached_links.contains(&pin.id)) {
+            f.kept.push(format!(
+                "pinned {:?} {} at {}: in use",
+                pin.kind,
+                pin.id,
+                pin.path.display()
+            ));
+            continue;
+        }
+        f.leftovers.push(Leftover::Pin(pin));
+    }
+    Ok(())
+}
+
+/// `ofi-xdp cleanup [--dry-run] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]`
+pub fn main(args: &[String]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    let scope = Scope::take(&mut args)?;
+    let dry_run = match args.as_slice() {
+        [] => false,
+        [flag] if flag == "--dry-run" => true,
+        other => return Err(format!("unexpected arguments {other:?}")),
+    };
+    scope.enter()?;
+    let f = find(&scope)?;
+    for k in &f.kept {
+        println!("kept: {k}");
+    }
+    for r in &f.refused {
+        println!("refused: {r}");
+    }
+    let mut failed = Vec::new();
+    for l in &f.leftovers {
+        if dry_run {
+            println!("would remove: {}", l.describe());
+            continue;
+        }
+        match l.remove() {
+            Ok(()) => println!("removed: {}", l.describe()),
+            Err(e) => {
+                println!("failed: {}: {e}", l.describe());
+                failed.push(l.describe());
+            }
+        }
+    }
+    if f.leftovers.is_empty() {
+        println!("nothing left behind to remove");
+    }
+    if !failed.is_empty() {
+        return Err(format!("{} leftovers could not be removed", failed.len()));
+    }
+    // Asked about one interface whose program is not ours: say no loudly.
+    if scope.dev.is_some() && !f.refused.is_empty() {
+        return Err(format!(
+            "refusing to remove a program that is not ours: {}",
+            f.refused.join("; ")
+        ));
+    }
+    Ok(())
+}

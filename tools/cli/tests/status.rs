@@ -1,0 +1,407 @@
+//! `ofi-xdp status` and `ofi-xdp cleanup` against real programs on test
+//! hosts (needs root): the provider's program while `fi_pingpong` runs, and
+//! after both sides are killed; our program attached through netlink (which
+//! outlives its process) and a foreign program; endpoint statistics files.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ofi_xdp_testhosts::{Host, HostPair};
+use ofi_xdp_tools::epstats::{DataPath, Identity, Writer};
+
+const EXE: &str = env!("CARGO_BIN_EXE_ofi-xdp");
+
+fn ofi_xdp(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().expect("run ofi-xdp")
+}
+
+fn stdout_of(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn status(host: &Host) -> String {
+    stdout_of(&ofi_xdp(&["status", "--netns", host.netns()]))
+}
+
+/// The value of counter `name` in the first counters block of `text`.
+fn counter(text: &str, name: &str) -> u64 {
+    text.lines()
+        .map(str::split_whitespace)
+        .find_map(|mut w| (w.next() == Some(name)).then(|| w.next()?.parse().ok())?)
+        .unwrap_or_else(|| panic!("no counter {name} in:\n{text}"))
+}
+
+/// Whether `ip link` shows an XDP program on the host's interface.
+fn ip_link_shows_xdp(host: &Host) -> bool {
+    host.ip(&["link", "show", "dev", host.ifname()])
+        .unwrap()
+        .contains("xdp")
+}
+
+/// The directory holding `libxdp-fi.so`: FI_PROVIDER_PATH (set by `cargo
+/// xtask test`), else what `cargo xtask build` makes.
+fn provider_dir() -> PathBuf {
+    let dir = std::env::var_os("FI_PROVIDER_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/libfabric"));
+    assert!(
+        dir.join("libxdp-fi.so").is_file(),
+        "{} has no libxdp-fi.so: run `cargo xtask build` (or through `cargo xtask test`)",
+        dir.display()
+    );
+    dir
+}
+
+/// A long `fi_pingpong -p xdp` on `host`, killed with SIGKILL when dropped.
+struct Pingpong(Child);
+
+impl Pingpong {
+    fn start(host: &Host, port: &str, server: Option<&Host>) -> Pingpong {
+        let mut cmd = host.command("fi_pingpong");
+        cmd.args(["-p", "xdp", "-e", "rdm", "-m", "tagged", "-S", "64"])
+            .args(["-I", "100000000", "-B", port, "-P", port])
+            .env("FI_PROVIDER_PATH", provider_dir())
+            .env_remove("FI_PROVIDER")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(s) = server {
+            cmd.arg(s.ipv4().to_string());
+        }
+        Pingpong(cmd.spawn().expect("run fi_pingpong (libfabric-bin)"))
+    }
+
+    fn kill9(&mut self) {
+        // Child::kill sends SIGKILL to the pid we started (`ip netns exec`
+        // execs fi_pingpong in place).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Pingpong {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Whether a TCP socket listens on `port` in the host's namespace (`/proc/net/tcp` of a thread
+/// inside it: state 0A is LISTEN; no `ss` in the VM guest).
+fn listening(host: &Host, port: &str) -> bool {
+    let port: u16 = port.parse().unwrap();
+    let table = host.run(|| std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap());
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&format!(":{port:04X}")) && f[3] == "0A"
+    })
+}
+
+#[test]
+fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9() {
+    let pair = HostPair::new().unwrap();
+    let port = (21000 + std::process::id() % 20000).to_string();
+    let mut server = Pingpong::start(&pair.a, &port, None);
+    // The client fails at once if the server's control port is not listening yet.
+    let t0 = Instant::now();
+    while !listening(&pair.a, &port) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "fi_pingpong server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut client = Pingpong::start(&pair.b, &port, Some(&pair.a));
+
+    // Wait until traffic flows through the server's program.
+    let t0 = Instant::now();
+    let first = loop {
+        let s = status(&pair.a);
+        if s.contains("(ours)") && s.contains("UDP port") && counter(&s, "steered") > 100 {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no steered traffic on a:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(first.contains("generic mode: program"), "{first}");
+    assert!(first.contains("ofi_xdp_steer (ours)"), "{first}");
+    assert!(first.contains("attached through bpf_link"), "{first}");
+    assert!(
+        first.contains("(fi_pingpong)"),
+        "held by the server:\n{first}"
+    );
+    assert!(first.contains("-> XSKMAP slot 0"), "{first}");
+    assert!(first.contains("loaded 20"), "{first}");
+
+    // --watch: two screens a moment apart, the second with rates.
+    let watched = stdout_of(&ofi_xdp(&[
+        "status",
+        "--netns",
+        pair.a.netns(),
+        "--watch",
+        "0.3",
+        "--count",
+        "2",
+    ]));
+    let screens: Vec<&str> = watched.split("--- ").filter(|s| !s.is_empty()).collect();
+    assert_eq!(screens.len(), 2, "{watched}");
+    let (before, after) = (
+        counter(screens[0], "steered"),
+        counter(screens[1], "steered"),
+    );
+    assert!(after > before, "steered did not move: {before} -> {after}");
+    assert!(
+        screens[1].contains("/s"),
+        "rates on the second screen:\n{watched}"
+    );
+
+    server.kill9();
+    client.kill9();
+    for h in [&pair.a, &pair.b] {
+        let cleaned = stdout_of(&ofi_xdp(&["cleanup", "--netns", h.netns()]));
+        assert!(!cleaned.contains("failed"), "{cleaned}");
+        assert!(!ip_link_shows_xdp(h), "XDP program left on {h}");
+        let after = status(h);
+        assert!(
+            after.contains(&format!("{} (ifindex", h.ifname())) && !after.contains("(ours)"),
+            "{after}"
+        );
+    }
+}
+
+/// Attaches our `steer.bpf.o` through netlink with ip-link(8), as an operator (or an old
+/// loader) would: it stays after `ip` exits.
+fn attach_ours_with_ip(host: &Host) {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-status-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("steer.bpf.o");
+    std::fs::write(&path, ofi_xdp_bpf::object()).unwrap();
+    let path = path.display().to_string();
+    host.ip(&[
+        "link",
+        "set",
+        "dev",
+        host.ifname(),
+        "xdpgeneric",
+        "obj",
+        &path,
+        "sec",
+        "xdp",
+    ])
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loads a two-instruction XDP program named `foreign_pass` (`r0 = XDP_PASS; exit`,
+/// `BPF_PROG_LOAD`) — someone else's program — and attaches it to the host's interface
+/// through netlink (`RTM_SETLINK` with `IFLA_XDP_FD`, generic mode), where it stays after
+/// its fd is closed. No compiler needed (the VM guest has none).
+fn attach_foreign_program(host: &Host) {
+    let insns: [u64; 2] = [
+        u64::from_le_bytes([0xb7, 0, 0, 0, 2, 0, 0, 0]), // mov64 r0, 2 (XDP_PASS)
+        u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]), // exit
+    ];
+    let license = c"GPL";
+    // union bpf_attr, prog load: prog_type, insn_cnt, insns, license, log_level, log_size,
+    // log_buf, kern_version, prog_flags, prog_name[16] (offset 48).
+    let mut attr = [0u8; 128];
+    attr[0..4].copy_from_slice(&6u32.to_ne_bytes()); // BPF_PROG_TYPE_XDP
+    attr[4..8].copy_from_slice(&2u32.to_ne_bytes());
+    attr[8..16].copy_from_slice(&(insns.as_ptr() as u64).to_ne_bytes());
+    attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+    attr[48..60].copy_from_slice(b"foreign_pass");
+    // SAFETY: attr points at buffers that outlive the call.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, 5, attr.as_ptr(), attr.len()) };
+    assert!(
+        fd >= 0,
+        "BPF_PROG_LOAD: {}",
+        std::io::Error::last_os_error()
+    );
+    let fd = fd as i32;
+    let ifname = host.ifname().to_owned();
+    host.run(move || {
+        let name = std::ffi::CString::new(ifname).unwrap();
+        // SAFETY: valid C string.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(ifindex, 0);
+        let attr = |kind: u16, data: &[u8]| {
+            let mut a = ((4 + data.len()) as u16).to_ne_bytes().to_vec();
+            a.extend_from_slice(&kind.to_ne_bytes());
+            a.extend_from_slice(data);
+            a.resize(a.len().next_multiple_of(4), 0);
+            a
+        };
+        let mut nest = attr(1, &fd.to_ne_bytes()); // IFLA_XDP_FD
+        nest.extend(attr(3, &(1u32 << 1).to_ne_bytes())); // IFLA_XDP_FLAGS = SKB_MODE
+        let mut msg = vec![0u8; 32]; // nlmsghdr + ifinfomsg
+        msg[4..6].copy_from_slice(&libc::RTM_SETLINK.to_ne_bytes());
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
+        msg[6..8].copy_from_slice(&flags.to_ne_bytes());
+        msg[20..24].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+        msg.extend(attr(43 | (1 << 15), &nest)); // IFLA_XDP, nested
+        let len = msg.len() as u32;
+        msg[0..4].copy_from_slice(&len.to_ne_bytes());
+        // SAFETY: plain socket calls on buffers that outlive them.
+        unsafe {
+            let sock = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE);
+            assert!(sock >= 0);
+            assert_eq!(
+                libc::send(sock, msg.as_ptr().cast(), msg.len(), 0),
+                msg.len() as isize
+            );
+            let mut reply = [0u8; 1024];
+            let n = libc::recv(sock, reply.as_mut_ptr().cast(), reply.len(), 0);
+            assert!(n >= 20);
+            let err = i32::from_ne_bytes(reply[16..20].try_into().unwrap());
+            assert_eq!(err, 0, "RTM_SETLINK: errno {}", -err);
+            libc::close(sock);
+        }
+    });
+    // SAFETY: the program fd we loaded; the attachment keeps the program.
+    unsafe { libc::close(fd) };
+}
+
+#[test]
+fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
+    let pair = HostPair::new().unwrap();
+    attach_ours_with_ip(&pair.a);
+    attach_foreign_program(&pair.b);
+
+    let a = status(&pair.a);
+    assert!(a.contains("ofi_xdp_steer (ours)"), "{a}");
+    assert!(a.contains("attached through netlink"), "{a}");
+    assert!(a.contains("held by no process"), "{a}");
+    let b = status(&pair.b);
+    assert!(b.contains("foreign_pass (not ours)"), "{b}");
+
+    // Asked to clean the foreign program's interface: refused, kept.
+    let out = ofi_xdp(&[
+        "cleanup",
+        "--netns",
+        pair.b.netns(),
+        "--dev",
+        pair.b.ifname(),
+    ]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("refused:") && text.contains("not ours"),
+        "{text}"
+    );
+    assert!(
+        ip_link_shows_xdp(&pair.b),
+        "the foreign program was removed"
+    );
+    // A sweep of the whole namespace leaves it too.
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.b.netns()]));
+    assert!(text.contains("nothing left behind"), "{text}");
+    assert!(ip_link_shows_xdp(&pair.b));
+
+    // Ours, attached through netlink by a process long gone: removed.
+    let dry = stdout_of(&ofi_xdp(&[
+        "cleanup",
+        "--netns",
+        pair.a.netns(),
+        "--dry-run",
+    ]));
+    assert!(dry.contains("would remove:"), "{dry}");
+    assert!(ip_link_shows_xdp(&pair.a), "--dry-run removed it");
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.a.netns()]));
+    assert!(
+        text.contains("removed:") && text.contains("attached through netlink"),
+        "{text}"
+    );
+    assert!(!ip_link_shows_xdp(&pair.a), "our program is still attached");
+    pair.b
+        .ip(&["link", "set", "dev", pair.b.ifname(), "xdpgeneric", "off"])
+        .unwrap();
+}
+
+#[test]
+fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-epstats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let identity = Identity {
+        endpoint: "rdm".into(),
+        path: DataPath::AfXdp,
+        ifname: "lo".into(),
+        ifindex: 1,
+        address: "127.0.0.1:47999".into(),
+        queue: Some(0),
+        slot: Some(3),
+    };
+    let live = Writer::create(
+        &dir,
+        0,
+        &identity,
+        &["retransmits", "unexpected_bytes"],
+        &["unexpected_bytes"],
+    )
+    .unwrap();
+    live.set(0, 17);
+    live.set(1, 4096);
+    // The same endpoint's file as a killed process would leave it: a pid
+    // that no longer runs.
+    let mut gone = Command::new(EXE)
+        .arg("help")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let text = std::fs::read(live.path()).unwrap();
+    let me = format!("pid {}\n", std::process::id());
+    let header_end = text.iter().position(|b| *b == 0).unwrap();
+    let header = String::from_utf8(text[..header_end].to_vec()).unwrap();
+    let mut stale = header
+        .replace(&me, &format!("pid {dead_pid}\n"))
+        .into_bytes();
+    stale.resize(text.len(), 0);
+    stale[4096..].copy_from_slice(&text[4096..]);
+    let stale_path = dir.join(format!("{dead_pid}-0.stats"));
+    std::fs::write(&stale_path, &stale).unwrap();
+
+    let dir_arg = dir.display().to_string();
+    let shown = stdout_of(&ofi_xdp(&[
+        "status",
+        "--dev",
+        "lo",
+        "--stats-dir",
+        &dir_arg,
+    ]));
+    assert!(
+        shown.contains("endpoint rdm 127.0.0.1:47999 on AF_XDP queue 0 slot 3"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("retransmits") && shown.contains("17"),
+        "{shown}"
+    );
+    assert!(shown.contains(&format!("pid {dead_pid} gone")), "{shown}");
+
+    let cleaned = stdout_of(&ofi_xdp(&[
+        "cleanup",
+        "--dev",
+        "lo",
+        "--stats-dir",
+        &dir_arg,
+    ]));
+    assert!(
+        cleaned.contains("removed: endpoint statistics"),
+        "{cleaned}"
+    );
+    assert!(!stale_path.exists());
+    assert!(live.path().exists(), "a live endpoint's file was removed");
+    drop(live);
+    let _ = std::fs::remove_dir_all(&dir);
+}

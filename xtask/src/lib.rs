@@ -1,0 +1,10 @@
+//! The steps behind `cargo xtask …` (see `main.rs`), as a library so that the tests of
+//! packaging and installation call the same code the commands run.
+
+pub mod deps;
+pub mod install;
+pub mod libfabric;
+pub mod man;
+pub mod package;
+pub mod progress;
+pub mod steps;
