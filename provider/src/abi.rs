@@ -1,6 +1,7 @@
 //! Helpers shared by every `extern "C"` entry point: the fabric errno type,
 //! panic containment (a provider runs inside someone else's process and must
-//! never unwind into C), and checked access to our objects behind `fid`s.
+//! never unwind into C), out-pointers and error entries. The objects behind
+//! `fid`s live in [`crate::object`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -83,74 +84,6 @@ pub fn guard_value<T>(what: &str, fallback: T, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A Rust object whose memory starts with a libfabric `fid` (its first
-/// field, `#[repr(C)]`), so a `*mut fid` handed to us by the application can
-/// be turned back into the object after checking it really is one of ours.
-///
-/// # Safety
-/// Implementors must be `#[repr(C)]` with the C `fid_*` struct (itself
-/// starting with `struct fid`) as first field, and `OPS` must be the `fi_ops`
-/// table installed in every instance.
-pub unsafe trait FidObject: Sized {
-    const CLASS: usize;
-    fn fi_ops() -> *const fi_ops;
-}
-
-/// Borrow the object behind `p`, or `-FI_EINVAL` when `p` is NULL or not an
-/// object of type `T` created by this provider (checked by class and by the
-/// identity of the ops table, so another provider's fid is refused too).
-///
-/// # Safety
-/// `p` must be NULL or point to a readable `struct fid`.
-pub unsafe fn obj<'a, T: FidObject>(p: *const fid) -> Result<&'a T> {
-    if p.is_null() {
-        return Err(Errno::INVAL);
-    }
-    // SAFETY: the caller promises `p` points to a readable fid.
-    let f = unsafe { &*p };
-    if f.fclass != T::CLASS || !std::ptr::eq(f.ops as *const fi_ops, T::fi_ops()) {
-        return Err(Errno::INVAL);
-    }
-    // SAFETY: class and ops identity prove `p` was created as a `T` by us.
-    Ok(unsafe { &*(p as *const T) })
-}
-
-/// Hand a freshly built object to C: box it and return its fid pointer.
-pub fn into_raw<T: FidObject>(o: T) -> *mut T {
-    Box::into_raw(Box::new(o))
-}
-
-/// Reclaim and drop an object previously returned by [`into_raw`].
-///
-/// # Safety
-/// `p` must come from `into_raw::<T>` and not have been freed.
-pub unsafe fn free<T: FidObject>(p: *const fid) {
-    // SAFETY: guaranteed by the caller.
-    drop(unsafe { Box::from_raw(p as *mut T) });
-}
-
-/// `fi_close` of an object that others may still reference: `-FI_EBUSY` while `refs(o)` says it
-/// is busy (fi_domain(3)/fi_fabric(3): a resource with open children cannot be closed), else
-/// `release` gives back the references it holds on its parents and the object is freed.
-///
-/// # Safety
-/// `f` must be NULL or readable as a `fid` (checked by [`obj`]); on success it is freed.
-pub unsafe fn close_unless_busy<T: FidObject>(
-    f: *mut fid,
-    refs: impl FnOnce(&T) -> &Refs,
-    release: impl FnOnce(&T),
-) -> Result<c_int> {
-    // SAFETY: validated by obj() per the caller's promise.
-    let o = unsafe { obj::<T>(f) }?;
-    if refs(o).busy() {
-        return Err(Errno::BUSY);
-    }
-    release(o);
-    // SAFETY: ours (obj() checked class and ops identity) and not busy.
-    unsafe { free::<T>(f) };
-    Ok(0)
-}
-
 /// Write `v` through an out-pointer, refusing NULL.
 ///
 /// # Safety
@@ -220,92 +153,8 @@ pub unsafe fn place_err_data(
     (buf, n)
 }
 
-/// Count of live references from other objects (children opened from a
-/// domain, endpoints bound to a CQ, …): `fi_close` on an object whose count
-/// is non-zero returns -FI_EBUSY (fi_domain(3), fi_cq(3), fi_av(3)).
-#[derive(Debug, Default)]
-pub struct Refs(std::sync::atomic::AtomicUsize);
-
-impl Refs {
-    pub fn get(&self) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    }
-    pub fn put(&self) {
-        let _ = self.0.fetch_update(
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
-            |v| v.checked_sub(1),
-        );
-    }
-    pub fn busy(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Acquire) != 0
-    }
-}
-
 /// Lock a mutex, recovering the data if a panicking thread poisoned it (the
 /// panic itself was already reported as an error to its caller).
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-// Slots of `struct fi_ops` for objects that do not support them.
-pub unsafe extern "C" fn nosys_bind(_: *mut fid, _: *mut fid, _: u64) -> c_int {
-    -FI_ENOSYS
-}
-pub unsafe extern "C" fn nosys_control(_: *mut fid, _: c_int, _: *mut libc::c_void) -> c_int {
-    -FI_ENOSYS
-}
-pub unsafe extern "C" fn nosys_ops_open(
-    _: *mut fid,
-    _: *const libc::c_char,
-    _: u64,
-    _: *mut *mut libc::c_void,
-    _: *mut libc::c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-pub unsafe extern "C" fn nosys_tostr(
-    _: *const fid,
-    _: *mut libc::c_char,
-    _: libc::size_t,
-) -> c_int {
-    -FI_ENOSYS
-}
-pub unsafe extern "C" fn nosys_ops_set(
-    _: *mut fid,
-    _: *const libc::c_char,
-    _: u64,
-    _: *mut libc::c_void,
-    _: *mut libc::c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-/// Build a `struct fi_ops` with our close/bind/control and ENOSYS for the rest.
-pub const fn fi_ops_with(
-    close: unsafe extern "C" fn(*mut fid) -> c_int,
-    bind: Option<unsafe extern "C" fn(*mut fid, *mut fid, u64) -> c_int>,
-    control: Option<unsafe extern "C" fn(*mut fid, c_int, *mut libc::c_void) -> c_int>,
-) -> fi_ops {
-    fi_ops {
-        size: size_of::<fi_ops>(),
-        close: Some(close),
-        bind: match bind {
-            Some(b) => Some(b),
-            None => Some(nosys_bind),
-        },
-        control: match control {
-            Some(c) => Some(c),
-            None => Some(nosys_control),
-        },
-        ops_open: Some(nosys_ops_open),
-        tostr: Some(nosys_tostr),
-        ops_set: Some(nosys_ops_set),
-    }
-}
-
-/// `*const T` → `*mut T` for installing static ops tables in C structs;
-/// libfabric never writes through these pointers.
-pub const fn ops_ptr<T>(t: &'static T) -> *mut T {
-    t as *const T as *mut T
 }

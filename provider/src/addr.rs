@@ -44,17 +44,6 @@ pub struct XdpAddr {
 }
 
 impl XdpAddr {
-    /// The sender of a received datagram, as the link saw it (incarnation unknown: the
-    /// frame's headers do not carry it).
-    pub fn from_link(src: &ofi_xdp_link::LinkAddr) -> XdpAddr {
-        XdpAddr {
-            ip: src.ip,
-            port: src.port,
-            mac: Some(src.mac),
-            incarnation: 0,
-        }
-    }
-
     pub fn from_socket(sa: SocketAddr) -> XdpAddr {
         XdpAddr {
             ip: sa.ip(),

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use libc::{c_char, c_int, c_void, size_t};
 
-use crate::abi::{self, Errno, FidObject, Refs, Result, guard_int, guard_value, lock, obj};
+use crate::abi::{Errno, Result, guard_int, guard_value, lock};
 use crate::addr::{self, AddrFormat, XdpAddr};
 use crate::domain::Domain;
+use crate::object::{self, FidObject, Refs, obj};
 use crate::sys::*;
 
 #[derive(Default)]
@@ -83,7 +84,7 @@ pub struct AvObj {
     pub inner: Arc<Av>,
 }
 
-static AV_FI_OPS: fi_ops = abi::fi_ops_with(av_close, Some(av_bind), None);
+static AV_FI_OPS: fi_ops = object::fi_ops_of::<AvObj>(Some(av_bind), None);
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: size_of::<fi_ops_av>(),
     insert: Some(av_insert),
@@ -98,8 +99,18 @@ static AV_OPS: fi_ops_av = fi_ops_av {
 // SAFETY: repr(C), fid_av first, AV_FI_OPS in every instance.
 unsafe impl FidObject for AvObj {
     const CLASS: usize = FI_CLASS_AV;
+    const CLOSE: &'static str = "av close";
     fn fi_ops() -> *const fi_ops {
         &AV_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        if let Some(eq) = lock(&self.inner.eq).take() {
+            eq.refs.put();
+        }
+        self.inner.domain.refs.put();
     }
 }
 
@@ -147,39 +158,15 @@ pub unsafe extern "C" fn xdp_av_open(
             table: RwLock::default(),
             eq: Mutex::new(None),
         });
-        domain.refs.get();
-        let p = abi::into_raw(AvObj {
+        let o = AvObj {
             fid: fid_av {
-                fid: fid {
-                    fclass: FI_CLASS_AV,
-                    context,
-                    ops: abi::ops_ptr(&AV_FI_OPS),
-                },
-                ops: abi::ops_ptr(&AV_OPS),
+                fid: object::header::<AvObj>(context),
+                ops: object::ops_ptr(&AV_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *av = p.cast() };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
-    guard_int("av close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<AvObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    if let Some(eq) = lock(&o.inner.eq).take() {
-                        eq.refs.put();
-                    }
-                    o.inner.domain.refs.put();
-                },
-            )
-        }
+        };
+        // SAFETY: `av` was checked non-NULL above.
+        unsafe { object::open(av, Some(&domain.refs), o) }.map(|_| 0)
     })
 }
 

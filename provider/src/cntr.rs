@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, c_void};
 
-use crate::abi::{self, Errno, FidObject, Refs, guard_int, guard_value, obj};
+use crate::abi::{self, Errno, guard_int, guard_value};
 use crate::domain::Domain;
-use crate::ep::{Endpoint, ProgressSet};
+use crate::ep::Endpoint;
+use crate::object::{self, FidObject, Refs, obj};
+use crate::progress::ProgressSet;
 use crate::sys::*;
 
 pub struct Cntr {
@@ -19,7 +21,7 @@ pub struct Cntr {
     pub wait_obj: c_int,
     value: AtomicU64,
     errors: AtomicU64,
-    progress: ProgressSet,
+    progress: ProgressSet<Endpoint>,
 }
 
 impl Cntr {
@@ -46,7 +48,7 @@ pub struct CntrObj {
     pub inner: Arc<Cntr>,
 }
 
-static CNTR_FI_OPS: fi_ops = abi::fi_ops_with(cntr_close, None, Some(cntr_control));
+static CNTR_FI_OPS: fi_ops = object::fi_ops_of::<CntrObj>(None, Some(cntr_control));
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: size_of::<fi_ops_cntr>(),
     read: Some(cntr_read),
@@ -61,8 +63,15 @@ static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
 // SAFETY: repr(C), fid_cntr first, CNTR_FI_OPS in every instance.
 unsafe impl FidObject for CntrObj {
     const CLASS: usize = FI_CLASS_CNTR;
+    const CLOSE: &'static str = "cntr close";
     fn fi_ops() -> *const fi_ops {
         &CNTR_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        self.inner.domain.refs.put();
     }
 }
 
@@ -105,36 +114,15 @@ pub unsafe extern "C" fn xdp_cntr_open(
             errors: AtomicU64::new(0),
             progress: ProgressSet::default(),
         });
-        domain.refs.get();
-        let p = abi::into_raw(CntrObj {
+        let o = CntrObj {
             fid: fid_cntr {
-                fid: fid {
-                    fclass: FI_CLASS_CNTR,
-                    context,
-                    ops: abi::ops_ptr(&CNTR_FI_OPS),
-                },
-                ops: abi::ops_ptr(&CNTR_OPS),
+                fid: object::header::<CntrObj>(context),
+                ops: object::ops_ptr(&CNTR_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *cntr = p.cast() };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
-    guard_int("cntr close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<CntrObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    o.inner.domain.refs.put();
-                },
-            )
-        }
+        };
+        // SAFETY: `cntr` was checked non-NULL above.
+        unsafe { object::open(cntr, Some(&domain.refs), o) }.map(|_| 0)
     })
 }
 

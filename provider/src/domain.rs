@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use libc::{c_int, c_void};
 
-use crate::abi::{self, Errno, FidObject, Refs, Result, guard_int, lock, obj};
+use crate::abi::{Errno, Result, guard_int, lock};
 use crate::fabric::Fabric;
 use crate::getinfo::InfoView;
 use crate::ifaces::{self, Iface};
+use crate::object::{self, FidObject, Refs, obj};
 use crate::sys::*;
 
 pub struct Domain {
@@ -31,7 +32,7 @@ pub struct DomainObj {
     pub inner: Arc<Domain>,
 }
 
-static DOMAIN_FI_OPS: fi_ops = abi::fi_ops_with(domain_close, Some(domain_bind), None);
+static DOMAIN_FI_OPS: fi_ops = object::fi_ops_of::<DomainObj>(Some(domain_bind), None);
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: size_of::<fi_ops_domain>(),
     av_open: Some(crate::av::xdp_av_open),
@@ -56,8 +57,18 @@ static DOMAIN_MR_OPS: fi_ops_mr = fi_ops_mr {
 // SAFETY: repr(C), fid_domain first, DOMAIN_FI_OPS in every instance.
 unsafe impl FidObject for DomainObj {
     const CLASS: usize = FI_CLASS_DOMAIN;
+    const CLOSE: &'static str = "domain close";
     fn fi_ops() -> *const fi_ops {
         &DOMAIN_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        if let Some(eq) = lock(&self.inner.eq).take() {
+            eq.refs.put();
+        }
+        self.inner.fabric.refs.put();
     }
 }
 
@@ -102,22 +113,16 @@ pub unsafe extern "C" fn xdp_domain(
             mr_keys: Mutex::new(HashSet::new()),
             eq: Mutex::new(None),
         });
-        fabric.refs.get();
-        let p = abi::into_raw(DomainObj {
+        let o = DomainObj {
             fid: fid_domain {
-                fid: fid {
-                    fclass: FI_CLASS_DOMAIN,
-                    context,
-                    ops: abi::ops_ptr(&DOMAIN_FI_OPS),
-                },
-                ops: abi::ops_ptr(&DOMAIN_OPS),
-                mr: abi::ops_ptr(&DOMAIN_MR_OPS),
+                fid: object::header::<DomainObj>(context),
+                ops: object::ops_ptr(&DOMAIN_OPS),
+                mr: object::ops_ptr(&DOMAIN_MR_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *dom = p.cast() };
-        Ok(0)
+        };
+        // SAFETY: `dom` was checked non-NULL above.
+        unsafe { object::open(dom, Some(&fabric.refs), o) }.map(|_| 0)
     })
 }
 
@@ -134,24 +139,6 @@ pub unsafe extern "C" fn xdp_domain2(
     }
     // SAFETY: same contract as xdp_domain.
     unsafe { xdp_domain(fabric, info, dom, context) }
-}
-
-unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
-    guard_int("domain close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<DomainObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    if let Some(eq) = lock(&o.inner.eq).take() {
-                        eq.refs.put();
-                    }
-                    o.inner.fabric.refs.put();
-                },
-            )
-        }
-    })
 }
 
 /// fi_domain_bind: an EQ for asynchronous MR events (FI_REG_MR). Our
@@ -188,7 +175,7 @@ unsafe extern "C" fn domain_scalable_ep(
 ) -> c_int {
     -FI_ENOSYS
 }
-/// Poll sets are not implemented yet.
+/// Poll sets are not offered.
 unsafe extern "C" fn domain_poll_open(
     _: *mut fid_domain,
     _: *mut fi_poll_attr,

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
-use crate::abi::{self, Errno, FidObject, Refs, guard_int, guard_ssize, guard_value, lock, obj};
+use crate::abi::{self, Errno, guard_int, guard_ssize, guard_value, lock};
 use crate::fabric::Fabric;
+use crate::object::{self, FidObject, Refs, obj};
 use crate::sys::*;
 
 pub enum EqEvent {
@@ -90,7 +91,7 @@ pub struct EqObj {
     pub inner: Arc<Eq>,
 }
 
-static EQ_FI_OPS: fi_ops = abi::fi_ops_with(eq_close, None, Some(eq_control));
+static EQ_FI_OPS: fi_ops = object::fi_ops_of::<EqObj>(None, Some(eq_control));
 static EQ_OPS: fi_ops_eq = fi_ops_eq {
     size: size_of::<fi_ops_eq>(),
     read: Some(eq_read),
@@ -103,8 +104,15 @@ static EQ_OPS: fi_ops_eq = fi_ops_eq {
 // SAFETY: repr(C), fid_eq first, EQ_FI_OPS in every instance.
 unsafe impl FidObject for EqObj {
     const CLASS: usize = FI_CLASS_EQ;
+    const CLOSE: &'static str = "eq close";
     fn fi_ops() -> *const fi_ops {
         &EQ_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        self.inner.fabric.refs.put();
     }
 }
 
@@ -128,7 +136,7 @@ pub unsafe extern "C" fn xdp_eq_open(
         }
         match a.wait_obj {
             FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD => {}
-            // FD, mutex/cond and wait-set objects are not implemented yet.
+            // FD, mutex/cond and wait-set objects are not offered.
             _ => return Err(Errno::NOSYS),
         }
         let inner = Arc::new(Eq {
@@ -137,36 +145,15 @@ pub unsafe extern "C" fn xdp_eq_open(
             queue: Mutex::default(),
             cond: Condvar::new(),
         });
-        fabric.refs.get();
-        let p = abi::into_raw(EqObj {
+        let o = EqObj {
             fid: fid_eq {
-                fid: fid {
-                    fclass: FI_CLASS_EQ,
-                    context,
-                    ops: abi::ops_ptr(&EQ_FI_OPS),
-                },
-                ops: abi::ops_ptr(&EQ_OPS),
+                fid: object::header::<EqObj>(context),
+                ops: object::ops_ptr(&EQ_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *eq = p.cast() };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
-    guard_int("eq close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<EqObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    o.inner.fabric.refs.put();
-                },
-            )
-        }
+        };
+        // SAFETY: `eq` was checked non-NULL above.
+        unsafe { object::open(eq, Some(&fabric.refs), o) }.map(|_| 0)
     })
 }
 

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use libc::{c_int, c_void};
 
-use crate::abi::{self, Errno, FidObject, Refs, Result, guard_int, obj};
+use crate::abi::{Errno, Result, guard_int};
+use crate::object::{self, FidObject, Refs, obj};
 use crate::sys::*;
 
 pub struct Fabric {
@@ -19,7 +20,7 @@ pub struct FabricObj {
     pub inner: Arc<Fabric>,
 }
 
-static FABRIC_FI_OPS: fi_ops = abi::fi_ops_with(fabric_close, None, None);
+static FABRIC_FI_OPS: fi_ops = object::fi_ops_of::<FabricObj>(None, None);
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
     domain: Some(crate::domain::xdp_domain),
@@ -33,9 +34,15 @@ static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
 // SAFETY: repr(C), fid_fabric first, FABRIC_FI_OPS installed in every instance.
 unsafe impl FidObject for FabricObj {
     const CLASS: usize = FI_CLASS_FABRIC;
+    const CLOSE: &'static str = "fabric close";
     fn fi_ops() -> *const fi_ops {
         &FABRIC_FI_OPS
     }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    /// A fabric has no parent.
+    fn release(&self) {}
 }
 
 /// `fi_provider::fabric` (fi_fabric(3)).
@@ -58,21 +65,16 @@ pub unsafe extern "C" fn xdp_fabric(
             refs: Refs::default(),
             api_version: a.api_version,
         });
-        let p = abi::into_raw(FabricObj {
+        let o = FabricObj {
             fid: fid_fabric {
-                fid: fid {
-                    fclass: FI_CLASS_FABRIC,
-                    context,
-                    ops: abi::ops_ptr(&FABRIC_FI_OPS),
-                },
-                ops: abi::ops_ptr(&FABRIC_OPS),
+                fid: object::header::<FabricObj>(context),
+                ops: object::ops_ptr(&FABRIC_OPS),
                 api_version: a.api_version,
             },
             inner,
-        });
-        // SAFETY: checked non-NULL above.
-        unsafe { *fabric = p.cast() };
-        Ok(0)
+        };
+        // SAFETY: `fabric` was checked non-NULL above.
+        unsafe { object::open(fabric, None, o) }.map(|_| 0)
     })
 }
 
@@ -85,13 +87,6 @@ pub unsafe fn fabric_of(f: *mut fid_fabric) -> Result<Arc<Fabric>> {
     Ok(unsafe { obj::<FabricObj>(f.cast()) }?.inner.clone())
 }
 
-unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
-    guard_int("fabric close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe { abi::close_unless_busy::<FabricObj>(f, |o| &o.inner.refs, |_| {}) }
-    })
-}
-
 /// FI_EP_MSG is not offered, so there are no passive endpoints.
 unsafe extern "C" fn fabric_passive_ep(
     _: *mut fid_fabric,
@@ -102,7 +97,7 @@ unsafe extern "C" fn fabric_passive_ep(
     -FI_ENOSYS
 }
 
-/// Wait sets are not implemented yet (CQs support FI_WAIT_NONE/UNSPEC/YIELD).
+/// Wait sets are not offered (CQs support FI_WAIT_NONE/UNSPEC/YIELD/FD).
 unsafe extern "C" fn fabric_wait_open(
     _: *mut fid_fabric,
     _: *mut fi_wait_attr,

@@ -2,14 +2,21 @@
 //!
 //! Loaded by the stock libfabric core as `libxdp-fi.so` (`FI_PROVIDER_PATH`):
 //! the core calls [`fi_prov_ini`], then our `getinfo`/`fabric` entry points.
-//! Layout, after libfabric's own providers (one file per object):
+//! Layout, from the bottom up (each layer imports only those below it; the
+//! objects refer to each other as libfabric's objects do):
 //!
 //! - [`sys`]: `#[repr(C)]` mirrors of the libfabric ABI (checked by tests);
-//! - [`abi`]: errno type, panic guards, fid ↔ object conversion;
-//! - [`getinfo`], [`ifaces`], [`addr`], [`params`], [`log`];
-//! - objects: [`fabric`], [`domain`], [`ep`], [`av`], [`mr`], [`cq`],
-//!   [`cntr`], [`eq`];
-//! - [`datapath`]: the seam where the link + reliability engine plug in.
+//!   [`abi`]: errno type, panic guards; [`log`], [`params`];
+//! - [`addr`], [`ifaces`], [`getinfo`]: addresses, interfaces, what we offer;
+//! - the data path: [`datapath`] is the seam (its trait and every type that
+//!   crosses it), [`xdp`] the AF_XDP implementation below it; [`wait`]: the
+//!   file descriptors a waiting thread blocks on;
+//! - the objects, one module each as in libfabric's own providers:
+//!   [`fabric`], [`domain`], [`ep`] (with its data-call tables), [`av`],
+//!   [`mr`], [`cq`], [`cntr`], [`eq`]; what they share: [`object`] (open /
+//!   close of every fid), [`progress`] (manual progress over bound
+//!   endpoints);
+//! - [`probe`]: latency probes (the `probes` feature), used on every layer.
 
 // Every `unsafe extern "C"` entry point's safety contract is the libfabric
 // API it implements (the man page named in its doc comment): pointers are
@@ -30,24 +37,18 @@ pub mod getinfo;
 pub mod ifaces;
 pub mod log;
 pub mod mr;
-pub mod msg;
+pub mod object;
 pub mod params;
 pub mod probe;
+pub mod progress;
 pub mod sys;
+pub mod wait;
 pub mod xdp;
 
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;
 
 use sys::{fi_context, fi_provider};
-
-/// Provider name as seen by `fi_info -p xdp` and `FI_PROVIDER=xdp`.
-pub const PROVIDER_NAME: &str = "xdp";
-/// Provider version reported in `fabric_attr->prov_version`.
-pub const PROVIDER_VERSION: u32 = sys::fi_version(0, 1);
-/// The libfabric API version we are built against. The 1.17 core refuses
-/// providers whose fi_version is newer than itself (ofi_register_provider).
-pub const API_VERSION: u32 = sys::fi_version(1, 17);
 
 /// The `fi_provider` handed to the core. It must be writable: the core
 /// stores its bookkeeping in `context` (fi_prov.h), so a `static` in
@@ -59,8 +60,8 @@ pub struct ProviderCell(UnsafeCell<fi_provider>);
 unsafe impl Sync for ProviderCell {}
 
 pub static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
-    version: PROVIDER_VERSION,
-    fi_version: API_VERSION,
+    version: getinfo::PROVIDER_VERSION,
+    fi_version: getinfo::API_VERSION,
     context: fi_context {
         internal: [null_mut(); 4],
     },
@@ -80,7 +81,7 @@ pub fn provider_ptr() -> *mut fi_provider {
 #[unsafe(no_mangle)]
 pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     abi::guard_value("fi_prov_ini", null_mut(), || {
-        log::mark_registered();
+        log::mark_registered(provider_ptr());
         params::define_all();
         provider_ptr()
     })

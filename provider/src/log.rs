@@ -2,24 +2,31 @@
 //! and `FI_LOG_SUBSYS` behave for `xdp` exactly as for built-in providers
 //! (fi_log.h). Before the core has registered us (`fi_prov_ini`), e.g. in
 //! Rust unit tests, messages are dropped: the core's log state is not ready.
+//!
+//! It also keeps the `fi_provider` the core registered, which every call
+//! into the core's log and parameter functions names ([`provider`]).
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 
 use libc::c_int;
 
-use crate::sys::ffi;
+use crate::sys::{ffi, fi_provider};
 
-static REGISTERED: AtomicBool = AtomicBool::new(false);
+/// The provider struct handed to the core by `fi_prov_ini`; NULL before.
+static REGISTERED: AtomicPtr<fi_provider> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Called once from `fi_prov_ini`: the core is initialised from here on.
-pub fn mark_registered() {
-    REGISTERED.store(true, Ordering::Release);
+/// Called from `fi_prov_ini` with the struct it returns: the core is
+/// initialised from here on.
+pub fn mark_registered(provider: *mut fi_provider) {
+    REGISTERED.store(provider, Ordering::Release);
 }
 
-/// True once libfabric's core has loaded us (fi_log/fi_param are usable).
-pub fn registered() -> bool {
-    REGISTERED.load(Ordering::Acquire)
+/// Our `fi_provider` once libfabric's core has loaded us (fi_log and
+/// fi_param_* are usable then); `None` before, e.g. in Rust unit tests.
+pub fn provider() -> Option<*mut fi_provider> {
+    let p = REGISTERED.load(Ordering::Acquire);
+    (!p.is_null()).then_some(p)
 }
 
 /// Set by the first `fi_getinfo` that reaches us: libfabric has read its
@@ -38,16 +45,16 @@ const SUBSYSTEMS: usize = 16;
 /// completion; this makes that a load instead of a call into libfabric.
 static ANSWERS: [AtomicU8; LEVELS * SUBSYSTEMS] = [const { AtomicU8::new(0) }; LEVELS * SUBSYSTEMS];
 
-/// Called from `fi_getinfo`: see [`SETTLED`].
+/// Called from `fi_getinfo`: see `SETTLED`.
 pub fn mark_settled() {
     SETTLED.store(true, Ordering::Release);
 }
 
 /// Whether `level`/`subsys` would be printed; lets callers skip formatting.
 pub fn enabled(level: c_int, subsys: c_int) -> bool {
-    if !registered() {
+    let Some(provider) = provider() else {
         return false;
-    }
+    };
     let slot = match (usize::try_from(level), usize::try_from(subsys)) {
         (Ok(l), Ok(s)) if l < LEVELS && s < SUBSYSTEMS && SETTLED.load(Ordering::Acquire) => {
             Some(l * SUBSYSTEMS + s)
@@ -59,8 +66,8 @@ pub fn enabled(level: c_int, subsys: c_int) -> bool {
     {
         return answer == 2;
     }
-    // SAFETY: PROVIDER is a valid, registered fi_provider.
-    let on = unsafe { ffi::fi_log_enabled(crate::provider_ptr(), level, subsys) } != 0;
+    // SAFETY: `provider` is the fi_provider the core registered.
+    let on = unsafe { ffi::fi_log_enabled(provider, level, subsys) } != 0;
     if let Some(i) = slot {
         ANSWERS[i].store(if on { 2 } else { 1 }, Ordering::Relaxed);
     }
@@ -69,9 +76,9 @@ pub fn enabled(level: c_int, subsys: c_int) -> bool {
 
 /// Emit one message (use the `xdp_warn!`/`xdp_info!`/… macros).
 pub fn emit(level: c_int, subsys: c_int, func: &str, line: u32, msg: &str) {
-    if !enabled(level, subsys) {
+    let Some(provider) = provider().filter(|_| enabled(level, subsys)) else {
         return;
-    }
+    };
     let func = CString::new(func.replace('\0', "?")).unwrap_or_default();
     let msg = CString::new(msg.replace('\0', "?")).unwrap_or_default();
     let saved = std::io::Error::last_os_error().raw_os_error();
@@ -79,7 +86,7 @@ pub fn emit(level: c_int, subsys: c_int, func: &str, line: u32, msg: &str) {
     // exactly one char* argument.
     unsafe {
         ffi::fi_log(
-            crate::provider_ptr(),
+            provider,
             level,
             subsys,
             func.as_ptr(),

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use libc::{c_int, c_void, iovec, size_t};
 
-use crate::abi::{self, Errno, FidObject, Result, guard_int, lock, obj};
+use crate::abi::{Errno, Result, guard_int, lock};
 use crate::domain::Domain;
+use crate::object::{self, FidObject, obj};
 use crate::sys::*;
 
 const ACCESS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -27,13 +28,19 @@ pub struct MrObj {
     pub inner: Mr,
 }
 
-static MR_FI_OPS: fi_ops = abi::fi_ops_with(mr_close, None, None);
+static MR_FI_OPS: fi_ops = object::fi_ops_of::<MrObj>(None, None);
 
 // SAFETY: repr(C), fid_mr first, MR_FI_OPS in every instance.
 unsafe impl FidObject for MrObj {
     const CLASS: usize = FI_CLASS_MR;
+    const CLOSE: &'static str = "mr close";
     fn fi_ops() -> *const fi_ops {
         &MR_FI_OPS
+    }
+    /// Nothing refers to a registration: it always closes, freeing its key.
+    fn release(&self) {
+        lock(&self.inner.domain.mr_keys).remove(&self.inner.key);
+        self.inner.domain.refs.put();
     }
 }
 
@@ -73,14 +80,10 @@ unsafe fn register(
     if !lock(&domain.mr_keys).insert(requested_key) {
         return Err(Errno(FI_ENOKEY));
     }
-    domain.refs.get();
-    let p = abi::into_raw(MrObj {
+    let parent = domain.clone();
+    let o = MrObj {
         fid: fid_mr {
-            fid: fid {
-                fclass: FI_CLASS_MR,
-                context,
-                ops: abi::ops_ptr(&MR_FI_OPS),
-            },
+            fid: object::header::<MrObj>(context),
             mem_desc: std::ptr::null_mut(),
             key: requested_key,
         },
@@ -90,12 +93,13 @@ unsafe fn register(
             access,
             ranges,
         },
-    });
+    };
+    // SAFETY: `mr` was checked non-NULL above.
+    let p = unsafe { object::open(mr, Some(&parent.refs), o) }?;
     // The local descriptor is the MR itself (fi_mr_desc); never required.
-    // SAFETY: p is freshly allocated and valid.
+    // SAFETY: p is freshly allocated and not yet used by the application,
+    // which gets control back only when this call returns.
     unsafe { (*p).fid.mem_desc = p.cast() };
-    // SAFETY: checked non-NULL.
-    unsafe { *mr = p.cast() };
     Ok(0)
 }
 
@@ -193,17 +197,5 @@ pub unsafe extern "C" fn xdp_mr_regattr(
                 a.context,
             )
         }
-    })
-}
-
-unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
-    guard_int("mr close", || {
-        // SAFETY: validated by obj().
-        let o = unsafe { obj::<MrObj>(f) }?;
-        lock(&o.inner.domain.mr_keys).remove(&o.inner.key);
-        o.inner.domain.refs.put();
-        // SAFETY: ours; MRs have no children.
-        unsafe { abi::free::<MrObj>(f) };
-        Ok(0)
     })
 }

@@ -31,16 +31,19 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             mac: Some(host.mac()),
             incarnation,
         };
+        let cfg = Config::default();
+        // What the endpoint passes: one datagram's payload (tx_attr->inject_size).
+        let inject_size = xdp_fi::getinfo::max_datagram_payload(&iface, false, &cfg);
         let args = OpenArgs {
             iface,
             ep_type,
             local: addr,
-            cfg: Config::default(),
-            caps: 0,
+            cfg,
+            inject_size,
             min_multi_recv: 1500,
             socket: sock.try_clone().ok().map(std::sync::Arc::new),
         };
-        let dp = xdp_fi::datapath::open(&args).unwrap();
+        let dp = xdp_fi::xdp::open(&args).unwrap();
         Side {
             dp,
             addr,

@@ -116,7 +116,7 @@ pub struct Artifacts {
 
 /// Builds the suite packages present in `ws` and collects their executables. One cargo run for
 /// all of them first (cheap after `cargo xtask test`); if it fails, one per package, so a package
-/// another helper is midway through breaks only its own suite.
+/// that does not build breaks only its own suite.
 pub fn build(ws: &Workspace) -> Result<Artifacts, String> {
     let present: Vec<&str> = SUITE_PACKAGES
         .iter()
@@ -340,7 +340,7 @@ pub fn compile_c_programs(ws: &Workspace, out: &Path) -> Result<CPrograms, Strin
             if src.extension().and_then(|e| e.to_str()) != Some("c") {
                 continue;
             }
-            // Compile the snapshot, not the live file, which another helper may be editing.
+            // Compile the snapshot, not the live file, which may change while the suite runs.
             let hash = sha256(&contents)?;
             let snapshot_dir = out.join(format!("src-{hash}"));
             std::fs::create_dir_all(&snapshot_dir)

@@ -330,7 +330,7 @@ mod tests {
     fn run_all_quotes_and_env() {
         let suites = vec![Suite {
             name: "bpf/steering".into(),
-            dir: PathBuf::from("/work/main/bpf"),
+            dir: PathBuf::from("/src/ofi-xdp/bpf"),
             env: vec![("CARGO_PKG_NAME".into(), "ofi-xdp-bpf".into())],
             argv: vec![
                 "/t/steering-abc".into(),
@@ -341,7 +341,7 @@ mod tests {
         }];
         let s = run_all_script(&suites);
         assert!(s.contains(
-            "ofi_run bpf/steering 300 /work/main/bpf env CARGO_PKG_NAME=ofi-xdp-bpf \
+            "ofi_run bpf/steering 300 /src/ofi-xdp/bpf env CARGO_PKG_NAME=ofi-xdp-bpf \
              /t/steering-abc --test-threads=1 'a b'\n"
         ));
     }

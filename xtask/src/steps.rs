@@ -259,7 +259,8 @@ pub fn vm_test(args: &[String]) -> Result<(), String> {
     run(cmd)
 }
 
-/// The full-size engine simulation (1,000,000 messages among 8 endpoints).
+/// The full-size engine simulation: 1,000,000 messages among 8 endpoints, each delivered
+/// exactly once.
 pub fn sim_full() -> Result<(), String> {
     let mut cmd = cargo(&[
         "test",

@@ -15,8 +15,8 @@
 //!
 //! A TX frame goes back to the free pool only when both are true: every
 //! submission of it was reported by the completion ring, and the caller
-//! released it. That is what lets the reliability engine resubmit the same
-//! frame for a retransmission.
+//! released it. The caller may release a frame as soon as it is queued: the
+//! kernel still reads it until the completion ring returns it.
 
 /// Ownership state of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ enum State {
     Free,
     /// Given to the kernel through the fill ring.
     Fill,
-    /// Received and handed to the caller, who has not released it yet.
+    /// Received: being handed to the caller (during the `recv` callback).
     RxHeld,
     /// A transmit frame: `in_flight` submissions not yet completed; `held`
     /// while the caller has not released it.
@@ -46,7 +46,7 @@ pub enum FrameError {
 
 /// The ownership table and the two free lists.
 #[derive(Debug)]
-pub struct FramePool {
+pub(crate) struct FramePool {
     /// log2 of the chunk (RX frame) size.
     shift: u32,
     /// log2 of the TX slot size (chunk size times chunks per slot).
@@ -57,26 +57,14 @@ pub struct FramePool {
     state: Vec<State>,
     rx_free: Vec<u32>,
     tx_free: Vec<u32>,
-    rx_held: u32,
-    tx_in_flight: u32,
 }
 
 impl FramePool {
-    /// `frame_count` frames of `frame_size` bytes (power of two), the first
-    /// `rx_frames` of which serve receive.
-    pub fn new(frame_count: u32, rx_frames: u32, frame_size: u32) -> Self {
-        Self::with_tx_slots(frame_count, rx_frames, frame_size, 1)
-    }
-
-    /// Like [`FramePool::new`], but the chunks after the RX frames are grouped
-    /// into TX slots of `slot_chunks` (a power of two) consecutive chunks;
-    /// chunks left over at the end are not used.
-    pub fn with_tx_slots(
-        frame_count: u32,
-        rx_frames: u32,
-        frame_size: u32,
-        slot_chunks: u32,
-    ) -> Self {
+    /// `frame_count` chunks of `frame_size` bytes (a power of two), the
+    /// first `rx_frames` of which serve receive; the chunks after them are
+    /// grouped into TX slots of `slot_chunks` (a power of two) consecutive
+    /// chunks, and chunks left over at the end are not used.
+    pub fn new(frame_count: u32, rx_frames: u32, frame_size: u32, slot_chunks: u32) -> Self {
         debug_assert!(frame_size.is_power_of_two() && slot_chunks.is_power_of_two());
         let rx_frames = rx_frames.min(frame_count);
         let shift = frame_size.trailing_zeros();
@@ -94,8 +82,6 @@ impl FramePool {
             state: vec![State::Free; total as usize],
             rx_free,
             tx_free,
-            rx_held: 0,
-            tx_in_flight: 0,
         }
     }
 
@@ -151,7 +137,6 @@ impl FramePool {
             return Err(FrameError::WrongState);
         }
         self.state[i] = State::RxHeld;
-        self.rx_held += 1;
         Ok(())
     }
 
@@ -162,7 +147,6 @@ impl FramePool {
             return Err(FrameError::WrongState);
         }
         self.state[i] = State::Free;
-        self.rx_held -= 1;
         self.rx_free.push(i as u32);
         Ok(())
     }
@@ -206,7 +190,6 @@ impl FramePool {
                 in_flight: in_flight + 1,
                 held,
             };
-            self.tx_in_flight += 1;
         }
         Ok(())
     }
@@ -216,7 +199,6 @@ impl FramePool {
         let i = self.index(addr)?;
         match self.state[i] {
             State::Tx { in_flight, held } if in_flight > 0 => {
-                self.tx_in_flight -= 1;
                 self.set_tx(i, in_flight - 1, held);
                 Ok(())
             }
@@ -249,19 +231,6 @@ impl FramePool {
         }
     }
 
-    /// Whether a TX frame has submissions not yet reported complete.
-    pub fn tx_in_flight(&self, addr: u64) -> bool {
-        matches!(
-            self.index(addr).map(|i| self.state[i]),
-            Ok(State::Tx { in_flight: 1.., .. })
-        )
-    }
-
-    /// Whether `addr` is a received frame the caller holds.
-    pub fn is_rx_held(&self, addr: u64) -> bool {
-        self.index(addr).map(|i| self.state[i]) == Ok(State::RxHeld)
-    }
-
     /// Free RX frames (not on the fill ring, not held).
     pub fn rx_free(&self) -> usize {
         self.rx_free.len()
@@ -270,16 +239,6 @@ impl FramePool {
     /// Free TX frames.
     pub fn tx_free(&self) -> usize {
         self.tx_free.len()
-    }
-
-    /// Received frames the caller holds.
-    pub fn rx_held(&self) -> u32 {
-        self.rx_held
-    }
-
-    /// TX submissions not yet completed.
-    pub fn tx_in_flight_total(&self) -> u32 {
-        self.tx_in_flight
     }
 
     /// Number of RX frames.
@@ -294,7 +253,7 @@ mod tests {
 
     #[test]
     fn rx_cycle() {
-        let mut p = FramePool::new(8, 4, 2048);
+        let mut p = FramePool::new(8, 4, 2048, 1);
         let mut filled = vec![];
         while let Some(a) = p.take_for_fill() {
             filled.push(a);
@@ -302,9 +261,7 @@ mod tests {
         assert_eq!(filled, vec![0, 2048, 4096, 6144]);
         // The RX ring reports the data address, past the headroom.
         p.received(2048 + 256).unwrap();
-        assert!(p.is_rx_held(2048));
         assert_eq!(p.received(2048 + 256), Err(FrameError::WrongState));
-        assert_eq!(p.rx_held(), 1);
         p.release_rx(2048 + 256).unwrap();
         assert_eq!(p.release_rx(2048), Err(FrameError::WrongState));
         assert_eq!(p.rx_free(), 1);
@@ -316,7 +273,7 @@ mod tests {
 
     #[test]
     fn tx_frame_returns_after_completion_and_release() {
-        let mut p = FramePool::new(4, 2, 4096);
+        let mut p = FramePool::new(4, 2, 4096, 1);
         let a = p.alloc_tx().unwrap();
         let b = p.alloc_tx().unwrap();
         assert_eq!((a, b), (2 * 4096, 3 * 4096));
@@ -324,14 +281,13 @@ mod tests {
 
         // Completion first, release later.
         p.submitted(a).unwrap();
-        assert!(p.tx_in_flight(a));
         p.completed(a).unwrap();
-        assert!(!p.tx_in_flight(a));
         assert_eq!(p.tx_free(), 0);
         p.release_tx(a).unwrap();
         assert_eq!(p.tx_free(), 1);
 
-        // Release first, completion later; a retransmission in between.
+        // Release first (as soon as queued), completion later; two
+        // submissions of one frame each need their completion.
         p.submitted(b).unwrap();
         p.submitted(b).unwrap();
         p.release_tx(b).unwrap();
@@ -341,12 +297,11 @@ mod tests {
         p.completed(b).unwrap();
         assert_eq!(p.tx_free(), 2);
         assert_eq!(p.completed(b), Err(FrameError::WrongState));
-        assert_eq!(p.tx_in_flight_total(), 0);
     }
 
     #[test]
     fn misuse_is_refused() {
-        let mut p = FramePool::new(4, 2, 2048);
+        let mut p = FramePool::new(4, 2, 2048, 1);
         assert_eq!(p.submitted(0), Err(FrameError::WrongState));
         assert_eq!(p.release_tx(3 * 2048), Err(FrameError::WrongState));
         assert_eq!(p.submitted(4 * 2048), Err(FrameError::OutOfRange));
@@ -367,7 +322,7 @@ mod tests {
     #[test]
     fn tx_slots_span_several_chunks() {
         // 4 RX chunks, then 10 chunks = 2 slots of 4 (2 chunks unused).
-        let mut p = FramePool::with_tx_slots(14, 4, 4096, 4);
+        let mut p = FramePool::new(14, 4, 4096, 4);
         assert_eq!(p.tx_slot_size(), 16384);
         let a = p.alloc_tx().unwrap();
         let b = p.alloc_tx().unwrap();

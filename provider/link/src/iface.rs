@@ -11,6 +11,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use netlink_packet_core::{
+    NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::protocols::NETLINK_ROUTE;
+
 use crate::wire::MacAddr;
 
 /// What we need to know about the local interface.
@@ -116,7 +125,7 @@ pub enum IfAddrKind {
 }
 
 /// Every entry of getifaddrs(3) in the calling thread's network namespace, in the kernel's
-/// order. The one walk of that list: [`iface_info`] and the provider's interface listing
+/// order. The one walk of that list: `iface_info` and the provider's interface listing
 /// both read it from here.
 pub fn if_addrs() -> io::Result<Vec<IfAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -238,128 +247,92 @@ fn iface_addrs(name: &str) -> io::Result<Vec<IpAddr>> {
 
 // ---- neighbour table over rtnetlink (rtnetlink(7), RTM_GETNEIGH) ----
 
-const NLMSG_HDRLEN: usize = 16;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const NDMSG_LEN: usize = 12;
-const NDA_DST: u16 = 1;
-const NDA_LLADDR: u16 = 2;
-// Usable states (linux/neighbour.h): anything with a valid link address.
-const NUD_VALID: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80; // REACHABLE|STALE|DELAY|PROBE|NOARP|PERMANENT
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// Looks up `ip` on interface `ifindex` in the kernel neighbour table.
-pub fn neighbour_lookup(ifindex: u32, ip: IpAddr) -> io::Result<Option<MacAddr>> {
-    // SAFETY: plain socket call, result checked.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor we own.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let family = if ip.is_ipv4() {
-        libc::AF_INET
+/// Looks up `ip` on interface `ifindex` in the kernel neighbour table: one
+/// RTM_GETNEIGH dump of the address family, messages built and parsed by
+/// `netlink-packet-route`. Called when a peer's MAC is first needed, not per
+/// datagram (the provider keeps the MACs it learns).
+pub(crate) fn neighbour_lookup(ifindex: u32, ip: IpAddr) -> io::Result<Option<MacAddr>> {
+    let sock = netlink_sys::Socket::new(NETLINK_ROUTE)?;
+    let mut query = NeighbourMessage::default();
+    query.header.family = if ip.is_ipv4() {
+        AddressFamily::Inet
     } else {
-        libc::AF_INET6
+        AddressFamily::Inet6
     };
-    let mut req = [0u8; NLMSG_HDRLEN + NDMSG_LEN];
-    req[0..4].copy_from_slice(&((NLMSG_HDRLEN + NDMSG_LEN) as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&libc::RTM_GETNEIGH.to_ne_bytes());
-    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes()); // sequence
-    req[NLMSG_HDRLEN] = family as u8;
-    // SAFETY: sending our own buffer to the kernel (pid 0 = kernel, by default).
-    let n = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    header.sequence_number = 1;
+    let mut req = NetlinkMessage::new(
+        header,
+        NetlinkPayload::from(RouteNetlinkMessage::GetNeighbour(query)),
+    );
+    req.finalize();
+    let mut out = vec![0u8; req.buffer_len()];
+    req.serialize(&mut out);
+    sock.send(&out, 0)?;
+
     let mut buf = vec![0u8; 32 * 1024];
     let mut found = None;
     loop {
-        // SAFETY: receiving into our buffer.
-        let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+        let n = sock.recv(&mut &mut buf[..], 0)?;
+        if n == 0 {
+            return Ok(found);
         }
-        let msgs = &buf[..n as usize];
-        let mut off = 0;
-        let mut done = n == 0;
-        while off + NLMSG_HDRLEN <= msgs.len() {
-            let h = &msgs[off..];
-            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            let ty = u16::from_ne_bytes([h[4], h[5]]);
-            if len < NLMSG_HDRLEN || off + len > msgs.len() {
-                break;
-            }
-            match ty {
-                NLMSG_DONE => done = true,
-                NLMSG_ERROR => {
-                    let e = h
-                        .get(16..20)
-                        .map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-                    if e != 0 {
-                        return Err(io::Error::from_raw_os_error(-e));
-                    }
-                    done = true;
-                }
-                libc::RTM_NEWNEIGH if found.is_none() => {
-                    found = parse_neigh(&h[NLMSG_HDRLEN..len], ifindex, ip);
+        let mut msgs = &buf[..n];
+        while !msgs.is_empty() {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(msgs)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            let len = msg.header.length as usize;
+            match msg.payload {
+                NetlinkPayload::Done(_) => return Ok(found),
+                NetlinkPayload::Error(e) => return Err(e.to_io()),
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewNeighbour(m))
+                    if found.is_none() =>
+                {
+                    found = usable_entry(&m, ifindex, ip);
                 }
                 _ => {}
             }
-            off += align4(len);
-        }
-        if done {
-            return Ok(found);
+            // Messages are 4-byte aligned (NLMSG_ALIGN); a zero length
+            // would never advance.
+            let next = len.next_multiple_of(4);
+            if len == 0 || next >= msgs.len() {
+                break;
+            }
+            msgs = &msgs[next..];
         }
     }
 }
 
-fn parse_neigh(m: &[u8], ifindex: u32, ip: IpAddr) -> Option<MacAddr> {
-    let nd = m.get(..NDMSG_LEN)?;
-    let idx = i32::from_ne_bytes([nd[4], nd[5], nd[6], nd[7]]);
-    let state = u16::from_ne_bytes([nd[8], nd[9]]);
-    if idx != ifindex as i32 || state & NUD_VALID == 0 {
+/// The MAC of a neighbour entry for `ip` on `ifindex` whose state says the
+/// link address is valid (linux/neighbour.h: REACHABLE, STALE, DELAY, PROBE,
+/// NOARP, PERMANENT).
+fn usable_entry(m: &NeighbourMessage, ifindex: u32, ip: IpAddr) -> Option<MacAddr> {
+    let valid = matches!(
+        m.header.state,
+        NeighbourState::Reachable
+            | NeighbourState::Stale
+            | NeighbourState::Delay
+            | NeighbourState::Probe
+            | NeighbourState::Noarp
+            | NeighbourState::Permanent
+    );
+    if m.header.ifindex != ifindex || !valid {
         return None;
     }
     let mut dst = None;
-    let mut ll = None;
-    let mut off = NDMSG_LEN;
-    while off + 4 <= m.len() {
-        let len = usize::from(u16::from_ne_bytes([m[off], m[off + 1]]));
-        let ty = u16::from_ne_bytes([m[off + 2], m[off + 3]]) & 0x3fff;
-        if len < 4 || off + len > m.len() {
-            break;
-        }
-        let v = &m[off + 4..off + len];
-        match (ty, v.len()) {
-            (NDA_DST, 4) => dst = Some(IpAddr::V4(Ipv4Addr::new(v[0], v[1], v[2], v[3]))),
-            (NDA_DST, 16) => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(v);
-                dst = Some(IpAddr::V6(Ipv6Addr::from(a)));
+    let mut mac = None;
+    for a in &m.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => dst = Some((*v4).into()),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                dst = Some((*v6).into())
             }
-            (NDA_LLADDR, 6) => {
-                let mut a = [0u8; 6];
-                a.copy_from_slice(v);
-                ll = Some(a);
-            }
+            NeighbourAttribute::LinkLayerAddress(b) => mac = MacAddr::try_from(&b[..]).ok(),
             _ => {}
         }
-        off += align4(len);
     }
-    if dst == Some(ip) { ll } else { None }
+    if dst == Some(ip) { mac } else { None }
 }
 
 /// Returns the MAC of `ip` on `iface`, asking the kernel to resolve it when
@@ -474,6 +447,23 @@ mod tests {
     fn missing_interface_is_an_error() {
         let e = iface_info("no-such-if0").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+    }
+
+    #[test]
+    fn neighbour_entries_need_interface_address_and_a_valid_state() {
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut m = NeighbourMessage::default();
+        m.header.ifindex = 3;
+        m.header.state = NeighbourState::Stale;
+        m.attributes = vec![
+            NeighbourAttribute::Destination(NeighbourAddress::Inet("10.0.0.2".parse().unwrap())),
+            NeighbourAttribute::LinkLayerAddress(vec![2, 0, 0, 0, 0, 9]),
+        ];
+        assert_eq!(usable_entry(&m, 3, ip), Some([2, 0, 0, 0, 0, 9]));
+        assert_eq!(usable_entry(&m, 4, ip), None, "another interface");
+        assert_eq!(usable_entry(&m, 3, "10.0.0.3".parse().unwrap()), None);
+        m.header.state = NeighbourState::Failed;
+        assert_eq!(usable_entry(&m, 3, ip), None, "no valid link address");
     }
 
     #[test]

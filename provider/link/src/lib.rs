@@ -9,35 +9,28 @@
 //!
 //! ## Frames and who owns them
 //!
-//! The UMEM is `frame_count` frames of `frame_size` (2048 or 4096) bytes,
+//! The UMEM is `frame_count` chunks of `frame_size` (2048 or 4096) bytes,
 //! named by their byte offset ("address"). The first `rx_frames` serve
-//! receive, the rest transmit (see [`FramePool`]).
+//! receive, the rest transmit (with multi-buffer, in slots of several
+//! consecutive chunks).
 //!
-//! **Transmit** (one userspace copy, retransmission without a copy):
+//! **Transmit** (one userspace copy):
 //! ```text
-//! let f = link.alloc_tx()?;                       // TxFrame (Copy, = UMEM address)
+//! let f = link.alloc_tx()?;                          // TxFrame (Copy)
 //! link.tx_payload_mut(f)?[..n].copy_from_slice(..);  // the one copy
-//! link.send(f, &peer, n)?;                        // headers + TX ring descriptor
-//! link.flush()?;                                  // sendto kick when need_wakeup
-//! // later, a retransmission of the very same bytes:
-//! link.resend(f)?; link.flush()?;
-//! // when the data is acknowledged:
-//! link.release_tx(f)?;   // back to the pool once all submissions completed
-//! link.reap_completions();
+//! link.send(f, &peer, n)?;                           // headers + TX ring descriptor(s)
+//! link.release_tx(f)?;                               // ours no longer; the kernel's until sent
+//! link.flush()?;                                     // sendto kick when need_wakeup
+//! link.reap_completions();                           // sent frames back to the pool
 //! ```
 //! A frame returns to the free pool only after the completion ring reported
-//! every submission of it **and** the caller released it.
-//! [`TxFrame::from_addr`] rebuilds a handle from a stored address; every
-//! call validates the frame's state, so a stale address is an error, never
-//! memory corruption.
+//! it **and** the caller released it. Every call checks the frame's state,
+//! so a stale handle is an error, never a write into memory the kernel owns.
 //!
 //! **Receive**:
 //! ```text
-//! link.recv(64, |d: RxDatagram| {   // d.src (mac, ip, port), d.payload (in place)
-//!     ...; RxAction::Consume        // frame straight back to the fill ring
-//!     // or RxAction::Hold: keep d.frame (Some(RxFrame), Copy; None for a
-//!     // multi-buffer datagram, gathered and not holdable), read it later with
-//!     // link.rx_payload(frame), return it with link.release_rx(frame)
+//! link.recv(64, |d: RxDatagram| {  // d.src (mac, ip, port), d.payload / d.pieces (in place)
+//!     ...                          // the frames go back to the fill ring afterwards
 //! });
 //! ```
 //! `recv` refills the fill ring after every batch (receive silently stops
@@ -50,21 +43,24 @@
 //! Everything that touches the kernel uses the calling thread's network
 //! namespace: open the link (and resolve peers) in the namespace that owns
 //! the interface.
+//!
+//! Files: `config.rs` (what a link is opened with), `link/` (the socket:
+//! `open.rs`, `tx.rs`, `rx.rs`), `umem.rs` and `frames.rs` (the UMEM and
+//! who owns each frame), `ring.rs` (the four rings), `wire.rs` (framing and
+//! checksums), `iface.rs` (interfaces, addresses, neighbours), `error.rs`.
 
+mod config;
 mod error;
 mod frames;
 mod iface;
 mod link;
 mod ring;
-pub mod wire;
+mod umem;
+mod wire;
 
+pub use config::{BindMode, BindPreference, LinkConfig, XDP_PACKET_HEADROOM, max_payload};
 pub use error::LinkError;
-pub use frames::{FrameError, FramePool};
-pub use iface::{
-    IfAddr, IfAddrKind, IfaceInfo, addr_rank, if_addrs, iface_info, neighbour_lookup, resolve_mac,
-};
-pub use link::{
-    BURST, BindMode, BindPreference, Link, LinkConfig, LinkStats, RxAction, RxDatagram, RxFrame,
-    TxFrame, XDP_PACKET_HEADROOM, XdpStatistics, max_payload,
-};
+pub use frames::FrameError;
+pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};
+pub use link::{Link, LinkStats, RxDatagram, TxFrame, XdpStatistics};
 pub use wire::{LinkAddr, MacAddr};

@@ -40,19 +40,15 @@ impl Mmap {
         Self::from_raw(p, len)
     }
 
-    /// Anonymous private memory (the UMEM), optionally backed by huge pages.
-    pub(crate) fn anonymous(len: usize, huge: bool) -> io::Result<Self> {
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        if huge {
-            flags |= libc::MAP_HUGETLB;
-        }
+    /// Anonymous private memory (the UMEM).
+    pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
         // SAFETY: anonymous mmap; the result is checked.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                flags,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
                 -1,
                 0,
             )

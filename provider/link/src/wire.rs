@@ -295,22 +295,17 @@ pub struct Decoded {
 }
 
 /// Decodes an Ethernet (optionally one 802.1Q tag) / IPv4 or IPv6 / UDP
-/// frame. With `verify_checksums`, the IPv4 header checksum and a non-zero
-/// UDP checksum are checked (IPv6 requires a UDP checksum).
+/// frame of `frame_len` bytes of which the start, `head`, is at hand: all
+/// of it, or a multi-buffer frame's first chunk. The headers must lie in
+/// `head`; lengths are checked against `frame_len`. With
+/// `verify_checksums`, the IPv4 header checksum and a non-zero UDP checksum
+/// are checked (IPv6 requires a UDP checksum); the UDP checksum covers the
+/// whole datagram, so `head` must then be all of it (else `Unsupported`).
 ///
 /// A UDP checksum field holding only the folded pseudo-header sum is
 /// accepted: that is a CHECKSUM_PARTIAL datagram of a kernel socket on this
 /// host whose checksum offload was never completed — veth passes them on,
 /// and the kernel trusts them on its own receive path.
-pub fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeError> {
-    decode_head(frame, frame.len(), verify_checksums)
-}
-
-/// [`decode`] for a frame of `frame_len` bytes of which only the start,
-/// `head`, is at hand (a multi-buffer frame's first chunk): the headers must
-/// lie in `head`, lengths are checked against `frame_len`. The UDP checksum
-/// covers the whole datagram, so with `verify_checksums` `head` must be all
-/// of it (else `Unsupported`).
 pub fn decode_head(
     head: &[u8],
     frame_len: usize,
@@ -442,6 +437,12 @@ fn decode_ipv6(frame: &[u8], frame_len: usize, off: usize) -> Result<IpParts, De
         start + plen,
         (h[1] >> 4) & 0b11,
     ))
+}
+
+/// [`decode_head`] of a whole frame (the unit tests' form).
+#[cfg(test)]
+fn decode(frame: &[u8], verify_checksums: bool) -> Result<Decoded, DecodeError> {
+    decode_head(frame, frame.len(), verify_checksums)
 }
 
 #[cfg(test)]

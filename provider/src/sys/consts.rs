@@ -1,5 +1,5 @@
 //! Constants from the libfabric 1.17 headers (values checked against the C
-//! headers by `tests/layout.rs`, see [`super::layout::RUST_CONSTANTS`]).
+//! headers by `tests/layout.rs`, see [`super::layout::rust_constants`]).
 
 #![allow(missing_docs)]
 

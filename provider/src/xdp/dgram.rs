@@ -12,8 +12,10 @@ use std::collections::VecDeque;
 use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
-use crate::cq::{Completion, CompletionError};
-use crate::datapath::{DataPath, Direction, DpCompletion, OpenArgs, RxOp, TxOp, gather_iov};
+use crate::datapath::{
+    Completion, CompletionError, DataPath, Direction, DpCompletion, OpenArgs, Peek, RxOp, TxOp,
+    gather, gather_iov, scatter,
+};
 use crate::sys::*;
 
 /// Datagrams taken off the RX ring per progress pass.
@@ -69,7 +71,7 @@ impl Dgram {
         };
         let cap: usize = r.iov.iter().map(|(_, l)| *l).sum();
         // SAFETY: the receive's buffers stay valid until its completion.
-        let n = unsafe { super::scatter(&r.iov, 0, data) };
+        let n = unsafe { scatter(&r.iov, 0, data) };
         let error = (data.len() > cap).then(|| CompletionError {
             err: FI_ETRUNC,
             prov_errno: FI_ETRUNC,
@@ -119,7 +121,7 @@ impl DataPath for Dgram {
             return Err(Errno::AGAIN);
         };
         // SAFETY: the send's buffers are valid for this call.
-        unsafe { super::gather(op.payload.iov(), 0, &mut dst[..len]) };
+        unsafe { gather(op.payload.iov(), 0, &mut dst[..len]) };
         port.send(buf, &to, len)
             .map_err(|e| link_err("dgram send", e))?;
         if op.flags & FI_MORE == 0 {
@@ -130,7 +132,7 @@ impl DataPath for Dgram {
     }
 
     fn post_recv(&mut self, op: RxOp) -> Result<()> {
-        if op.multi_recv || op.peek != crate::datapath::Peek::None {
+        if op.multi_recv || op.peek != Peek::None {
             return Err(Errno::BADFLAGS);
         }
         self.recvs.push_back(op);

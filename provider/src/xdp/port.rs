@@ -18,20 +18,19 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
-use ofi_xdp_link::{
-    BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, RxAction, TxFrame,
-};
+use ofi_xdp_link::{BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, TxFrame};
 
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
 use crate::datapath::OpenArgs;
 use crate::params::{AttachMode, ZeroCopy};
 use crate::sys::*;
+use crate::wait::Epoll;
 use crate::xdp_warn;
 
 struct Shared {
@@ -148,7 +147,7 @@ pub struct Port {
     kernel_busy: u32,
     /// Both sockets' readiness as one fd, for FI_WAIT_FD (AF_XDP path
     /// only; made by the first [`Port::wait_fd`]).
-    epoll: OnceLock<OwnedFd>,
+    epoll: OnceLock<Epoll>,
 }
 
 /// A datagram's sender as either path saw it (a MAC only from AF_XDP).
@@ -269,7 +268,7 @@ impl Port {
         if let Some(e) = self.epoll.get() {
             return Ok(e.as_raw_fd());
         }
-        let ep = epoll_of(&[x.link.fd(), self.udp.as_raw_fd()]).map_err(|e| {
+        let ep = Epoll::of(&[x.link.fd(), self.udp.as_raw_fd()]).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "epoll: {e}");
             Errno::from_os(&e)
         })?;
@@ -397,8 +396,7 @@ impl Port {
     pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]])) {
         if let Some(x) = self.xsk.as_mut() {
             x.link.recv(max, |d| {
-                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces);
-                RxAction::Consume
+                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces)
             });
         }
         self.pass = self.pass.wrapping_add(1);
@@ -504,7 +502,7 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     // one frame holds on every kernel.
     lc.multi_buffer = cfg.multi_buffer && args.ep_type == FI_EP_RDM;
     // The engine takes such a datagram in its chunks (one copy, straight
-    // into the receive buffer: DESIGN.md "Copies").
+    // into the receive buffer: one userspace copy per direction).
     lc.rx_pieces = args.ep_type == FI_EP_RDM;
     // RDM datagrams carry the engine's CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
@@ -582,29 +580,6 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         slot,
         port: args.local.port,
     })
-}
-
-/// An epoll instance watching `fds` for input: one fd that polls readable
-/// when any of them is.
-fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the result is checked and owned below.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `ep` is a new descriptor nobody else owns.
-    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
-    for &fd in fds {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: valid epoll fd, fd and event.
-        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(ep)
 }
 
 /// Receive buffer we ask for on the kernel UDP socket. The default

@@ -8,19 +8,17 @@
 //! to ourselves feeds our own datagrams straight back into the engine.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
+use super::peers::Peers;
 use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
-use crate::addr::XdpAddr;
-use crate::cq::{Completion, CompletionError};
 use crate::datapath::{
-    DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek, RxOp, TxOp, WaitState,
-    contiguous,
+    Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
+    RxOp, TxOp, WaitState, contiguous, gather, scatter,
 };
 use crate::probe::{self, Stage};
 use crate::sys::*;
@@ -65,7 +63,7 @@ impl rel::SendBuffers for SendSide<'_> {
         match self.0.get(&token) {
             // SAFETY: the send's buffers stay valid until its completion,
             // which the engine reports only after its last read.
-            Some(s) => unsafe { super::gather(&s.iov, offset, dst) },
+            Some(s) => unsafe { gather(&s.iov, offset, dst) },
             None => dst.fill(0),
         }
     }
@@ -75,65 +73,8 @@ impl rel::RecvBuffers for RecvSide<'_> {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]) {
         if let Some(r) = self.0.get(&token) {
             // SAFETY: the receive's buffers stay valid until its completion.
-            unsafe { super::scatter(&r.iov, offset, src) };
+            unsafe { scatter(&r.iov, offset, src) };
         }
-    }
-}
-
-#[derive(Default)]
-struct Peers {
-    addrs: Vec<XdpAddr>,
-    /// Keyed by what the network sends us, so the default (keyed SipHash)
-    /// hasher: a forged flood cannot pile up in one bucket.
-    by_sock: HashMap<SocketAddr, u32>,
-    /// The last address looked up and its key: traffic comes in runs from
-    /// one peer, and a ping-pong has only one; this skips the hashing.
-    last: Option<(SocketAddr, u32)>,
-}
-
-/// Most source addresses an endpoint remembers: as many peers as the engine
-/// takes. Past it, datagrams from new sources are dropped (and counted), so
-/// a flood of forged source addresses cannot grow memory without bound.
-const MAX_PEER_ADDRS: usize = 1 << 20;
-
-impl Peers {
-    /// The key of a datagram's source, or `None` when it is new and the
-    /// table is full.
-    fn key_of_source(&mut self, a: &XdpAddr) -> Option<u32> {
-        self.key_within(a, MAX_PEER_ADDRS)
-    }
-
-    fn key_within(&mut self, a: &XdpAddr, cap: usize) -> Option<u32> {
-        if self.addrs.len() >= cap && !self.by_sock.contains_key(&a.socket_addr()) {
-            return None;
-        }
-        Some(self.key(a))
-    }
-
-    fn key(&mut self, a: &XdpAddr) -> u32 {
-        let sa = a.socket_addr();
-        let known = match self.last {
-            Some((s, k)) if s == sa => Some(k),
-            _ => self.by_sock.get(&sa).copied(),
-        };
-        let k = match known {
-            Some(k) => {
-                if let Some(e) = self.addrs.get_mut(k as usize)
-                    && e.mac.is_none()
-                {
-                    e.mac = a.mac;
-                }
-                k
-            }
-            None => {
-                let k = self.addrs.len() as u32;
-                self.addrs.push(*a);
-                self.by_sock.insert(sa, k);
-                k
-            }
-        };
-        self.last = Some((sa, k));
-        k
     }
 }
 
@@ -249,8 +190,6 @@ fn post_errno(e: rel::PostError) -> Errno {
 
 impl Rdm {
     pub fn new(port: Port, args: &OpenArgs) -> Rdm {
-        let inject =
-            crate::getinfo::max_datagram_payload(&args.iface, args.local.ip.is_ipv6(), &args.cfg);
         let mut seed = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `seed`.
         let _ = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), 8, 0) };
@@ -259,7 +198,7 @@ impl Rdm {
             mtu: port.max_payload(),
             incarnation: args.local.incarnation,
             seed: u64::from_ne_bytes(seed),
-            inject_size: inject.max(rel::Config::default().inject_size),
+            inject_size: args.inject_size.max(rel::Config::default().inject_size),
             // The packet that ends a message (and every control packet) is
             // acknowledged at the end of the progress pass that received it,
             // not on a later timer: with manual progress the application may
@@ -796,33 +735,5 @@ impl Drop for Rdm {
             self.engine.stats(),
             self.unknown_sources_dropped
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addr(port: u16) -> XdpAddr {
-        XdpAddr {
-            ip: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
-            port,
-            mac: None,
-            incarnation: 0,
-        }
-    }
-
-    #[test]
-    fn a_full_address_table_drops_new_sources_only() {
-        let mut p = Peers::default();
-        assert_eq!(p.key_within(&addr(1), 2), Some(0));
-        assert_eq!(p.key_within(&addr(2), 2), Some(1));
-        assert_eq!(p.key_within(&addr(3), 2), None, "a new source past the cap");
-        assert_eq!(
-            p.key_within(&addr(1), 2),
-            Some(0),
-            "known sources still map"
-        );
-        assert_eq!(p.addrs.len(), 2);
     }
 }

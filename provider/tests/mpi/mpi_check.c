@@ -128,9 +128,10 @@ static void collectives(int rank, int size)
 	MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* Ranks 0 and 1 each post 10,000 receives before either sends: more than
- * an endpoint took at first (4,096), and MPI retries a refused receive with
- * progress but never gets to its sends, so both ranks waited for ever. */
+/* Ranks 0 and 1 each post 10,000 receives before either sends. MPI retries
+ * a refused receive with progress but never gets to its sends, so an
+ * endpoint that accepted fewer posted receives (say 4,096) would leave both
+ * ranks waiting for ever. */
 #define PREPOSTED 10000
 static void preposted_receives(int rank)
 {
@@ -166,8 +167,8 @@ static void preposted_receives(int rank)
 /* Rank 1 sends 10,000 messages (20 MB) that rank 0 has no receive for,
  * then a "ready" message on another tag; rank 0 waits for "ready" before it
  * receives the rest. Messages from one sender arrive in order, so the
- * provider must buffer them all: with a limit (at first 8,192 messages,
- * 16 MiB) "ready" waited behind the refused ones for ever. */
+ * provider must buffer them all: with a lower limit (say 8,192 messages or
+ * 16 MiB) "ready" would wait behind the refused ones for ever. */
 #define STORM 10000
 static size_t storm_len(int i)
 {

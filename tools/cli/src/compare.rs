@@ -116,8 +116,9 @@ fn print_side_by_side(tables: &[(&str, Vec<Row>)]) {
     }
 }
 
-/// `ofi-xdp provider-bench [--iters 10000] [--big-iters 200] [--rounds 5] [--csv FILE]`: the figures issue
-/// 4's targets compare — 64-byte latency of xdp against tcp and against the raw link floor,
+/// `ofi-xdp provider-bench [--iters 10000] [--big-iters 200] [--rounds 5] [--csv FILE]`: the
+/// figures the provider's performance targets compare — 64-byte latency of xdp against tcp and
+/// against the raw link floor,
 /// 1 MiB bandwidth of xdp against tcp — all measured in one run between the same test hosts.
 ///
 /// The machines are shared and a single run swings by ±30 %, so the run is made of `rounds`
@@ -292,7 +293,7 @@ impl Rounds {
         }
         let small = |p| Self::series(&self.small, p);
         let big = |p| Self::series(&self.big_mbs, p);
-        println!("\nratios within each round, median [min - max] (targets from issue 4)");
+        println!("\nratios within each round, median [min - max] (targets in parentheses)");
         println!(
             "  64 B latency xdp / tcp          {}  (target <= 0.50)",
             spread(&ratios(small("xdp"), small("tcp")))

@@ -6,7 +6,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use ofi_xdp_bpf::{AttachMode, Steering};
-use ofi_xdp_link::{Link, LinkConfig, RxAction};
+use ofi_xdp_link::{Link, LinkConfig};
 use ofi_xdp_testhosts::HostPair;
 
 use crate::args::Args;
@@ -91,7 +91,6 @@ pub fn main(args: &[String]) -> Result<(), String> {
                 d.src,
                 String::from_utf8_lossy(d.payload)
             );
-            RxAction::Consume
         });
         if got < count {
             rx.wait_readable(Duration::from_millis(20))

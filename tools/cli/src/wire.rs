@@ -6,7 +6,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use ofi_xdp_link::{Link, LinkAddr, LinkError, RxAction};
+use ofi_xdp_link::{Link, LinkAddr, LinkError};
 
 /// How long a send may wait for TX room before giving up.
 const SEND_STALL: Duration = Duration::from_secs(2);
@@ -32,10 +32,7 @@ impl Path for LinkPath {
     type Addr = LinkAddr;
 
     fn recv_batch(&mut self, f: &mut dyn FnMut(LinkAddr, &[u8])) -> Result<usize, String> {
-        Ok(self.link.recv(64, |d| {
-            f(d.src, d.payload);
-            RxAction::Consume
-        }))
+        Ok(self.link.recv(64, |d| f(d.src, d.payload)))
     }
 
     fn send_to(&mut self, to: LinkAddr, data: &[u8]) -> Result<(), String> {

@@ -1,4 +1,4 @@
-//! Completion queue (fi_cq(3), 1.17 semantics; seed 001 of the shared docs).
+//! Completion queue (fi_cq(3), libfabric 1.17 semantics).
 //!
 //! Completions are kept in one ordered queue, successes and errors alike:
 //! - `fi_cq_read` returns successful entries from the head, stopping before
@@ -9,180 +9,33 @@
 //!   it supplies one and the fabric API is ≥ 1.5, else it points at a
 //!   provider-owned buffer valid until the next readerr ("err_data").
 //! - Every read first runs one progress pass over the endpoints bound to
-//!   this CQ (manual progress, DESIGN.md "Progress").
+//!   this CQ (manual progress, fi_domain(3) FI_PROGRESS_MANUAL).
 //! - The queue grows instead of overrunning: FI_EOVERRUN never happens.
+//!
+//! The queue and entry formats are in `queue.rs`; what a blocked reader
+//! waits on is [`crate::wait`].
 
-use std::collections::VecDeque;
 use std::mem::offset_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
-use crate::abi::{
-    self, Errno, FidObject, Refs, Result, guard_int, guard_ssize, guard_value, lock, obj,
-};
-use crate::datapath::WaitState;
+use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock};
+use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
-use crate::ep::{Endpoint, ProgressSet};
+use crate::ep::Endpoint;
+use crate::object::{self, FidObject, Refs, obj};
+use crate::progress::ProgressSet;
 use crate::sys::*;
+use crate::wait::{FdWait, Waiters};
 
-/// Error details of a failed operation (fi_cq_err_entry).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CompletionError {
-    /// Positive fabric errno.
-    pub err: c_int,
-    pub prov_errno: c_int,
-    /// Bytes that did not fit the receive buffer (FI_ETRUNC).
-    pub olen: usize,
-    pub err_data: Vec<u8>,
-}
+mod queue;
 
-/// One completion as the data path reports it. Pointers are stored as
-/// integers: they are the application's opaque values, never dereferenced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Completion {
-    pub op_context: usize,
-    pub flags: u64,
-    pub len: usize,
-    pub buf: usize,
-    pub data: u64,
-    pub tag: u64,
-    /// Source fi_addr for fi_cq_readfrom (FI_ADDR_NOTAVAIL if unknown).
-    pub src: fi_addr_t,
-    pub error: Option<CompletionError>,
-}
-
-/// FI_WAIT_FD (fi_cq(3) "wait_obj"): an epoll fd holding an eventfd —
-/// signalled when completions are queued and by fi_cq_signal — and the
-/// AF_XDP sockets of the bound, enabled endpoints, which are readable when
-/// datagrams arrive. With manual progress nothing is queued while nobody
-/// polls, so the sockets are what wakes a thread blocked on the fd; it must
-/// then call fi_cq_read (or fi_trywait first, per fi_trywait(3)).
-pub struct FdWait {
-    epfd: OwnedFd,
-    evfd: OwnedFd,
-    /// Armed by fi_trywait for the endpoints' next protocol timer, so that
-    /// an application blocked on the fd wakes to run it.
-    timer: OwnedFd,
-}
-
-impl FdWait {
-    fn new() -> std::io::Result<FdWait> {
-        // SAFETY: plain syscalls; the returned fds are owned below.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epfd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: epfd is a fresh fd we own.
-        let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
-        // SAFETY: as above.
-        let evfd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if evfd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: evfd is a fresh fd we own.
-        let evfd = unsafe { OwnedFd::from_raw_fd(evfd) };
-        // SAFETY: as above.
-        let timer = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if timer < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: timer is a fresh fd we own.
-        let timer = unsafe { OwnedFd::from_raw_fd(timer) };
-        let w = FdWait { epfd, evfd, timer };
-        w.add(w.evfd.as_raw_fd());
-        w.add(w.timer.as_raw_fd());
-        Ok(w)
-    }
-
-    fn add(&self, fd: RawFd) {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: valid epoll fd and event.
-        unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-    }
-
-    fn remove(&self, fd: RawFd) {
-        // SAFETY: valid epoll fd; a NULL event is allowed for DEL.
-        unsafe {
-            libc::epoll_ctl(
-                self.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-
-    fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.evfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    fn drain(&self) {
-        let mut v: u64 = 0;
-        for fd in [&self.evfd, &self.timer] {
-            // SAFETY: reads 8 bytes into a valid u64 from our non-blocking
-            // eventfd / timerfd.
-            unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-        }
-    }
-
-    /// Make the fd readable after `after` (`None`: disarm).
-    fn arm(&self, after: Option<Duration>) {
-        let d = after.unwrap_or_default();
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            // An all-zero value disarms; a due timer gets 1 ns.
-            it_value: libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: if after.is_some() && d.is_zero() {
-                    1
-                } else {
-                    d.subsec_nanos() as libc::c_long
-                },
-            },
-        };
-        // SAFETY: our timerfd, a valid itimerspec, no old value wanted.
-        unsafe { libc::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-    }
-
-    /// Block until the eventfd or a member socket is readable, or `limit`
-    /// passes. `Err(Interrupted)` when a signal arrived: ppoll is never
-    /// restarted, so a signalled thread gets back to its caller (fi_cq(3)
-    /// fi_cq_sread).
-    fn wait(&self, limit: Duration) -> std::io::Result<()> {
-        let mut p = libc::pollfd {
-            fd: self.epfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: limit.as_secs() as libc::time_t,
-            tv_nsec: limit.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
+use queue::write_entry;
+pub use queue::{CompletionQueue, entry_size};
 
 /// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
 /// idle read takes ≈ 40-60 ns here, so this is ≈ 20-30 µs: longer than a
@@ -201,10 +54,8 @@ pub struct Cq {
     wait_cond: c_int,
     state: Mutex<CompletionQueue>,
     signaled: AtomicBool,
-    /// Threads blocked in sread: only then does a completion on an
-    /// FI_WAIT_UNSPEC CQ write the eventfd (a syscall per completion
-    /// otherwise).
-    waiters: AtomicU32,
+    /// Threads blocked in sread.
+    waiters: Waiters,
     /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
     /// on).
     yield_when_idle: bool,
@@ -216,79 +67,7 @@ pub struct Cq {
     /// thread and for signals.
     fd_wait: Option<FdWait>,
     /// Endpoints whose progress a read of this CQ drives.
-    progress: ProgressSet,
-}
-
-/// The queue behind a CQ: successes and errors in completion order, plus
-/// the provider-owned err_data of the last readerr. Kept free of any
-/// libfabric object so its fi_cq(3) rules can be unit-tested.
-#[derive(Default)]
-pub struct CompletionQueue {
-    entries: VecDeque<Completion>,
-    last_err_data: Vec<u8>,
-}
-
-impl CompletionQueue {
-    pub fn push(&mut self, c: Completion) {
-        self.entries.push_back(c);
-    }
-
-    /// fi_cq_read: up to `count` successful completions from the head, in
-    /// order, stopping before the first error; -FI_EAVAIL if an error is at
-    /// the head, -FI_EAGAIN if the queue is empty ("RETURN VALUES"). A zero
-    /// `count` (only driving progress) reads nothing and returns 0 when
-    /// successes wait.
-    pub fn read_into(
-        &mut self,
-        count: usize,
-        mut out: impl FnMut(usize, &Completion),
-    ) -> Result<usize> {
-        let mut n = 0;
-        while n < count {
-            match self.entries.front() {
-                Some(c) if c.error.is_none() => {
-                    out(n, c);
-                    self.entries.pop_front();
-                    n += 1;
-                }
-                _ => break,
-            }
-        }
-        if n > 0 {
-            return Ok(n);
-        }
-        match self.entries.front() {
-            Some(c) if c.error.is_some() => Err(Errno::AVAIL),
-            Some(_) => Ok(0),
-            None => Err(Errno::AGAIN),
-        }
-    }
-
-    /// fi_cq_readerr: remove the oldest error completion, if any.
-    pub fn take_error(&mut self) -> Option<(Completion, CompletionError)> {
-        let i = self.entries.iter().position(|c| c.error.is_some())?;
-        let mut c = self.entries.remove(i)?;
-        let e = c.error.take()?;
-        Some((c, e))
-    }
-
-    /// Keep `err_data` alive until the next readerr (fi_cq(3) compatibility
-    /// note) and return where it lives.
-    pub fn hold_err_data(&mut self, data: Vec<u8>) -> (*mut c_void, usize) {
-        abi::hold_err_data(&mut self.last_err_data, data)
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    pub fn head_is_error(&self) -> bool {
-        self.entries.front().is_some_and(|c| c.error.is_some())
-    }
+    progress: ProgressSet<Endpoint>,
 }
 
 impl Cq {
@@ -297,7 +76,7 @@ impl Cq {
         lock(&self.state).push(c);
         // FI_WAIT_FD: the application may block on the fd itself.
         if let Some(w) = &self.fd_wait
-            && (self.wait_obj == FI_WAIT_FD || self.waiters.load(Ordering::SeqCst) > 0)
+            && (self.wait_obj == FI_WAIT_FD || self.waiters.any())
         {
             w.notify();
         }
@@ -389,66 +168,13 @@ impl Cq {
     }
 }
 
-pub fn entry_size(format: c_int) -> usize {
-    match format {
-        FI_CQ_FORMAT_MSG => size_of::<fi_cq_msg_entry>(),
-        FI_CQ_FORMAT_DATA => size_of::<fi_cq_data_entry>(),
-        FI_CQ_FORMAT_TAGGED => size_of::<fi_cq_tagged_entry>(),
-        _ => size_of::<fi_cq_entry>(),
-    }
-}
-
-/// Write completion `c` as entry `i` of a `format` array at `buf`.
-///
-/// # Safety
-/// `buf` must hold at least `i + 1` entries of `format`.
-unsafe fn write_entry(format: c_int, buf: *mut c_void, i: usize, c: &Completion) {
-    let ctx = c.op_context as *mut c_void;
-    // SAFETY: per caller; each arm writes exactly one entry of its format.
-    unsafe {
-        match format {
-            FI_CQ_FORMAT_MSG => buf.cast::<fi_cq_msg_entry>().add(i).write(fi_cq_msg_entry {
-                op_context: ctx,
-                flags: c.flags,
-                len: c.len,
-            }),
-            FI_CQ_FORMAT_DATA => buf
-                .cast::<fi_cq_data_entry>()
-                .add(i)
-                .write(fi_cq_data_entry {
-                    op_context: ctx,
-                    flags: c.flags,
-                    len: c.len,
-                    buf: c.buf as *mut c_void,
-                    data: c.data,
-                }),
-            FI_CQ_FORMAT_TAGGED => {
-                buf.cast::<fi_cq_tagged_entry>()
-                    .add(i)
-                    .write(fi_cq_tagged_entry {
-                        op_context: ctx,
-                        flags: c.flags,
-                        len: c.len,
-                        buf: c.buf as *mut c_void,
-                        data: c.data,
-                        tag: c.tag,
-                    })
-            }
-            _ => buf
-                .cast::<fi_cq_entry>()
-                .add(i)
-                .write(fi_cq_entry { op_context: ctx }),
-        }
-    }
-}
-
 #[repr(C)]
 pub struct CqObj {
     pub fid: fid_cq,
     pub inner: Arc<Cq>,
 }
 
-static CQ_FI_OPS: fi_ops = abi::fi_ops_with(cq_close, None, Some(cq_control));
+static CQ_FI_OPS: fi_ops = object::fi_ops_of::<CqObj>(None, Some(cq_control));
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: size_of::<fi_ops_cq>(),
     read: Some(cq_read),
@@ -463,8 +189,15 @@ static CQ_OPS: fi_ops_cq = fi_ops_cq {
 // SAFETY: repr(C), fid_cq first, CQ_FI_OPS in every instance.
 unsafe impl FidObject for CqObj {
     const CLASS: usize = FI_CLASS_CQ;
+    const CLOSE: &'static str = "cq close";
     fn fi_ops() -> *const fi_ops {
         &CQ_FI_OPS
+    }
+    fn refs(&self) -> Option<&Refs> {
+        Some(&self.inner.refs)
+    }
+    fn release(&self) {
+        self.inner.domain.refs.put();
     }
 }
 
@@ -494,7 +227,7 @@ pub unsafe extern "C" fn xdp_cq_open(
         };
         let wait_obj = match a.wait_obj {
             w @ (FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_YIELD | FI_WAIT_FD) => w,
-            // mutex/cond, pollfd and wait sets: not implemented yet.
+            // mutex/cond, pollfd and wait sets are not offered.
             FI_WAIT_MUTEX_COND | FI_WAIT_SET | FI_WAIT_POLLFD => {
                 return Err(Errno::NOSYS);
             }
@@ -522,41 +255,20 @@ pub unsafe extern "C" fn xdp_cq_open(
             wait_cond,
             state: Mutex::default(),
             signaled: AtomicBool::new(false),
-            waiters: AtomicU32::new(0),
+            waiters: Waiters::default(),
             yield_when_idle: domain.cfg.yield_when_idle,
             empty_reads: AtomicU32::new(0),
             progress: ProgressSet::default(),
         });
-        domain.refs.get();
-        let p = abi::into_raw(CqObj {
+        let o = CqObj {
             fid: fid_cq {
-                fid: fid {
-                    fclass: FI_CLASS_CQ,
-                    context,
-                    ops: abi::ops_ptr(&CQ_FI_OPS),
-                },
-                ops: abi::ops_ptr(&CQ_OPS),
+                fid: object::header::<CqObj>(context),
+                ops: object::ops_ptr(&CQ_OPS),
             },
             inner,
-        });
-        // SAFETY: checked non-NULL.
-        unsafe { *cq = p.cast() };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
-    guard_int("cq close", || {
-        // SAFETY: f comes from the application; close_unless_busy validates it.
-        unsafe {
-            abi::close_unless_busy::<CqObj>(
-                f,
-                |o| &o.inner.refs,
-                |o| {
-                    o.inner.domain.refs.put();
-                },
-            )
-        }
+        };
+        // SAFETY: `cq` was checked non-NULL above.
+        unsafe { object::open(cq, Some(&domain.refs), o) }.map(|_| 0)
     })
 }
 
@@ -573,7 +285,7 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
             FI_GETWAIT => match &o.inner.fd_wait {
                 // SAFETY: with FI_WAIT_FD, arg is an int * (fi_eq(3) FI_GETWAIT).
                 Some(w) if o.inner.wait_obj == FI_WAIT_FD => {
-                    unsafe { abi::write_out(arg.cast::<c_int>(), w.epfd.as_raw_fd()) }.map(|_| 0)
+                    unsafe { abi::write_out(arg.cast::<c_int>(), w.fd()) }.map(|_| 0)
                 }
                 // FI_WAIT_UNSPEC/YIELD expose no OS wait object (fi_cq(3)).
                 _ => Err(Errno::NOSYS),
@@ -740,7 +452,7 @@ unsafe fn sread_common(
         1
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let _waiting = Waiting::new(&q.waiters);
+    let _waiting = q.waiters.enter();
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -778,22 +490,6 @@ unsafe fn sread_common(
         if q.wait_obj != FI_WAIT_FD || q.queued() == 0 {
             w.drain();
         }
-    }
-}
-
-/// Counts a thread blocked in sread for as long as it is there.
-struct Waiting<'a>(&'a AtomicU32);
-
-impl<'a> Waiting<'a> {
-    fn new(n: &'a AtomicU32) -> Self {
-        n.fetch_add(1, Ordering::SeqCst);
-        Waiting(n)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -852,151 +548,4 @@ unsafe extern "C" fn cq_strerror(
         // SAFETY: fi_strerror returns a static string; buf per fi_cq(3).
         unsafe { crate::eq::strerror_into(ffi::fi_strerror(prov_errno.abs()), buf, len) }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ok(ctx: usize) -> Completion {
-        Completion {
-            op_context: ctx,
-            flags: FI_RECV | FI_MSG,
-            len: ctx * 10,
-            ..Default::default()
-        }
-    }
-
-    fn err(ctx: usize, e: c_int) -> Completion {
-        Completion {
-            op_context: ctx,
-            error: Some(CompletionError {
-                err: e,
-                prov_errno: e,
-                olen: 3,
-                err_data: vec![1, 2],
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn empty_is_eagain() {
-        let mut q = CompletionQueue::default();
-        assert_eq!(q.read_into(4, |_, _| {}), Err(Errno::AGAIN));
-        assert!(q.take_error().is_none());
-    }
-
-    #[test]
-    fn successes_before_an_error_are_read_then_eavail() {
-        let mut q = CompletionQueue::default();
-        q.push(ok(1));
-        q.push(ok(2));
-        q.push(err(3, FI_ETRUNC));
-        q.push(ok(4));
-        let mut seen = Vec::new();
-        assert_eq!(q.read_into(8, |i, c| seen.push((i, c.op_context))), Ok(2));
-        assert_eq!(seen, [(0, 1), (1, 2)]);
-        // The error is now at the head: read reports it, readerr takes it.
-        assert_eq!(q.read_into(8, |_, _| {}), Err(Errno::AVAIL));
-        let (c, e) = q.take_error().unwrap();
-        assert_eq!((c.op_context, e.err, e.olen), (3, FI_ETRUNC, 3));
-        assert_eq!(q.read_into(8, |_, c| assert_eq!(c.op_context, 4)), Ok(1));
-        assert_eq!(q.read_into(8, |_, _| {}), Err(Errno::AGAIN));
-    }
-
-    /// fi_cq_read with count 0 drives progress: 0 when successes wait,
-    /// -FI_EAVAIL only when an error is at the head, -FI_EAGAIN when empty.
-    #[test]
-    fn zero_count_reads_nothing() {
-        let mut q = CompletionQueue::default();
-        assert_eq!(q.read_into(0, |_, _| {}), Err(Errno::AGAIN));
-        q.push(ok(1));
-        assert_eq!(q.read_into(0, |_, _| {}), Ok(0));
-        assert_eq!(q.len(), 1);
-        assert_eq!(q.read_into(1, |_, _| {}), Ok(1));
-        q.push(err(2, FI_ETRUNC));
-        assert_eq!(q.read_into(0, |_, _| {}), Err(Errno::AVAIL));
-    }
-
-    #[test]
-    fn count_limits_and_order() {
-        let mut q = CompletionQueue::default();
-        for i in 0..5 {
-            q.push(ok(i));
-        }
-        let mut seen = Vec::new();
-        assert_eq!(q.read_into(3, |_, c| seen.push(c.op_context)), Ok(3));
-        assert_eq!(q.read_into(3, |_, c| seen.push(c.op_context)), Ok(2));
-        assert_eq!(seen, [0, 1, 2, 3, 4]);
-    }
-
-    #[test]
-    fn readerr_takes_the_oldest_error_even_behind_successes() {
-        let mut q = CompletionQueue::default();
-        q.push(ok(1));
-        q.push(err(2, FI_ECANCELED));
-        q.push(err(3, FI_ETRUNC));
-        assert_eq!(q.take_error().map(|(c, _)| c.op_context), Some(2));
-        assert_eq!(q.take_error().map(|(c, _)| c.op_context), Some(3));
-        assert_eq!(q.len(), 1);
-        assert!(!q.head_is_error());
-    }
-
-    #[test]
-    fn provider_owned_err_data_lives_until_the_next_readerr() {
-        let mut q = CompletionQueue::default();
-        let (p, n) = q.hold_err_data(vec![9, 8, 7]);
-        assert_eq!(n, 3);
-        // SAFETY: p points at the 3 bytes held by q.
-        assert_eq!(
-            unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) },
-            [9, 8, 7]
-        );
-        let (p, n) = q.hold_err_data(Vec::new());
-        assert!(p.is_null() && n == 0);
-    }
-
-    #[test]
-    fn entries_are_written_in_each_format() {
-        let c = Completion {
-            op_context: 0x10,
-            flags: FI_RECV,
-            len: 5,
-            buf: 0x20,
-            data: 7,
-            tag: 9,
-            ..Default::default()
-        };
-        let mut t = [fi_cq_tagged_entry {
-            op_context: std::ptr::null_mut(),
-            flags: 0,
-            len: 0,
-            buf: std::ptr::null_mut(),
-            data: 0,
-            tag: 0,
-        }; 2];
-        // SAFETY: t holds two tagged entries.
-        unsafe { write_entry(FI_CQ_FORMAT_TAGGED, t.as_mut_ptr().cast(), 1, &c) };
-        assert_eq!(
-            (
-                t[1].op_context as usize,
-                t[1].len,
-                t[1].buf as usize,
-                t[1].data,
-                t[1].tag
-            ),
-            (0x10, 5, 0x20, 7, 9)
-        );
-        assert!(t[0].op_context.is_null());
-        let mut m = [0u64; 6];
-        // SAFETY: 48 bytes hold two msg entries (24 bytes each).
-        unsafe { write_entry(FI_CQ_FORMAT_MSG, m.as_mut_ptr().cast(), 1, &c) };
-        assert_eq!(&m[3..6], &[0x10, FI_RECV, 5]);
-        let mut x = [0u64; 2];
-        // SAFETY: two context entries.
-        unsafe { write_entry(FI_CQ_FORMAT_CONTEXT, x.as_mut_ptr().cast(), 1, &c) };
-        assert_eq!(x, [0, 0x10]);
-        assert_eq!(entry_size(FI_CQ_FORMAT_DATA), 40);
-    }
 }

@@ -1,0 +1,89 @@
+//! The seam between the libfabric objects and the data path.
+//!
+//! Above it, the objects (`ep`, `cq`, `cntr`, …) validate every libfabric
+//! call — flags, iov limits, addresses resolved through the AV, FI_INJECT
+//! marking, completion selection — and hand the data path ready-to-run
+//! operations ([`TxOp`], [`RxOp`]). Below it, an implementation of
+//! [`DataPath`] (the AF_XDP one is `crate::xdp`, which the endpoint opens
+//! in `fi_enable`) moves the bytes ([`iov`]: one copy per direction) and
+//! reports a [`DpCompletion`] per finished operation from
+//! [`DataPath::progress`], which CQ and counter reads call (manual progress,
+//! fi_domain(3) FI_PROGRESS_MANUAL).
+//!
+//! This module owns every type that crosses the seam, so the data path
+//! needs nothing from the objects above it: it learns what it may not
+//! exceed (inject size, its socket, its configuration) from [`OpenArgs`].
+//!
+//! Threading: the endpoint keeps its data path behind its state `Mutex`, so
+//! implementations are single-threaded (`Send`, not `Sync`).
+
+mod completion;
+pub mod iov;
+mod op;
+
+pub use completion::{Completion, CompletionError, Direction, DpCompletion};
+pub use iov::{Iov, Payload, contiguous, gather, gather_iov, scatter};
+pub use op::{Peek, RxOp, TxOp};
+
+use crate::abi::Result;
+use crate::addr::XdpAddr;
+use crate::ifaces::Iface;
+use crate::params::Config;
+
+/// What a data path is opened with, from the endpoint being enabled.
+#[derive(Debug, Clone)]
+pub struct OpenArgs {
+    pub iface: Iface,
+    pub ep_type: libc::c_int,
+    /// Our address (IP, reserved UDP port, MAC, incarnation).
+    pub local: XdpAddr,
+    pub cfg: Config,
+    /// Largest payload of a send that may complete as soon as it is copied
+    /// (`tx_attr->inject_size`: one datagram's payload on this interface).
+    pub inject_size: usize,
+    pub min_multi_recv: usize,
+    /// The kernel UDP socket that reserved `local`'s port (`None`: the data
+    /// path binds one itself).
+    pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
+}
+
+/// A running data path: one AF_XDP socket plus protocol state.
+pub trait DataPath: Send {
+    /// Queue a send; -FI_EAGAIN when out of resources (fi_msg(3) ERRORS).
+    fn post_send(&mut self, op: TxOp) -> Result<()>;
+    /// Queue a receive; -FI_EAGAIN when out of resources.
+    fn post_recv(&mut self, op: RxOp) -> Result<()>;
+    /// One progress pass (drain RX, run timers, flush TX, reap TX
+    /// completions, refill the fill ring); report completions through `out`.
+    fn progress(&mut self, out: &mut dyn FnMut(DpCompletion));
+    /// fi_cancel: if a queued receive with this context exists, remove it
+    /// and report it at the next progress as an error completion with
+    /// FI_ECANCELED; return whether one was found.
+    fn cancel(&mut self, context: usize) -> bool;
+    /// FI_OPT_MIN_MULTI_RECV changed.
+    fn set_min_multi_recv(&mut self, bytes: usize);
+    /// A file descriptor that becomes readable when datagrams arrive (on
+    /// the AF_XDP or the kernel UDP socket), for CQs with FI_WAIT_FD. Ask
+    /// only for such CQs: it may be made on demand, and watching the socket
+    /// costs every packet a wake-up.
+    fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
+        Ok(None)
+    }
+    /// For fi_trywait (fi_poll(3)): after a progress pass, may the
+    /// application block on the wait fd, and until when at the latest?
+    fn wait_state(&self) -> WaitState {
+        WaitState::Idle { timer: None }
+    }
+}
+
+/// What a data path needs before its application may block (fi_trywait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitState {
+    /// Progress has work now (datagrams waiting for the transmit ring).
+    Busy,
+    /// Nothing until a datagram arrives or, if `timer` is set, that much
+    /// time passes (a retransmission or delayed ack falls due: with manual
+    /// progress only the application's next call runs it, and the peer may
+    /// be waiting for it).
+    Idle { timer: Option<std::time::Duration> },
+}

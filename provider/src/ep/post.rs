@@ -1,0 +1,416 @@
+//! Data operations (fi_msg(3), fi_tagged(3)): argument validation, and the
+//! macros that generate the `extern "C"` entry points of the ops tables
+//! ([`data_calls!`], [`enosys_calls!`]) from one line each.
+//!
+//! Everything a caller can get wrong is checked here, before the endpoint
+//! state is looked at, and reported as documented: -FI_EINVAL for invalid
+//! arguments (NULL buffers with a length, too many iovs, an fi_addr_t not in
+//! the AV, an inject larger than inject_size), -FI_EBADFLAGS for unsupported
+//! flags, -FI_ENOAV without an AV, -FI_EOPBADSTATE before fi_enable. Valid
+//! operations go to the data path as a [`TxOp`] or [`RxOp`].
+
+use std::sync::atomic::Ordering;
+
+use crate::probe::{self, Stage};
+use libc::{c_void, iovec, size_t, ssize_t};
+
+use crate::abi::{Errno, Result, lock};
+use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
+use crate::ep::Endpoint;
+use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
+use crate::sys::*;
+
+/// Flags a send may carry (fi_msg(3) "FLAGS").
+const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
+/// Flags a receive may carry; FI_PEEK/FI_CLAIM/FI_DISCARD only through
+/// fi_trecvmsg ([`Recv::tmsg`]).
+const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE;
+
+/// Argument types of the data calls, as their man pages name them: a
+/// send's buffer, a receive's buffer, a memory descriptor (accepted, never
+/// needed: fi_mr(3)), an iov's descriptors, the operation's context, an iov.
+pub(super) type Buf = *const c_void;
+pub(super) type RecvBuf = *mut c_void;
+pub(super) type Desc = *mut c_void;
+pub(super) type Descs = *mut *mut c_void;
+pub(super) type Ctx = *mut c_void;
+pub(super) type Iovs = *const iovec;
+
+/// A send as one entry point describes it.
+pub(super) struct Send {
+    iov: Iov,
+    dest: fi_addr_t,
+    context: usize,
+    tag: Option<u64>,
+    data: Option<u64>,
+    /// The flags argument of fi_sendmsg / fi_tsendmsg; the other calls use
+    /// the endpoint's default transmit flags (fi_endpoint(3) FI_SETOPSFLAG).
+    flags: Option<u64>,
+    /// fi_inject / fi_injectdata: copy now, never report success.
+    inject_call: bool,
+}
+
+impl Send {
+    /// fi_send, fi_sendv, fi_tsend, …: `iov` to `dest`, reported with `context`.
+    pub(super) fn new(iov: Iov, dest: fi_addr_t, context: *mut c_void) -> Send {
+        Send {
+            iov,
+            dest,
+            context: context as usize,
+            tag: None,
+            data: None,
+            flags: None,
+            inject_call: false,
+        }
+    }
+
+    /// fi_inject, fi_tinject, …: no context, no success completion.
+    pub(super) fn inject(iov: Iov, dest: fi_addr_t) -> Send {
+        Send {
+            inject_call: true,
+            ..Send::new(iov, dest, std::ptr::null_mut())
+        }
+    }
+
+    /// The fi_tagged(3) form.
+    pub(super) fn tagged(self, tag: u64) -> Send {
+        Send {
+            tag: Some(tag),
+            ..self
+        }
+    }
+
+    /// fi_senddata, fi_injectdata, …: remote CQ data (FI_REMOTE_CQ_DATA).
+    pub(super) fn data(self, data: u64) -> Send {
+        Send {
+            data: Some(data),
+            ..self
+        }
+    }
+
+    /// fi_sendmsg: the message's iov, address, context and (with
+    /// FI_REMOTE_CQ_DATA) data, and the call's own flags.
+    ///
+    /// # Safety
+    /// `msg` must be NULL or a readable `struct fi_msg` whose iov array
+    /// holds `iov_count` entries.
+    pub(super) unsafe fn msg(msg: *const fi_msg, flags: u64) -> Result<Send> {
+        // SAFETY: per the caller.
+        let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        Ok(Send::new(iov, m.addr, m.context).given(flags, m.data))
+    }
+
+    /// fi_tsendmsg: as [`Send::msg`], with the message's tag.
+    ///
+    /// # Safety
+    /// `msg` must be NULL or a readable `struct fi_msg_tagged` whose iov
+    /// array holds `iov_count` entries.
+    pub(super) unsafe fn tmsg(msg: *const fi_msg_tagged, flags: u64) -> Result<Send> {
+        // SAFETY: per the caller.
+        let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        Ok(Send::new(iov, m.addr, m.context)
+            .tagged(m.tag)
+            .given(flags, m.data))
+    }
+
+    /// A *msg call's own flags, and its message's data when they include
+    /// FI_REMOTE_CQ_DATA.
+    fn given(self, flags: u64, data: u64) -> Send {
+        Send {
+            flags: Some(flags),
+            data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(data),
+            ..self
+        }
+    }
+
+    /// The operation's flags: the call's own, or the endpoint's defaults
+    /// with what the call implies (an inject asks for no completion; a
+    /// senddata carries FI_REMOTE_CQ_DATA).
+    fn flags(&self, e: &Endpoint) -> u64 {
+        if let Some(f) = self.flags {
+            return f;
+        }
+        let mut f = e.tx_op_flags.load(Ordering::Relaxed);
+        if self.inject_call {
+            f &= !FI_COMPLETION;
+        }
+        if self.data.is_some() {
+            f |= FI_REMOTE_CQ_DATA;
+        }
+        f
+    }
+}
+
+/// A receive as one entry point describes it.
+pub(super) struct Recv {
+    iov: Iov,
+    src: fi_addr_t,
+    context: usize,
+    tag: Option<(u64, u64)>,
+    /// The flags argument of fi_recvmsg / fi_trecvmsg; the other calls use
+    /// the endpoint's default receive flags.
+    flags: Option<u64>,
+    peek: Peek,
+}
+
+impl Recv {
+    /// fi_recv, fi_recvv, fi_trecv, …: into `iov` from `src`
+    /// (FI_ADDR_UNSPEC: anyone), reported with `context`.
+    pub(super) fn new(iov: Iov, src: fi_addr_t, context: *mut c_void) -> Recv {
+        Recv {
+            iov,
+            src,
+            context: context as usize,
+            tag: None,
+            flags: None,
+            peek: Peek::None,
+        }
+    }
+
+    /// The fi_tagged(3) form: tags matching `tag` outside the `ignore` bits.
+    pub(super) fn tagged(self, tag: u64, ignore: u64) -> Recv {
+        Recv {
+            tag: Some((tag, ignore)),
+            ..self
+        }
+    }
+
+    /// fi_recvmsg.
+    ///
+    /// # Safety
+    /// As for [`Send::msg`].
+    pub(super) unsafe fn msg(msg: *const fi_msg, flags: u64) -> Result<Recv> {
+        // SAFETY: per the caller.
+        let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        Ok(Recv {
+            flags: Some(flags),
+            ..Recv::new(iov, m.addr, m.context)
+        })
+    }
+
+    /// fi_trecvmsg, the one call that may carry FI_PEEK / FI_CLAIM /
+    /// FI_DISCARD.
+    ///
+    /// # Safety
+    /// As for [`Send::tmsg`].
+    pub(super) unsafe fn tmsg(msg: *const fi_msg_tagged, flags: u64) -> Result<Recv> {
+        // SAFETY: per the caller.
+        let m = unsafe { msg.as_ref() }.ok_or(Errno::INVAL)?;
+        // SAFETY: per the caller.
+        let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
+        let (peek, flags) = peek_of(flags)?;
+        Ok(Recv {
+            flags: Some(flags),
+            peek,
+            ..Recv::new(iov, m.addr, m.context).tagged(m.tag, m.ignore)
+        })
+    }
+}
+
+/// FI_PEEK / FI_CLAIM / FI_DISCARD of an fi_trecvmsg (fi_tagged(3)); they
+/// share bits with capabilities, so they are only read here.
+fn peek_of(flags: u64) -> Result<(Peek, u64)> {
+    let p = match (
+        flags & FI_PEEK != 0,
+        flags & FI_CLAIM != 0,
+        flags & FI_DISCARD != 0,
+    ) {
+        (false, false, false) => Peek::None,
+        (true, false, false) => Peek::Peek,
+        (true, true, false) => Peek::PeekClaim,
+        (true, false, true) => Peek::PeekDiscard,
+        (false, true, false) => Peek::Claim,
+        (false, true, true) => Peek::ClaimDiscard,
+        _ => return Err(Errno::BADFLAGS),
+    };
+    Ok((p, flags & !(FI_PEEK | FI_CLAIM | FI_DISCARD)))
+}
+
+/// # Safety
+/// `iov` must be NULL or `count` readable iovecs.
+pub(super) unsafe fn iovs(iov: *const iovec, count: size_t) -> Result<Iov> {
+    if count > IOV_LIMIT || (iov.is_null() && count > 0) {
+        return Err(Errno::INVAL);
+    }
+    if count == 0 {
+        return Ok(Iov::empty());
+    }
+    // SAFETY: per caller.
+    let v = unsafe { std::slice::from_raw_parts(iov, count) };
+    if let [i] = v {
+        return one(i.iov_base, i.iov_len);
+    }
+    v.iter()
+        .map(|i| {
+            if i.iov_base.is_null() && i.iov_len > 0 {
+                Err(Errno::INVAL)
+            } else {
+                Ok((i.iov_base as usize, i.iov_len))
+            }
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Iov::Many)
+}
+
+/// One buffer (fi_send, fi_recv, …): NULL only with length 0.
+pub(super) fn one(buf: *const c_void, len: size_t) -> Result<Iov> {
+    if buf.is_null() && len > 0 {
+        return Err(Errno::INVAL);
+    }
+    Ok(Iov::One((buf as usize, len)))
+}
+
+/// Validate a send and hand it to the data path (fi_msg(3), fi_tagged(3)).
+pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
+    probe::at(Stage::SendCalled);
+    let flags = s.flags(e);
+    if flags & !SEND_FLAGS != 0 {
+        return Err(Errno::BADFLAGS);
+    }
+    if s.data.is_some() && e.ep_type != FI_EP_RDM {
+        // Remote CQ data needs our RDM header (cq_data_size = 0 on DGRAM).
+        return Err(Errno::BADFLAGS);
+    }
+    let len: usize = s.iov.iter().map(|(_, l)| *l).sum();
+    if len > e.max_msg_size {
+        return Err(Errno::INVAL);
+    }
+    let inject = s.inject_call || flags & FI_INJECT != 0;
+    if inject && len > e.inject_size {
+        return Err(Errno::INVAL);
+    }
+    let mut st = lock(&e.state);
+    let av = st.av.as_ref().ok_or(Errno::NOAV)?;
+    let dest = av.lookup(s.dest).ok_or(Errno::INVAL)?;
+    if !st.enabled {
+        return Err(Errno::OPBADSTATE);
+    }
+    let payload = if inject {
+        Payload::Inject(s.iov)
+    } else {
+        Payload::Iov(s.iov)
+    };
+    let selective = st.tx_cq.as_ref().is_some_and(|b| b.selective);
+    let report = !s.inject_call && (!selective || flags & FI_COMPLETION != 0);
+    let core = st.core.as_mut().ok_or(Errno::OPBADSTATE)?;
+    core.post_send(TxOp {
+        dest,
+        dest_fi_addr: s.dest,
+        payload,
+        tag: s.tag,
+        data: s.data,
+        context: s.context,
+        flags,
+        report,
+    })?;
+    Ok(0)
+}
+
+/// Validate a receive and hand it to the data path (fi_msg(3), fi_tagged(3)).
+pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
+    probe::at(Stage::RecvCalled);
+    let flags = r
+        .flags
+        .unwrap_or_else(|| e.rx_op_flags.load(Ordering::Relaxed));
+    if flags & !RECV_FLAGS != 0 {
+        return Err(Errno::BADFLAGS);
+    }
+    let multi = flags & FI_MULTI_RECV != 0;
+    if multi && (e.caps & FI_MULTI_RECV == 0 || r.iov.len() != 1) {
+        return Err(Errno::INVAL);
+    }
+    if r.peek != Peek::None && (r.tag.is_none() || multi) {
+        return Err(Errno::BADFLAGS);
+    }
+    let mut st = lock(&e.state);
+    let src = if r.src == FI_ADDR_UNSPEC || e.caps & FI_DIRECTED_RECV == 0 {
+        None
+    } else {
+        let av = st.av.as_ref().ok_or(Errno::NOAV)?;
+        Some((av.lookup(r.src).ok_or(Errno::INVAL)?, r.src))
+    };
+    if !st.enabled {
+        return Err(Errno::OPBADSTATE);
+    }
+    let selective = st.rx_cq.as_ref().is_some_and(|b| b.selective);
+    let report = !selective || flags & FI_COMPLETION != 0;
+    let core = st.core.as_mut().ok_or(Errno::OPBADSTATE)?;
+    core.post_recv(RxOp {
+        src,
+        iov: r.iov,
+        tag: r.tag,
+        context: r.context,
+        flags,
+        multi_recv: multi,
+        // Peek results and claims always complete (fi_tagged(3)).
+        report: report || r.peek != Peek::None,
+        peek: r.peek,
+    })?;
+    Ok(0)
+}
+
+/// Generates `extern "C"` data-call entry points, one line each:
+///
+/// ```text
+/// name "fi_call" (arguments after the endpoint) => post_send(how the call builds its Send);
+/// ```
+///
+/// Each validates the endpoint, builds the operation (inside `unsafe`: the
+/// builders read the application's pointers, which the call's man page
+/// requires to be NULL or valid) and posts it, catching panics
+/// ([`crate::abi::guard_ssize`]). A new operation family adds its lines to
+/// its table's file.
+macro_rules! data_calls {
+    ($(
+        $(#[$attr:meta])*
+        $name:ident $cname:literal ($($arg:tt: $ty:ty),* $(,)?) => $post:ident($op:expr);
+    )*) => {
+        $(
+            $(#[$attr])*
+            unsafe extern "C" fn $name(
+                ep: *mut $crate::sys::fid_ep,
+                $($arg: $ty),*
+            ) -> ::libc::ssize_t {
+                $crate::abi::guard_ssize($cname, || {
+                    // SAFETY: ep_of checks that `ep` is one of our endpoints.
+                    let e = unsafe { $crate::ep::ep_of(ep) }?;
+                    // SAFETY: the pointer arguments are NULL or valid as the
+                    // call's man page requires; the builders check for NULL.
+                    #[allow(unused_unsafe)]
+                    let op = unsafe { $op };
+                    $post(e, op)
+                })
+            }
+        )*
+    };
+}
+pub(super) use data_calls;
+
+/// Generates entry points that only return -FI_ENOSYS (an operation the
+/// endpoint does not offer), one line each: `name(argument types after the
+/// endpoint) [-> return type, default ssize_t];`.
+macro_rules! enosys_calls {
+    (@ret) => { ::libc::ssize_t };
+    (@ret $ret:ty) => { $ret };
+    ($(
+        $(#[$attr:meta])*
+        $name:ident($($ty:ty),* $(,)?) $(-> $ret:ty)?;
+    )*) => {
+        $(
+            $(#[$attr])*
+            unsafe extern "C" fn $name(
+                _: *mut $crate::sys::fid_ep,
+                $(_: $ty),*
+            ) -> enosys_calls!(@ret $($ret)?) {
+                -($crate::sys::FI_ENOSYS as enosys_calls!(@ret $($ret)?))
+            }
+        )*
+    };
+}
+pub(super) use enosys_calls;

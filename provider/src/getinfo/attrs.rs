@@ -1,0 +1,195 @@
+//! What an entry offers: the provider's fixed attributes (capabilities,
+//! flags, limits, versions) and one candidate `fi_info` per interface and
+//! endpoint type before the hints narrow it ([`base`]).
+
+use std::ffi::CString;
+use std::net::SocketAddr;
+
+use libc::c_int;
+
+use crate::addr::{AddrFormat, XdpAddr};
+use crate::ifaces::Iface;
+use crate::params::Config;
+use crate::sys::*;
+
+/// Fabric name: every Ethernet segment reachable over AF_XDP is one fabric
+/// from libfabric's point of view (domains are interfaces).
+pub const FABRIC_NAME: &str = "xdp";
+/// Provider version reported in `fabric_attr->prov_version`.
+pub const PROVIDER_VERSION: u32 = fi_version(0, 1);
+/// The libfabric API version we are built against. The 1.17 core refuses
+/// providers whose fi_version is newer than itself (ofi_register_provider).
+pub const API_VERSION: u32 = fi_version(1, 17);
+
+/// Capabilities we implement, per endpoint type. Secondary capabilities in
+/// `DEFAULT_SECONDARY` are always returned.
+pub const RDM_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_SEND
+    | FI_RECV
+    | FI_SOURCE
+    | FI_DIRECTED_RECV
+    | FI_MULTI_RECV
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
+pub const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub(super) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
+pub(super) const RX_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV;
+pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/// Operation flags an endpoint accepts in tx/rx `op_flags`.
+pub const TX_OP_FLAGS: u64 = FI_COMPLETION
+    | FI_INJECT
+    | FI_INJECT_COMPLETE
+    | FI_TRANSMIT_COMPLETE
+    | FI_DELIVERY_COMPLETE
+    | FI_REMOTE_CQ_DATA;
+pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
+
+/// Bytes of each UDP payload reserved for our protocol header (the
+/// reliability engine's header must fit; DGRAM sends a small one too).
+pub const PROTO_HEADER_RESERVE: usize = 64;
+/// Largest RDM message (segmented by the engine).
+pub const RDM_MAX_MSG: usize = 1 << 30;
+/// Queue depths advertised in tx/rx attributes.
+pub const TX_SIZE: usize = 1024;
+pub const RX_SIZE: usize = 1024;
+pub const IOV_LIMIT: usize = 4;
+/// Tag format: all 64 bits usable (FI_TAG_GENERIC, fi_endpoint(3)).
+pub const MEM_TAG_FORMAT: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+/// Provider-specific protocol id of the RDM wire protocol.
+pub const PROTO_XDP_RDM: u32 = FI_PROV_SPECIFIC | 0x5844;
+pub const PROTO_VERSION: u32 = 1;
+/// Bytes of err_data a CQ error entry may carry.
+pub const MAX_ERR_DATA: usize = 64;
+
+/// Largest payload one datagram can carry on `iface` with `cfg`'s frames:
+/// bounded by the MTU and by a UMEM frame (no multi-buffer), as the link
+/// computes it, less our protocol's header reserve.
+pub fn max_datagram_payload(iface: &Iface, v6: bool, cfg: &Config) -> usize {
+    let family: std::net::IpAddr = if v6 {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    ofi_xdp_link::max_payload(clamp(cfg.frame_size), clamp(iface.mtu), &family)
+        .saturating_sub(PROTO_HEADER_RESERVE)
+}
+
+/// Everything that differs between two entries.
+pub(super) struct Entry<'a> {
+    pub(super) iface: &'a Iface,
+    pub(super) ep_type: c_int,
+    pub(super) format: AddrFormat,
+    pub(super) src: SocketAddr,
+    pub(super) dest: Option<SocketAddr>,
+}
+
+/// Rust-owned storage for one fi_info before `fi_dupinfo` copies it.
+pub(super) struct Owned {
+    pub(super) info: fi_info,
+    pub(super) tx: fi_tx_attr,
+    pub(super) rx: fi_rx_attr,
+    pub(super) ep: fi_ep_attr,
+    pub(super) dom: fi_domain_attr,
+    pub(super) fab: fi_fabric_attr,
+    pub(super) dom_name: CString,
+    pub(super) fab_name: CString,
+    pub(super) src: Vec<u8>,
+    pub(super) dest: Vec<u8>,
+}
+
+pub(super) fn zeroed<T>() -> T {
+    // SAFETY: only used for the plain-data C attribute structs above, for
+    // which all-zero (NULL pointers, 0 values) is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
+    let rdm = e.ep_type == FI_EP_RDM;
+    let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS };
+    let payload = max_datagram_payload(e.iface, e.src.is_ipv6(), cfg);
+    let mut o = Box::new(Owned {
+        info: zeroed(),
+        tx: zeroed(),
+        rx: zeroed(),
+        ep: zeroed(),
+        dom: zeroed(),
+        fab: zeroed(),
+        dom_name: crate::params::cstring(&e.iface.name),
+        fab_name: crate::params::cstring(FABRIC_NAME),
+        src: Vec::new(),
+        dest: Vec::new(),
+    });
+    o.info.caps = caps;
+    o.info.mode = 0;
+    o.info.addr_format = e.format.code();
+
+    o.tx.caps = caps & TX_CAPS;
+    o.tx.msg_order = if rdm { FI_ORDER_SAS } else { FI_ORDER_NONE };
+    o.tx.comp_order = FI_ORDER_NONE;
+    o.tx.inject_size = payload;
+    o.tx.size = TX_SIZE;
+    o.tx.iov_limit = IOV_LIMIT;
+    o.tx.rma_iov_limit = 0;
+
+    o.rx.caps = caps & RX_CAPS;
+    o.rx.msg_order = o.tx.msg_order;
+    o.rx.comp_order = FI_ORDER_NONE;
+    o.rx.size = RX_SIZE;
+    o.rx.iov_limit = IOV_LIMIT;
+
+    o.ep.type_ = e.ep_type;
+    o.ep.protocol = if rdm { PROTO_XDP_RDM } else { FI_PROTO_UDP };
+    o.ep.protocol_version = PROTO_VERSION;
+    o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
+    o.ep.mem_tag_format = if rdm { MEM_TAG_FORMAT } else { 0 };
+    o.ep.tx_ctx_cnt = 1;
+    o.ep.rx_ctx_cnt = 1;
+
+    o.dom.threading = FI_THREAD_SAFE;
+    // Control operations (AV insert, MR registration, binds) complete
+    // synchronously; data transfers progress only inside our calls.
+    o.dom.control_progress = FI_PROGRESS_AUTO;
+    o.dom.data_progress = FI_PROGRESS_MANUAL;
+    o.dom.resource_mgmt = FI_RM_ENABLED;
+    o.dom.av_type = FI_AV_UNSPEC;
+    o.dom.mr_mode = if version < fi_version(1, 5) {
+        FI_MR_SCALABLE
+    } else {
+        0
+    };
+    o.dom.mr_key_size = 8;
+    o.dom.cq_data_size = if rdm { 8 } else { 0 };
+    o.dom.cq_cnt = 1024;
+    // One AF_XDP socket per interface queue without shared UMEM, and the
+    // endpoint binds FI_XDP_QUEUE: one endpoint per domain per process.
+    o.dom.ep_cnt = 1;
+    o.dom.tx_ctx_cnt = 1;
+    o.dom.rx_ctx_cnt = 1;
+    o.dom.max_ep_tx_ctx = 1;
+    o.dom.max_ep_rx_ctx = 1;
+    o.dom.cntr_cnt = 1024;
+    o.dom.mr_iov_limit = IOV_LIMIT;
+    o.dom.caps = DOMAIN_CAPS;
+    o.dom.max_err_data = MAX_ERR_DATA;
+    o.dom.mr_cnt = 1 << 16;
+
+    o.fab.prov_version = PROVIDER_VERSION;
+    o.fab.api_version = version;
+
+    let local = XdpAddr {
+        ip: e.src.ip(),
+        port: e.src.port(),
+        mac: e.iface.mac,
+        incarnation: 0,
+    };
+    o.src = e.format.encode(&local);
+    if let Some(d) = e.dest {
+        o.dest = e.format.encode(&XdpAddr::from_socket(d));
+    }
+    o
+}

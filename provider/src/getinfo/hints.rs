@@ -1,0 +1,221 @@
+//! Applying an application's hints to a candidate entry: refuse what we
+//! lack, narrow what was asked for (fi_getinfo(3) and the attribute sections
+//! of fi_endpoint(3), fi_domain(3), fi_fabric(3)).
+
+use std::ffi::CStr;
+
+use super::attrs::*;
+use crate::sys::*;
+
+/// Apply the hints to a candidate: refuse it (`Err(reason)`) or narrow it
+/// to what was asked for. Checks follow fi_getinfo(3) and the attribute
+/// sections of fi_endpoint(3) / fi_domain(3) / fi_fabric(3).
+pub(super) fn apply_hints(
+    o: &mut Owned,
+    h: &fi_info,
+    version: u32,
+) -> std::result::Result<(), String> {
+    let ours = o.info.caps;
+    if h.caps != 0 {
+        if h.caps & !ours != 0 {
+            return Err(format!("caps {:#x} not supported", h.caps & !ours));
+        }
+        o.info.caps = h.caps | (ours & DEFAULT_SECONDARY);
+    }
+    // We require no mode bits, so any hints->mode is acceptable (mode is
+    // what the application can do for us, fi_getinfo(3) "Mode").
+    o.info.mode = 0;
+
+    // SAFETY (all derefs below): attribute pointers in hints are NULL or
+    // valid, as fi_getinfo(3) requires.
+    if let Some(tx) = unsafe { h.tx_attr.as_ref() } {
+        if tx.caps & !ours != 0 {
+            return Err("tx caps".into());
+        }
+        if tx.msg_order & !o.tx.msg_order != 0 {
+            return Err(format!("tx msg_order {:#x}", tx.msg_order));
+        }
+        if tx.comp_order & !o.tx.comp_order != 0 {
+            return Err("tx comp_order".into());
+        }
+        if tx.inject_size > o.tx.inject_size {
+            return Err(format!(
+                "inject_size {} > {}",
+                tx.inject_size, o.tx.inject_size
+            ));
+        }
+        if tx.size > o.tx.size || tx.iov_limit > o.tx.iov_limit || tx.rma_iov_limit > 0 {
+            return Err("tx size/iov_limit".into());
+        }
+        if tx.op_flags & !TX_OP_FLAGS != 0 {
+            return Err(format!("tx op_flags {:#x}", tx.op_flags & !TX_OP_FLAGS));
+        }
+        o.tx.op_flags = tx.op_flags;
+        if tx.caps != 0 {
+            o.tx.caps = tx.caps;
+        }
+        if tx.msg_order != 0 {
+            o.tx.msg_order = tx.msg_order;
+        }
+    }
+    if let Some(rx) = unsafe { h.rx_attr.as_ref() } {
+        if rx.caps & !ours != 0 {
+            return Err("rx caps".into());
+        }
+        if rx.msg_order & !o.rx.msg_order != 0 {
+            return Err(format!("rx msg_order {:#x}", rx.msg_order));
+        }
+        if rx.comp_order & !o.rx.comp_order != 0 {
+            return Err("rx comp_order".into());
+        }
+        if rx.size > o.rx.size || rx.iov_limit > o.rx.iov_limit {
+            return Err("rx size/iov_limit".into());
+        }
+        if rx.op_flags & !RX_OP_FLAGS != 0 {
+            return Err(format!("rx op_flags {:#x}", rx.op_flags & !RX_OP_FLAGS));
+        }
+        o.rx.op_flags = rx.op_flags;
+        if rx.caps != 0 {
+            o.rx.caps = rx.caps;
+        }
+        if rx.msg_order != 0 {
+            o.rx.msg_order = rx.msg_order;
+        }
+    }
+    // Narrow the directional caps to the primary caps finally granted.
+    o.tx.caps &= o.info.caps | !(FI_MSG | FI_TAGGED);
+    o.rx.caps &= o.info.caps | !(FI_MSG | FI_TAGGED);
+
+    if let Some(ep) = unsafe { h.ep_attr.as_ref() } {
+        if ep.type_ != FI_EP_UNSPEC && ep.type_ != o.ep.type_ {
+            return Err("ep type".into());
+        }
+        if ep.protocol != FI_PROTO_UNSPEC && ep.protocol != o.ep.protocol {
+            return Err("protocol".into());
+        }
+        if ep.max_msg_size > o.ep.max_msg_size {
+            return Err(format!(
+                "max_msg_size {} > {}",
+                ep.max_msg_size, o.ep.max_msg_size
+            ));
+        }
+        if ep.msg_prefix_size > 0 {
+            return Err("msg_prefix_size".into());
+        }
+        if ep.tx_ctx_cnt > 1 || ep.rx_ctx_cnt > 1 {
+            return Err("scalable endpoints / shared contexts are not supported".into());
+        }
+        if ep.auth_key_size != 0 || !ep.auth_key.is_null() {
+            return Err("auth_key is not supported".into());
+        }
+        if ep.mem_tag_format != 0 && o.ep.type_ == FI_EP_RDM {
+            o.ep.mem_tag_format = ep.mem_tag_format;
+        }
+    }
+    if let Some(d) = unsafe { h.domain_attr.as_ref() } {
+        if let Some(n) = unsafe { d.name.as_ref() } {
+            // SAFETY: non-NULL name is a C string.
+            let n = unsafe { CStr::from_ptr(n) };
+            if n != o.dom_name.as_c_str() {
+                return Err("domain name".into());
+            }
+        }
+        match d.threading {
+            FI_THREAD_UNSPEC => {}
+            FI_THREAD_SAFE | FI_THREAD_FID | FI_THREAD_DOMAIN | FI_THREAD_COMPLETION
+            | FI_THREAD_ENDPOINT => {
+                // We are thread safe, which satisfies every weaker model;
+                // report the model asked for, as fi_domain(3) allows.
+                o.dom.threading = d.threading;
+            }
+            t => return Err(format!("threading {t}")),
+        }
+        match d.control_progress {
+            FI_PROGRESS_UNSPEC => {}
+            FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.control_progress = d.control_progress,
+            p => return Err(format!("control_progress {p}")),
+        }
+        match d.data_progress {
+            FI_PROGRESS_UNSPEC | FI_PROGRESS_MANUAL => {}
+            FI_PROGRESS_AUTO => {
+                return Err("FI_PROGRESS_AUTO data progress is not supported".into());
+            }
+            p => return Err(format!("data_progress {p}")),
+        }
+        match d.resource_mgmt {
+            FI_RM_UNSPEC => {}
+            FI_RM_ENABLED | FI_RM_DISABLED => o.dom.resource_mgmt = d.resource_mgmt,
+            r => return Err(format!("resource_mgmt {r}")),
+        }
+        match d.av_type {
+            FI_AV_UNSPEC => {}
+            FI_AV_MAP | FI_AV_TABLE => o.dom.av_type = d.av_type,
+            a => return Err(format!("av_type {a}")),
+        }
+        if version < fi_version(1, 5) && (d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE) {
+            o.dom.mr_mode = d.mr_mode;
+        }
+        // Since 1.5 mr_mode lists what the application supports; we require
+        // no bit, so every value is acceptable and we report 0.
+        if d.cq_data_size > o.dom.cq_data_size {
+            return Err("cq_data_size".into());
+        }
+        if d.mr_key_size > o.dom.mr_key_size {
+            return Err("mr_key_size".into());
+        }
+        if d.max_ep_tx_ctx > 1
+            || d.max_ep_rx_ctx > 1
+            || d.max_ep_stx_ctx > 0
+            || d.max_ep_srx_ctx > 0
+        {
+            return Err("shared/scalable contexts".into());
+        }
+        if d.mr_iov_limit > o.dom.mr_iov_limit {
+            return Err("mr_iov_limit".into());
+        }
+        if d.caps & !DOMAIN_CAPS != 0 {
+            return Err(format!("domain caps {:#x}", d.caps & !DOMAIN_CAPS));
+        }
+        if d.auth_key_size != 0 || !d.auth_key.is_null() {
+            return Err("auth_key is not supported".into());
+        }
+        if d.max_err_data > o.dom.max_err_data {
+            return Err("max_err_data".into());
+        }
+    }
+    if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
+        if let Some(n) = unsafe { f.name.as_ref() } {
+            // SAFETY: non-NULL name is a C string.
+            if unsafe { CStr::from_ptr(n) } != o.fab_name.as_c_str() {
+                return Err("fabric name".into());
+            }
+        }
+        if let Some(n) = unsafe { f.prov_name.as_ref() } {
+            // SAFETY: non-NULL name is a C string.
+            let name = unsafe { CStr::from_ptr(n) };
+            if !names_us(name.to_bytes()) {
+                return Err(format!("provider name {name:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a hints `prov_name` asks for us (utility providers' layered
+/// names such as "xdp;^ofi_rxd" are refused earlier: `OFI_CORE_PROV_ONLY`).
+fn names_us(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"xdp")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn provider_name_hints() {
+        assert!(super::names_us(b"xdp"));
+        assert!(super::names_us(b"XDP"));
+        assert!(!super::names_us(b"xdp;^ofi_rxd"));
+        assert!(!super::names_us(b"xdp;ofi_rxd"));
+        assert!(!super::names_us(b"tcp"));
+        assert!(!super::names_us(b""));
+    }
+}
