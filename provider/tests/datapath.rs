@@ -42,6 +42,7 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             inject_size,
             min_multi_recv: 1500,
             socket: sock.try_clone().ok().map(std::sync::Arc::new),
+            auth_key: None,
         };
         let dp = xdp_fi::xdp::open(&args).unwrap();
         Side {

@@ -45,6 +45,8 @@ pub struct OpenArgs {
     /// The kernel UDP socket that reserved `local`'s port (`None`: the data
     /// path binds one itself).
     pub socket: Option<std::sync::Arc<std::net::UdpSocket>>,
+    /// The job key of packet authentication (RDM), if the job has one.
+    pub auth_key: Option<crate::auth_key::JobKey>,
 }
 
 /// A running data path: one AF_XDP socket plus protocol state.

@@ -155,7 +155,7 @@ impl DataPath for Dgram {
             Self::deliver(recvs, done, dropped, src, &bytes);
         }
         let mut learnt = Vec::new();
-        port.recv(RX_BATCH, |src, pieces| {
+        port.recv(RX_BATCH, |src, pieces, _ce| {
             learnt.push(src);
             match pieces {
                 [payload] => Self::deliver(recvs, done, dropped, src, payload),
