@@ -13,6 +13,7 @@ use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
+use super::monotonic_ns;
 use super::peers::Peers;
 use super::port::{Port, link_err};
 use crate::abi::{Errno, Result};
@@ -96,22 +97,6 @@ pub struct Rdm {
     /// Datagrams dropped because their source was new and the address table
     /// full ([`MAX_PEER_ADDRS`]).
     unknown_sources_dropped: u64,
-}
-
-/// CLOCK_MONOTONIC in nanoseconds. Read on every progress pass and every
-/// send: one vDSO call, without `std::time::Instant`'s `Duration`
-/// arithmetic, which measured about as much again (≈ 110 against 60 cycles).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
-    // exists, so the call cannot fail (a zero time would only look early).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:

@@ -29,7 +29,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::raw::{RawPort, enter_netns};
-use crate::{Host, add_veth, configure, delete_netns, new_netns, next_ids, wait_running};
+use crate::{
+    Host, configure, delete_netns, new_netns, next_ids, topology_mac, veth_to, wait_running,
+};
 
 /// What the forwarder does to UDP datagrams (fractions in [0, 1]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -124,19 +126,8 @@ impl ImpairedPair {
             }
             let f = &names[2];
             for (i, side) in ['a', 'b'].into_iter().enumerate() {
-                let ifname = format!("ox{pid}.{k}{side}");
-                let fport = format!("ox{pid}.{k}{}", side.to_ascii_uppercase());
-                let mac = [
-                    0x02,
-                    (pid >> 8) as u8,
-                    pid as u8,
-                    k as u8,
-                    x,
-                    0x20 + i as u8,
-                ];
-                let mut fmac = mac;
-                fmac[5] |= 0x80;
-                add_veth((&ifname, &names[i], mac), (&fport, f, fmac), mtu)?;
+                let mac = topology_mac((pid, k), x, 0x20, i);
+                let (ifname, fport) = veth_to((pid, k), side, (&names[i], f), mac, mtu)?;
                 crate::ip(&["-n", f, "link", "set", &fport, "promisc", "on", "up"])?;
                 let v4 = Ipv4Addr::new(198, 19, x, 200 + i as u8);
                 let v6 = Ipv6Addr::new(0xfd6f, 0x6678, 0x6472, u16::from(x), 0, 0, 0, i as u16 + 1);

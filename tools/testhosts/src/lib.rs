@@ -204,36 +204,11 @@ impl HostPair {
         // where AF_XDP sockets bind — a redirect to a socket bound to another
         // queue is dropped by the kernel.
         guard.veth_in_root = Some(names.veth_a.clone());
-        ip(&[
-            "link",
-            "add",
-            &names.veth_a,
-            "address",
-            &format_mac(&mac_a),
-            "mtu",
-            &mtu.to_string(),
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "netns",
-            &names.netns_a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &names.veth_b,
-            "address",
-            &format_mac(&mac_b),
-            "mtu",
-            &mtu.to_string(),
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "netns",
-            &names.netns_b,
-        ])?;
+        add_veth(
+            (&names.veth_a, &names.netns_a, mac_a),
+            (&names.veth_b, &names.netns_b, mac_b),
+            mtu,
+        )?;
         guard.veth_in_root = None;
 
         let a = Host {
@@ -369,6 +344,31 @@ pub(crate) fn delete_netns<'a>(names: impl IntoIterator<Item = &'a String>) {
             eprintln!("testhosts: could not delete netns {ns}: {e}");
         }
     }
+}
+
+/// Host `letter` of topology (`pid`, `k`): its veth end `ox<pid>.<k><letter>`
+/// in `host_ns` with MAC `mac`, and the other end `ox<pid>.<k><LETTER>` (the
+/// same MAC with the top bit of its last byte set) in `other_ns`. Returns
+/// both names.
+pub(crate) fn veth_to(
+    (pid, k): (u32, u32),
+    letter: char,
+    (host_ns, other_ns): (&str, &str),
+    mac: [u8; 6],
+    mtu: u32,
+) -> io::Result<(String, String)> {
+    let ifname = format!("{VETH_PREFIX}{pid}.{k}{letter}");
+    let other = format!("{VETH_PREFIX}{pid}.{k}{}", letter.to_ascii_uppercase());
+    let mut other_mac = mac;
+    other_mac[5] |= 0x80;
+    add_veth((&ifname, host_ns, mac), (&other, other_ns, other_mac), mtu)?;
+    Ok((ifname, other))
+}
+
+/// A locally administered MAC for host `i` of topology (`pid`, `k`), `x`
+/// its addressing byte and `tag` the kind of topology.
+pub(crate) fn topology_mac((pid, k): (u32, u32), x: u8, tag: u8, i: usize) -> [u8; 6] {
+    [0x02, (pid >> 8) as u8, pid as u8, k as u8, x, tag + i as u8]
 }
 
 /// A fresh (pid, counter) for names and addresses.

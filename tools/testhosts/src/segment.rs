@@ -10,7 +10,9 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::{Host, add_veth, configure, delete_netns, ip, new_netns, next_ids, wait_running};
+use crate::{
+    Host, configure, delete_netns, ip, new_netns, next_ids, topology_mac, veth_to, wait_running,
+};
 
 /// The most hosts on one segment (one letter each in interface names).
 pub const MAX_HOSTS: usize = 26;
@@ -59,19 +61,8 @@ impl Segment {
                 new_netns(&ns)?;
                 created.push(ns.clone());
                 let letter = (b'a' + i as u8) as char;
-                let ifname = format!("ox{pid}.{k}{letter}");
-                let port = format!("ox{pid}.{k}{}", letter.to_ascii_uppercase());
-                let mac = [
-                    0x02,
-                    (pid >> 8) as u8,
-                    pid as u8,
-                    k as u8,
-                    x,
-                    0x10 + i as u8,
-                ];
-                let mut port_mac = mac;
-                port_mac[5] |= 0x80;
-                add_veth((&ifname, &ns, mac), (&port, &seg.bridge_ns, port_mac), mtu)?;
+                let mac = topology_mac((pid, k), x, 0x10, i);
+                let (ifname, port) = veth_to((pid, k), letter, (&ns, &seg.bridge_ns), mac, mtu)?;
                 ip(&[br[0], br[1], "link", "set", &port, "master", "br0", "up"])?;
                 let v4 = Ipv4Addr::new(198, 19, x, i as u8 + 1);
                 let v6 = Ipv6Addr::new(0xfd6f, 0x6678, 0x6471, u16::from(x), 0, 0, 0, i as u16 + 1);

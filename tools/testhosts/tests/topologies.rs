@@ -81,6 +81,18 @@ fn udp_through(pair: &ImpairedPair, n: usize) -> (usize, Duration) {
         .run(|| UdpSocket::bind((pair.b.ipv4(), 7000)).unwrap());
     rx.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
+    // Room for what arrives while this (shared) machine runs something else.
+    let bytes: libc::c_int = 8 << 20;
+    // SAFETY: setsockopt with an int option value on our socket.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&rx),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
     let tx = pair.a.run(|| UdpSocket::bind((pair.a.ipv4(), 0)).unwrap());
     let to = SocketAddr::from((pair.b.ipv4(), 7000));
     let start = std::time::Instant::now();
@@ -127,11 +139,11 @@ fn forwarder_impairs_udp_at_the_set_rates() {
         delay: Duration::from_millis(20),
         seed: 7,
     });
-    let (got, first) = udp_through(&pair, 4000);
+    let (got, first) = udp_through(&pair, 2000);
     let c = pair.counts();
-    assert!((700..=900).contains(&c.dropped), "{c:?}");
-    assert!((230..=500).contains(&c.duplicated), "{c:?}");
-    assert_eq!(got as u64, 4000 - c.dropped + c.duplicated, "{c:?}");
+    assert!((320..=480).contains(&c.dropped), "{c:?}");
+    assert!((100..=240).contains(&c.duplicated), "{c:?}");
+    assert_eq!(got as u64, 2000 - c.dropped + c.duplicated, "{c:?}");
     assert!(first >= Duration::from_millis(15), "not delayed: {first:?}");
     drop(pair);
     let left = our_netns();
