@@ -297,38 +297,28 @@ pub(crate) fn add_veth(
     mtu: u32,
 ) -> io::Result<()> {
     let mtu = mtu.to_string();
-    let (mac_a, mac_b) = (format_mac(&mac_a), format_mac(&mac_b));
-    ip(&[
-        "link",
-        "add",
-        name_a,
-        "address",
-        &mac_a,
-        "mtu",
-        &mtu,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-        "netns",
-        ns_a,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        name_b,
-        "address",
-        &mac_b,
-        "mtu",
-        &mtu,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-        "netns",
-        ns_b,
-    ])
-    .map(|_| ())
+    // One end's settings: its address, MTU, one queue each way, namespace.
+    let end = |mac: &str, ns: &str| {
+        [
+            "address",
+            mac,
+            "mtu",
+            &mtu,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "netns",
+            ns,
+        ]
+        .map(str::to_owned)
+    };
+    let mut args = vec!["link".to_owned(), "add".into(), name_a.into()];
+    args.extend(end(&format_mac(&mac_a), ns_a));
+    args.extend(["type", "veth", "peer", "name", name_b].map(str::to_owned));
+    args.extend(end(&format_mac(&mac_b), ns_b));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ip(&args).map(|_| ())
 }
 
 /// A new namespace of ours named `name`, loopback up (see [`add_netns`]).
