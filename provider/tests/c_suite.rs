@@ -367,6 +367,9 @@ fn c_data_rdm_silent_peer() {
             ("XT_SILENT", "1"),
             ("XT_EXPECT_UNREACHABLE", "1"),
             ("FI_XDP_PEER_TIMEOUT", "1"),
+            // A peer that truly never progresses (a hung process): without
+            // the progress helper, which would otherwise answer for it.
+            ("FI_XDP_PROGRESS_MS", "0"),
         ],
     );
 }
