@@ -5,7 +5,7 @@
 //! The child is this test binary re-executed inside the namespace (through
 //! `ip netns exec`) with `OFI_XDP_BPF_CHILD` set, running only `child_entry`.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a failed step is a failed test
 
 mod common;
 

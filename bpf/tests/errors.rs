@@ -1,7 +1,7 @@
 //! Error paths: unsupported mode, fallback between modes, missing
 //! capabilities (a re-executed child with an empty capability bounding set).
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a failed step is a failed test
 
 use ofi_xdp_bpf::{AttachMode, BpfError, Steering};
 use ofi_xdp_testhosts::HostPair;

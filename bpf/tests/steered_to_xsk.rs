@@ -4,7 +4,7 @@
 //! ring and is counted as steered, and never reaches a kernel socket on the
 //! same port. Unsteering the port hands the traffic back to the kernel.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a failed step is a failed test
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! The steering program on a real veth pair between two namespaces (needs
 //! root). The program is attached to host `b`; traffic comes from host `a`.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a failed step is a failed test
 
 mod common;
 

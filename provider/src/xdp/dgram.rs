@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 
 use super::port::{Port, link_err};
+use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
 use crate::datapath::{
@@ -29,11 +30,21 @@ pub struct Dgram {
     done: Vec<DpCompletion>,
     /// Datagrams that arrived with no receive posted (dropped).
     pub dropped: u64,
+    /// The statistics file `ofi-xdp status` reads.
+    published: Published,
 }
 
 impl Dgram {
     pub fn new(port: Port, args: &OpenArgs) -> Dgram {
+        let published = Published::open(
+            args,
+            "dgram",
+            port.identity(),
+            &published::DGRAM_COUNTERS,
+            &[],
+        );
         Dgram {
+            published,
             port,
             local: args.local,
             recvs: VecDeque::new(),
@@ -169,6 +180,11 @@ impl DataPath for Dgram {
         let _ = port.flush();
         for c in done.drain(..) {
             out(c);
+        }
+        if self.published.due(super::monotonic_ns()) {
+            let link = self.port.link_stats();
+            self.published
+                .set_all(published::dgram_values(self.dropped, link.as_ref()));
         }
     }
 

@@ -9,10 +9,13 @@
 //!   payload exactly the application's bytes (so a kernel UDP socket can be
 //!   the peer), unreliable, no tags.
 //! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`).
+//! - `published`: each endpoint's identity and counters in a statistics file
+//!   that `ofi-xdp status` reads from another process.
 
 pub mod dgram;
 mod peers;
 pub mod port;
+mod published;
 pub mod rdm;
 
 use crate::abi::Result;

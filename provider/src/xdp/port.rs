@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
-use ofi_xdp_link::{BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, TxFrame};
+use ofi_xdp_link::{
+    BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, LinkStats, TxFrame,
+};
 
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
@@ -31,6 +33,7 @@ use crate::datapath::OpenArgs;
 use crate::params::{AttachMode, ZeroCopy};
 use crate::sys::*;
 use crate::wait::Epoll;
+use crate::xdp::published::PortIdentity;
 use crate::xdp_warn;
 
 struct Shared {
@@ -103,6 +106,8 @@ pub fn link_err(what: &str, e: LinkError) -> Errno {
 struct Xsk {
     link: Link,
     shared: Arc<Mutex<Shared>>,
+    /// The interface queue the socket is bound to.
+    queue: u32,
     slot: u32,
     port: u16,
 }
@@ -477,6 +482,18 @@ impl Port {
         Ok(Some(la.mac))
     }
 
+    /// Which path carries this port's datagrams, for the statistics file.
+    pub fn identity(&self) -> PortIdentity {
+        PortIdentity {
+            af_xdp: self.xsk.as_ref().map(|x| (x.queue, x.slot)),
+        }
+    }
+
+    /// The AF_XDP link's counters (`None` on the kernel UDP path).
+    pub fn link_stats(&mut self) -> Option<LinkStats> {
+        self.xsk.as_mut().and_then(|x| x.link.stats().ok())
+    }
+
     /// One line for logs: the AF_XDP link's counters, or the path in use.
     pub fn stats_line(&mut self) -> String {
         match self.xsk.as_mut() {
@@ -588,6 +605,7 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     Ok(Xsk {
         link,
         shared,
+        queue: cfg.queue,
         slot,
         port: args.local.port,
     })

@@ -16,6 +16,7 @@ use rel::{Engine, Event, Instant as RelInstant};
 use super::monotonic_ns;
 use super::peers::Peers;
 use super::port::{Port, link_err};
+use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::datapath::{
     Completion, CompletionError, DataPath, Direction, DpCompletion, Iov, OpenArgs, Payload, Peek,
@@ -97,6 +98,8 @@ pub struct Rdm {
     /// Datagrams dropped because their source was new and the address table
     /// full ([`MAX_PEER_ADDRS`]).
     unknown_sources_dropped: u64,
+    /// The statistics file `ofi-xdp status` reads.
+    published: Published,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -248,6 +251,13 @@ impl Rdm {
         }
         let mut peers = Peers::default();
         let self_key = peers.key(&args.local);
+        let published = Published::open(
+            args,
+            "rdm",
+            port.identity(),
+            &published::RDM_COUNTERS,
+            &published::RDM_GAUGES,
+        );
         Rdm {
             port,
             engine: Engine::new(cfg),
@@ -261,6 +271,7 @@ impl Rdm {
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
             timeouts_seen: 0,
             unknown_sources_dropped: 0,
+            published,
         }
     }
 
@@ -635,6 +646,14 @@ impl DataPath for Rdm {
                     }
                 }
             }
+        }
+        if self.published.due(self.epoch_ns + now.0) {
+            let link = self.port.link_stats();
+            self.published.set_all(published::rdm_values(
+                &self.engine.stats(),
+                self.unknown_sources_dropped,
+                link.as_ref(),
+            ));
         }
     }
 

@@ -124,7 +124,12 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
     let t0 = Instant::now();
     let first = loop {
         let s = status(&pair.a);
-        if s.contains("(ours)") && s.contains("UDP port") && counter(&s, "steered") > 100 {
+        if s.contains("(ours)")
+            && s.contains("UDP port")
+            && counter(&s, "steered") > 100
+            && s.contains("endpoint rdm")
+            && counter(&s, "rx_datagrams") > 100
+        {
             break s;
         }
         assert!(
@@ -142,6 +147,14 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
     );
     assert!(first.contains("-> XSKMAP slot 0"), "{first}");
     assert!(first.contains("loaded 20"), "{first}");
+    // The server's own statistics file (the provider publishes it): its
+    // endpoint on the AF_XDP path, with the engine's and the link's figures.
+    assert!(
+        first.contains(&format!("endpoint rdm {}:", pair.a.ipv4()))
+            && first.contains("on AF_XDP queue 0 slot 0"),
+        "{first}"
+    );
+    assert!(counter(&first, "link_rx_packets") > 0, "{first}");
 
     // --watch: two screens a moment apart, the second with rates.
     let watched = stdout_of(&ofi_xdp(&[
@@ -302,8 +315,19 @@ fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
         ip_link_shows_xdp(&pair.b),
         "the foreign program was removed"
     );
-    // A sweep of the whole namespace leaves it too.
-    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.b.netns()]));
+    // A sweep of the whole namespace leaves it too. (Its own, empty,
+    // statistics directory: files that killed processes of tests running
+    // beside this one left in the shared one would be removed, rightly.)
+    let no_stats = std::env::temp_dir().join(format!("ofi-xdp-nostats-{}", std::process::id()));
+    std::fs::create_dir_all(&no_stats).unwrap();
+    let text = stdout_of(&ofi_xdp(&[
+        "cleanup",
+        "--netns",
+        pair.b.netns(),
+        "--stats-dir",
+        no_stats.to_str().unwrap(),
+    ]));
+    let _ = std::fs::remove_dir(&no_stats);
     assert!(text.contains("nothing left behind"), "{text}");
     assert!(ip_link_shows_xdp(&pair.b));
 

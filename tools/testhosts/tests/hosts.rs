@@ -1,7 +1,7 @@
 //! Creates real namespaces (needs root): addresses, reachability, run/command,
 //! and cleanup on drop and on panic.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (PREAMBLE)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a failed step is a failed test
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;

@@ -1,0 +1,215 @@
+//! What an endpoint publishes about itself for `ofi-xdp status`: its
+//! identity and counters in a statistics file in shared memory
+//! (`ofi-xdp-epstats`: one aligned store per counter, no system call on the
+//! data path), removed when the endpoint closes.
+//!
+//! Publishing is best effort: an endpoint that cannot create its file (no
+//! `/dev/shm`, a read-only one, a full one) works as before and says so at
+//! `info` level. The figures are refreshed at most every
+//! [`REFRESH_NS`] from the progress pass, so a status reader sees them
+//! move while the endpoint runs without the data path paying for it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ofi_xdp_epstats::{DEFAULT_DIR, DataPath as PathKind, Identity, Writer};
+use ofi_xdp_link::LinkStats;
+use ofi_xdp_reliability::Stats;
+
+use crate::datapath::OpenArgs;
+use crate::sys::FI_LOG_EP_CTRL;
+
+/// Longest a published figure lags behind the endpoint's own (10 ms).
+pub const REFRESH_NS: u64 = 10_000_000;
+
+/// Endpoints of this process, numbered as their files are named.
+static NEXT_ENDPOINT: AtomicU32 = AtomicU32::new(0);
+
+/// Where an endpoint's datagrams go, as its port knows it.
+pub struct PortIdentity {
+    /// `Some((queue, XSKMAP slot))` on the AF_XDP path, `None` on the kernel UDP path.
+    pub af_xdp: Option<(u32, u32)>,
+}
+
+/// One endpoint's statistics file (or nothing, when it could not be made).
+pub struct Published {
+    writer: Option<Writer>,
+    /// When the figures are next due ([`Published::due`]).
+    next_ns: u64,
+}
+
+impl Published {
+    /// Creates the file for an endpoint of `kind` (`rdm` / `dgram`) with
+    /// `counters` (`gauges` names those that are levels, not counts).
+    pub fn open(
+        args: &OpenArgs,
+        kind: &str,
+        port: PortIdentity,
+        counters: &[&str],
+        gauges: &[&str],
+    ) -> Published {
+        let identity = Identity {
+            endpoint: kind.to_owned(),
+            path: if port.af_xdp.is_some() {
+                PathKind::AfXdp
+            } else {
+                PathKind::KernelUdp
+            },
+            ifname: args.iface.name.clone(),
+            ifindex: args.iface.index,
+            address: args.local.socket_addr().to_string(),
+            queue: port.af_xdp.map(|(q, _)| q),
+            slot: port.af_xdp.map(|(_, s)| s),
+        };
+        let n = NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed);
+        let writer = match Writer::create(Path::new(DEFAULT_DIR), n, &identity, counters, gauges) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                crate::xdp_info!(
+                    FI_LOG_EP_CTRL,
+                    "endpoint statistics for ofi-xdp status not published in {DEFAULT_DIR}: {e}"
+                );
+                None
+            }
+        };
+        Published { writer, next_ns: 0 }
+    }
+
+    /// Whether the figures are due at monotonic time `now_ns`; if so, the
+    /// next refresh is [`REFRESH_NS`] later.
+    pub fn due(&mut self, now_ns: u64) -> bool {
+        if self.writer.is_none() || now_ns < self.next_ns {
+            return false;
+        }
+        self.next_ns = now_ns + REFRESH_NS;
+        true
+    }
+
+    /// Stores `values`, in the order of the names given to [`Published::open`].
+    pub fn set_all(&self, values: impl IntoIterator<Item = u64>) {
+        if let Some(w) = &self.writer {
+            for (i, v) in values.into_iter().enumerate() {
+                w.set(i, v);
+            }
+        }
+    }
+}
+
+/// The AF_XDP link's counters every endpoint publishes (zero on the kernel
+/// UDP path).
+const LINK_COUNTERS: [&str; 7] = [
+    "link_rx_packets",
+    "link_tx_packets",
+    "link_rx_malformed",
+    "link_tx_kicks",
+    "link_fill_ring_empty",
+    "kernel_rx_dropped",
+    "kernel_rx_ring_full",
+];
+
+fn link_values(l: Option<&LinkStats>) -> [u64; LINK_COUNTERS.len()] {
+    l.map_or([0; LINK_COUNTERS.len()], |l| {
+        [
+            l.rx_packets,
+            l.tx_packets,
+            l.rx_malformed,
+            l.tx_kicks,
+            l.fill_ring_empty,
+            l.kernel.rx_dropped,
+            l.kernel.rx_ring_full,
+        ]
+    })
+}
+
+/// An RDM endpoint's figures: the engine's [`Stats`], datagrams from sources
+/// it could not take, then the link's.
+pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
+    "rx_datagrams",
+    "tx_datagrams",
+    "corrupt",
+    "duplicates",
+    "dropped",
+    "retransmits",
+    "fast_retransmits",
+    "timeouts",
+    "rnr_sent",
+    "rnr_received",
+    "resets_sent",
+    "peers_lost",
+    "closes_received",
+    "patient_retries",
+    "auth_rejected",
+    "unauthenticated",
+    "replayed",
+    "challenges_sent",
+    "deferred",
+    "ecn_marked",
+    "cwnd_reductions",
+    "unknown_sources_dropped",
+    "unexpected_bytes",
+    "unexpected_bytes_max",
+    "reorder_bytes",
+    LINK_COUNTERS[0],
+    LINK_COUNTERS[1],
+    LINK_COUNTERS[2],
+    LINK_COUNTERS[3],
+    LINK_COUNTERS[4],
+    LINK_COUNTERS[5],
+    LINK_COUNTERS[6],
+];
+
+/// Which of [`RDM_COUNTERS`] are levels rather than counts.
+pub const RDM_GAUGES: [&str; 3] = ["unexpected_bytes", "unexpected_bytes_max", "reorder_bytes"];
+
+/// The values of [`RDM_COUNTERS`], in order.
+pub fn rdm_values(e: &Stats, unknown_sources_dropped: u64, l: Option<&LinkStats>) -> Vec<u64> {
+    let mut v = vec![
+        e.rx_datagrams,
+        e.tx_datagrams,
+        e.corrupt,
+        e.duplicates,
+        e.dropped,
+        e.retransmits,
+        e.fast_retransmits,
+        e.timeouts,
+        e.rnr_sent,
+        e.rnr_received,
+        e.resets_sent,
+        e.peers_lost,
+        e.closes_received,
+        e.patient_retries,
+        e.auth_rejected,
+        e.unauthenticated,
+        e.replayed,
+        e.challenges_sent,
+        e.deferred,
+        e.ecn_marked,
+        e.cwnd_reductions,
+        unknown_sources_dropped,
+        e.unexpected_bytes,
+        e.unexpected_bytes_max,
+        e.reorder_bytes,
+    ];
+    v.extend(link_values(l));
+    v
+}
+
+/// A DGRAM endpoint's figures: datagrams that found no receive posted,
+/// then the link's.
+pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
+    "no_receive_dropped",
+    LINK_COUNTERS[0],
+    LINK_COUNTERS[1],
+    LINK_COUNTERS[2],
+    LINK_COUNTERS[3],
+    LINK_COUNTERS[4],
+    LINK_COUNTERS[5],
+    LINK_COUNTERS[6],
+];
+
+/// The values of [`DGRAM_COUNTERS`], in order.
+pub fn dgram_values(no_receive_dropped: u64, l: Option<&LinkStats>) -> Vec<u64> {
+    let mut v = vec![no_receive_dropped];
+    v.extend(link_values(l));
+    v
+}
