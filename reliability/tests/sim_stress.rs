@@ -454,9 +454,20 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
             assert_eq!(v.len() as u64, next_idx[&(*src, d, *class)]);
         }
     }
+    let finished_at = sim.now;
+    // A send reported complete when it went out (inject complete) is still
+    // the engine's until the peer acknowledges it: let those acks arrive.
+    let drained = sim.run_until(finished_at + Nanos::from_secs(30), |s| {
+        s.nodes.iter().all(|n| n.engine.sends_outstanding() == 0)
+    });
+    assert!(drained, "sends still unacknowledged 30 s after the last completion");
+    for i in 0..sim.nodes.len() {
+        let late = sim.events(i);
+        assert!(late.is_empty(), "node {i}: events after the last completion: {late:?}");
+    }
     let mut out = Outcome {
         digest,
-        now: sim.now,
+        now: finished_at,
         retransmits: 0,
         corrupt: 0,
         duplicates: 0,

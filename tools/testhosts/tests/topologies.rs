@@ -6,7 +6,21 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use ofi_xdp_testhosts::{ImpairedPair, Impairment, Segment, our_netns};
+use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, Segment, our_netns};
+
+/// One ICMP echo from `from` to `to`'s IPv4 address is answered.
+fn assert_pings(from: &Host, to: &Host) {
+    let out = from
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &to.ipv4().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
 
 /// A tap on host 0's bridge port sees what host 1 sends it; a frame
 /// written by host 2's raw port, spoofing host 1's addresses, reaches host
@@ -57,16 +71,7 @@ fn segment_hosts_reach_each_other_and_vanish_on_drop() {
     let seg = Segment::new(4, 9000).unwrap();
     let names = seg.netns_names();
     for h in &seg.hosts[1..] {
-        let out = seg.hosts[0]
-            .command("ping")
-            .args(["-c", "1", "-W", "2", &h.ipv4().to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_pings(&seg.hosts[0], h);
         assert_eq!(h.mtu(), 9000);
     }
     drop(seg);
@@ -118,17 +123,7 @@ fn udp_through(pair: &ImpairedPair, n: usize) -> (usize, Duration) {
 fn forwarder_impairs_udp_at_the_set_rates() {
     let pair = ImpairedPair::new(1500, Impairment::default()).unwrap();
     let names = pair.netns_names();
-    let out = pair
-        .a
-        .command("ping")
-        .args(["-c", "1", "-W", "2", &pair.b.ipv4().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_pings(&pair.a, &pair.b);
     let (clean, _) = udp_through(&pair, 2000);
     assert_eq!(clean, 2000);
     pair.set(Impairment {
