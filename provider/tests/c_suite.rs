@@ -264,6 +264,12 @@ fn data_between(
         &all_client_env,
     );
     let server = server.wait_with_output().unwrap();
+    if !client.status.success() {
+        eprintln!(
+            "data server stderr:\n{}",
+            String::from_utf8_lossy(&server.stderr)
+        );
+    }
     assert_passed("data client", &client);
     assert_passed("data server", &server);
     let _ = std::fs::remove_dir_all(&rv);
