@@ -460,10 +460,16 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
     let drained = sim.run_until(finished_at + Nanos::from_secs(30), |s| {
         s.nodes.iter().all(|n| n.engine.sends_outstanding() == 0)
     });
-    assert!(drained, "sends still unacknowledged 30 s after the last completion");
+    assert!(
+        drained,
+        "sends still unacknowledged 30 s after the last completion"
+    );
     for i in 0..sim.nodes.len() {
         let late = sim.events(i);
-        assert!(late.is_empty(), "node {i}: events after the last completion: {late:?}");
+        assert!(
+            late.is_empty(),
+            "node {i}: events after the last completion: {late:?}"
+        );
     }
     let mut out = Outcome {
         digest,
