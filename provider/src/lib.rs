@@ -25,6 +25,7 @@
 
 pub mod abi;
 pub mod addr;
+pub mod auth_key;
 pub mod av;
 pub mod cntr;
 pub mod cq;

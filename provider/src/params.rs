@@ -6,6 +6,7 @@ use std::ffi::{CStr, CString};
 
 use libc::{c_char, c_int, c_void, size_t};
 
+use crate::auth_key::{JobKey, KeySetting};
 use crate::sys::{FI_PARAM_BOOL, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING, ffi, fi_provider};
 
 /// How the steering program is attached (bpf loader, XDP_FLAGS_*_MODE).
@@ -65,6 +66,22 @@ pub struct Config {
     /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
     /// (jumbo frames) when a full frame does not fit one UMEM frame.
     pub multi_buffer: bool,
+    /// The job key for packet authentication when the application gives
+    /// none (`FI_XDP_AUTH_KEY`, `FI_XDP_AUTH_KEY_FILE`).
+    pub auth_key: KeySetting,
+    /// Authenticated: encrypt DATA payloads too (cheaper than not, with
+    /// AES-GCM hardware; PROTOCOL.md §11.3).
+    pub auth_encrypt: bool,
+    /// Congestion control (PROTOCOL.md §12).
+    pub congestion: bool,
+    /// Congestion control's delay signal: its floor in µs (0 = off).
+    pub cc_delay_us: u32,
+    /// Mark datagrams ECN-capable and react to CE marks (AF_XDP path).
+    pub ecn: bool,
+    /// An RDM endpoint whose application has not driven progress for this
+    /// long while its protocol has work (a retransmission, an ack) gets a
+    /// pass from a helper thread (0 = never).
+    pub progress_ms: u32,
 }
 
 impl Default for Config {
@@ -84,6 +101,12 @@ impl Default for Config {
             linger_ms: 1000,
             kernel_path: false,
             multi_buffer: true,
+            auth_key: KeySetting::None,
+            auth_encrypt: true,
+            congestion: true,
+            cc_delay_us: 0,
+            ecn: true,
+            progress_ms: 10,
         }
     }
 }
@@ -143,6 +166,41 @@ const PARAMS: &[ParamDef] = &[
         name: c"multi_buffer",
         ty: FI_PARAM_BOOL,
         help: c"Jumbo frames: RDM datagrams up to the interface MTU, spread over several UMEM frames (AF_XDP multi-buffer, Linux 6.6+; older kernels fall back to one frame per datagram) (default: 1)",
+    },
+    ParamDef {
+        name: c"auth_key",
+        ty: FI_PARAM_STRING,
+        help: c"Job key for packet authentication, in hex (at least 16 bytes), when the application passes no auth_key; every endpoint of the job needs the same (default: none, unauthenticated)",
+    },
+    ParamDef {
+        name: c"auth_key_file",
+        ty: FI_PARAM_STRING,
+        help: c"File whose bytes (at least 16) are the job key, instead of FI_XDP_AUTH_KEY (default: none)",
+    },
+    ParamDef {
+        name: c"auth_encrypt",
+        ty: FI_PARAM_BOOL,
+        help: c"With a job key, also encrypt message payloads; with AES-GCM hardware this costs less than authenticating them in the clear (default: 1)",
+    },
+    ParamDef {
+        name: c"cc",
+        ty: FI_PARAM_BOOL,
+        help: c"Congestion control: a receiver shares its ring among the peers sending to it, a sender's window backs off on loss and ECN marks (default: 1)",
+    },
+    ParamDef {
+        name: c"cc_delay_us",
+        ty: FI_PARAM_INT,
+        help: c"Congestion control's delay signal: shrink the window when the RTT exceeds the smallest seen by more than max(that RTT, this many us) (default: 0 = off: on shared hosts RTT mostly measures scheduling)",
+    },
+    ParamDef {
+        name: c"ecn",
+        ty: FI_PARAM_BOOL,
+        help: c"Send datagrams ECN-capable (ECT(0)) and slow down on congestion-experienced marks (default: 1)",
+    },
+    ParamDef {
+        name: c"progress_ms",
+        ty: FI_PARAM_INT,
+        help: c"When the application has not called into the provider for this long while a retransmission or acknowledgement is due, a helper thread makes the progress (default: 10; 0 = only the application's calls progress)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -317,6 +375,35 @@ impl Config {
         if let Some(v) = get_bool(c"multi_buffer") {
             c.multi_buffer = v;
         }
+        c.auth_key = match (
+            get_str(c"auth_key").filter(|s| !s.is_empty()),
+            get_str(c"auth_key_file").filter(|s| !s.is_empty()),
+        ) {
+            (Some(hex), _) => key_setting("AUTH_KEY", JobKey::from_hex(&hex)),
+            (None, Some(path)) => key_setting("AUTH_KEY_FILE", JobKey::from_file(&path)),
+            (None, None) => KeySetting::None,
+        };
+        if let Some(v) = get_bool(c"auth_encrypt") {
+            c.auth_encrypt = v;
+        }
+        if let Some(v) = get_bool(c"cc") {
+            c.congestion = v;
+        }
+        if let Some(n) = get_int(c"cc_delay_us") {
+            match u32::try_from(n) {
+                Ok(n) => c.cc_delay_us = n,
+                Err(_) => warn("CC_DELAY_US", &n),
+            }
+        }
+        if let Some(v) = get_bool(c"ecn") {
+            c.ecn = v;
+        }
+        if let Some(n) = get_int(c"progress_ms") {
+            match u32::try_from(n) {
+                Ok(n) => c.progress_ms = n,
+                Err(_) => warn("PROGRESS_MS", &n),
+            }
+        }
         c
     }
 }
@@ -350,4 +437,15 @@ fn get_bool(name: &CStr) -> Option<bool> {
 /// Owned C string helper for the tests of this module and others.
 pub fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+/// A key parameter's outcome; a bad key is logged (without the key).
+fn key_setting(what: &str, k: Result<JobKey, String>) -> KeySetting {
+    match k {
+        Ok(k) => KeySetting::Key(k),
+        Err(e) => {
+            crate::xdp_warn!(crate::sys::FI_LOG_CORE, "FI_XDP_{what}: {e}");
+            KeySetting::Bad(e)
+        }
+    }
 }

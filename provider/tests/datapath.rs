@@ -45,6 +45,7 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             msg_prefix: 0,
             socket: sock.try_clone().ok().map(std::sync::Arc::new),
             memory: Default::default(),
+            auth_key: None,
         };
         let dp = xdp_fi::xdp::open(&args).unwrap();
         Side {

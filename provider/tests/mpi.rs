@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use ofi_xdp_testhosts::HostPair;
+use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
 use common::{wait_running, work_dir};
@@ -90,8 +90,13 @@ const ONE_SIDED: &[&str] = &[
 /// provider through `mca`; `ranks` is the command line after the MCA
 /// options.
 fn mpirun(pair: &HostPair, mca: &[&str], ranks: &[String]) -> Output {
-    let ifname = pair.a.ifname();
-    let mut cmd = pair.a.command("timeout");
+    mpirun_on(&pair.a, mca, ranks)
+}
+
+/// `mpirun` inside `host`'s namespace (see [`mpirun`]).
+fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
+    let ifname = host.ifname();
+    let mut cmd = host.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
         .arg("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe"])
@@ -188,4 +193,22 @@ fn mpi_one_sided_four_ranks() {
     wait_running(&pair);
     let ranks = ranks_on(&pair, &bin, 2, 2);
     assert_ranks_passed(&mpirun(&pair, ONE_SIDED, &ranks), "mpi_onesided", 4);
+}
+
+/// One rank on each side of the impairment element (5 % loss, 2 %
+/// duplication, 1 % corruption, reordering, 1 ms delay): the suite passes
+/// and no session is lost.
+#[test]
+fn mpi_two_hosts_impaired() {
+    let bin = mpi_check().display().to_string();
+    let seed = u64::from(std::process::id());
+    let pair = ImpairedPair::new(9000, Impairment::harsh(seed)).expect("impaired test hosts");
+    let ranks: Vec<String> = ["-np", "1", &bin, ":", "-np", "1", "ip", "netns", "exec"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([pair.b.netns().to_owned(), bin.clone()])
+        .collect();
+    let stderr = assert_ranks_passed(&mpirun_on(&pair.a, TWO_SIDED, &ranks), "mpi_check", 2);
+    assert!(!stderr.contains(" lost: "), "a session was lost:\n{stderr}");
+    println!("forwarder: {:?}", pair.counts());
 }

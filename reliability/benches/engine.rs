@@ -4,7 +4,9 @@
 //! and the CRC-32C of every datagram.
 //!
 //! `cargo bench -p ofi-xdp-reliability --bench engine` (`BENCH_MSGS` sets the
-//! count of the 8-byte run; the others scale from it).
+//! count of the 8-byte run; the others scale from it). The last rows run
+//! the same messages with and without packet authentication (AES-GCM, the
+//! payload encrypted; PROTOCOL.md §11) and print the cost ratio.
 
 #![allow(clippy::unwrap_used)] // a benchmark, not library code
 
@@ -38,16 +40,25 @@ fn cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-fn run(len: usize, mtu: usize, total: u64, tagged: bool) -> (f64, f64, f64, Stats) {
+fn run(len: usize, mtu: usize, total: u64, tagged: bool, auth: bool) -> (f64, f64, f64, Stats) {
     let cfg = |i| Config {
         incarnation: i,
         seed: u64::from(i),
         mtu,
         window: 512,
+        auth: auth.then(|| AuthConfig {
+            key: b"a benchmark's job key".to_vec(),
+            encrypt: true,
+        }),
         ..Config::default()
     };
     let mut a: Engine<u32> = Engine::new(cfg(1));
     let mut b: Engine<u32> = Engine::new(cfg(2));
+    if auth {
+        // Each knows the other's incarnation (as from native addresses).
+        a.peer_incarnation(2, 2).unwrap();
+        b.peer_incarnation(1, 1).unwrap();
+    }
     let depth = 256u64;
     let mut sb = SendBuf(vec![0xA5; len]);
     let mut rb = RecvBuf {
@@ -155,13 +166,30 @@ fn main() {
         if std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f)) {
             continue;
         }
-        let _ = run(len, mtu, count / 10, tagged); // warm-up
-        let (rate, ns, wall_ns, st) = run(len, mtu, count, tagged);
+        let _ = run(len, mtu, count / 10, tagged, false); // warm-up
+        let (rate, ns, wall_ns, st) = run(len, mtu, count, tagged, false);
         let gbps = rate * len as f64 * 8.0 / 1e9;
         println!(
             "{name:40} {count:>9} msgs  {:>6.2} M msgs/s  {ns:>8.1} ns/msg (CPU)  {wall_ns:>8.1} ns/msg (wall)  {gbps:>6.2} Gbit/s  ({} datagrams A→B)",
             rate / 1e6,
             st.tx_datagrams
+        );
+    }
+    println!("\nwith packet authentication (AES-128-GCM, payload encrypted) against without:");
+    for (name, len, mtu, count) in [
+        ("8 B, mtu 1472", 8, 1472, n / 2),
+        ("64 B, mtu 1472", 64, 1472, n / 2),
+        ("1 MiB, mtu 8972 (jumbo)", 1 << 20, 8972, n / 3000),
+    ] {
+        if std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f)) {
+            continue;
+        }
+        let _ = run(len, mtu, count / 10, false, true); // warm-up
+        let (_, plain, _, _) = run(len, mtu, count, false, false);
+        let (_, sealed, _, _) = run(len, mtu, count, false, true);
+        println!(
+            "{name:40} {count:>9} msgs  {plain:>10.1} ns/msg plain  {sealed:>10.1} ns/msg authenticated  ×{:.2}",
+            sealed / plain
         );
     }
 }

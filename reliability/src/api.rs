@@ -68,6 +68,47 @@ pub struct Config {
     pub rnr_delay: Nanos,
     /// A quiescent peer releases its queue storage after this long.
     pub idle_release: Nanos,
+    /// Packet authentication with a key the job shares (PROTOCOL.md §11);
+    /// `None`: datagrams carry a CRC-32C only, as without this field.
+    pub auth: Option<AuthConfig>,
+    /// Congestion control (PROTOCOL.md §12): a congestion window per peer
+    /// that reacts to loss, ECN marks and delay, within the window the
+    /// receiver grants. Off: `window` packets in flight, as granted.
+    pub congestion: bool,
+    /// Datagrams of the largest size this endpoint can absorb at once from
+    /// all peers together (its receive ring). The window it grants each
+    /// peer is this shared among the peers sending to it (§12.1). Zero: `window`.
+    pub rx_capacity: usize,
+    /// Bytes of unexpected eager data buffered for one peer; beyond it (or
+    /// beyond `unexpected_budget` in total) a message's header is kept and
+    /// its data fetched when a receive matches (§6.5).
+    pub unexpected_peer_budget: usize,
+    /// Most unexpected messages (buffered or header-only) from one peer.
+    pub unexpected_peer_max: usize,
+    /// Congestion control's delay signal: an RTT sample above
+    /// `min_rtt + max(min_rtt, cc_delay_floor)` shrinks the window
+    /// (PROTOCOL.md §12.2). Zero: no delay signal (loss and ECN only).
+    pub cc_delay_floor: Nanos,
+}
+
+/// Packet authentication (PROTOCOL.md §11).
+#[derive(Clone)]
+pub struct AuthConfig {
+    /// The job key (libfabric `auth_key`, or the provider's key parameter):
+    /// every endpoint of the job has the same. At least 16 bytes of secret.
+    pub key: Vec<u8>,
+    /// Encrypt DATA payloads too (flag ENC). With hardware AES-GCM this
+    /// costs less than authenticating the payload alone (§11.3).
+    pub encrypt: bool,
+}
+
+impl core::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("key", &format_args!("<{} bytes>", self.key.len()))
+            .field("encrypt", &self.encrypt)
+            .finish()
+    }
 }
 
 impl Default for Config {
@@ -95,6 +136,12 @@ impl Default for Config {
             ack_message_end_at_once: false,
             rnr_delay: Nanos::from_micros(500),
             idle_release: Nanos::from_secs(1),
+            auth: None,
+            congestion: true,
+            rx_capacity: 0,
+            unexpected_peer_budget: 4 << 20,
+            unexpected_peer_max: 1 << 16,
+            cc_delay_floor: Nanos::from_micros(100),
         }
     }
 }
@@ -476,6 +523,24 @@ pub struct Stats {
     /// peer, because all that was outstanding to it was already reported
     /// complete (inject complete): giving up would lose it silently.
     pub patient_retries: u64,
+    /// Authenticated-mode datagrams whose tag did not verify (forged,
+    /// corrupted, or sealed with another key), dropped before use.
+    pub auth_rejected: u64,
+    /// Datagrams without an authentication trailer where one is required,
+    /// or with one where no key is configured: dropped.
+    pub unauthenticated: u64,
+    /// Authenticated datagrams seen before (replays, network duplicates)
+    /// or HELLOs older than the peer's last: dropped.
+    pub replayed: u64,
+    /// CHALLENGEs sent to make a HELLO prove it is fresh.
+    pub challenges_sent: u64,
+    /// Unexpected eager messages kept as a header only (over budget); their
+    /// data is fetched when a receive matches.
+    pub deferred: u64,
+    /// Data packets received with the ECN mark CE.
+    pub ecn_marked: u64,
+    /// Times a congestion window was reduced (loss, ECN, delay).
+    pub cwnd_reductions: u64,
     /// Gauge: bytes of unexpected message data buffered now.
     pub unexpected_bytes: u64,
     /// Gauge: high-water mark of `unexpected_bytes`.

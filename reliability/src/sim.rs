@@ -2,7 +2,10 @@
 //!
 //! N endpoints (keys `0..N`) exchange datagrams over a simulated network with
 //! virtual time and seeded faults: loss, duplication, reordering (latency
-//! jitter), corruption, temporary partitions. Time advances only by stepping
+//! jitter), corruption, temporary partitions; optionally a bottleneck link
+//! in front of every node with a queue that drops or ECN-marks
+//! ([`Bottleneck`]), and an attacker that replays, mangles and forges
+//! datagrams ([`Adversary`]). Time advances only by stepping
 //! to the next wake-up (the earliest datagram arrival or engine timer), so a
 //! run is a pure function of its seed. A node can be restarted: its engine is
 //! replaced by a fresh one with a new incarnation, and its datagrams still in
@@ -17,6 +20,23 @@ pub mod memory;
 use crate::engine::Engine;
 use crate::rng::SplitMix64;
 use crate::time::{Instant, Nanos};
+
+mod adversary;
+pub use adversary::{Adversary, AdversaryConfig, AdversaryCounts};
+
+/// The link into each node: `rate` bytes per second behind a FIFO queue of
+/// `queue` bytes (a switch port); datagrams that find it full are dropped,
+/// and those that find more than `ecn_threshold` bytes queued are marked CE
+/// (as a switch with ECN marking does, RFC 3168).
+#[derive(Clone, Copy, Debug)]
+pub struct Bottleneck {
+    /// Bytes per second.
+    pub rate: u64,
+    /// Queue capacity in bytes.
+    pub queue: usize,
+    /// Mark CE above this many queued bytes; `None`: never mark.
+    pub ecn_threshold: Option<usize>,
+}
 
 /// Fault knobs, probabilities in [0, 1].
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +57,8 @@ pub struct Faults {
     /// (as AF_XDP multi-buffer delivers one per UMEM chunk):
     /// [`Engine::handle_datagram_pieces`].
     pub split: f64,
+    /// A bottleneck link in front of every node.
+    pub bottleneck: Option<Bottleneck>,
 }
 
 impl Default for Faults {
@@ -49,6 +71,7 @@ impl Default for Faults {
             jitter: Nanos(0),
             mtu: usize::MAX,
             split: 0.0,
+            bottleneck: None,
         }
     }
 }
@@ -59,6 +82,7 @@ struct InFlight {
     order: u64,
     src: usize,
     dst: usize,
+    ce: bool,
     bytes: Vec<u8>,
 }
 
@@ -103,8 +127,12 @@ pub struct Sim<A> {
     /// Pairs (a, b) that cannot reach each other until the given time.
     partitions: Vec<(usize, usize, Instant)>,
     frame: Vec<u8>,
+    /// When each node's bottleneck link is free again.
+    busy_until: Vec<Instant>,
     /// Datagrams sent, lost, duplicated and corrupted by the network.
     pub counts: NetCounts,
+    /// The attacker, if any (set it between steps).
+    pub adversary: Option<Adversary>,
 }
 
 /// What the network did.
@@ -120,6 +148,12 @@ pub struct NetCounts {
     pub corrupted: u64,
     /// Delivered.
     pub delivered: u64,
+    /// Of the lost, dropped by a full bottleneck queue.
+    pub queue_drops: u64,
+    /// Marked CE by a bottleneck queue.
+    pub ce_marked: u64,
+    /// Bytes delivered to each node (the bottleneck's throughput).
+    pub delivered_bytes: u64,
 }
 
 impl<A: SendBuffers + RecvBuffers> Sim<A> {
@@ -152,7 +186,9 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             order: 0,
             partitions: Vec::new(),
             frame: vec![0; mtu.max(128)],
+            busy_until: Vec::new(),
             counts: NetCounts::default(),
+            adversary: None,
         }
     }
 
@@ -253,16 +289,57 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             } else {
                 0
             };
-            let at = self.now + self.faults.latency + Nanos(jitter);
+            let mut at = self.now + self.faults.latency;
+            let mut ce = false;
+            if let Some(link) = self.faults.bottleneck {
+                match self.through_bottleneck(link, dst, at, b.len()) {
+                    Some((out, mark)) => (at, ce) = (out, mark),
+                    None => {
+                        self.counts.lost += 1;
+                        self.counts.queue_drops += 1;
+                        continue;
+                    }
+                }
+            }
+            at = at + Nanos(jitter);
             self.order += 1;
             self.queue.push(Reverse(InFlight {
                 at,
                 order: self.order,
                 src,
                 dst,
+                ce,
                 bytes: b,
             }));
         }
+    }
+
+    /// A datagram of `len` bytes reaches node `dst`'s bottleneck at `at`:
+    /// when it leaves it and whether it is marked CE, or `None` if the
+    /// queue has no room.
+    fn through_bottleneck(
+        &mut self,
+        link: Bottleneck,
+        dst: usize,
+        at: Instant,
+        len: usize,
+    ) -> Option<(Instant, bool)> {
+        if self.busy_until.len() <= dst {
+            self.busy_until.resize(dst + 1, Instant(0));
+        }
+        let start = at.max(self.busy_until[dst]);
+        let rate = u128::from(link.rate.max(1));
+        let queued = (u128::from(start.since(at).0) * rate / 1_000_000_000) as usize;
+        if queued + len > link.queue {
+            return None;
+        }
+        let ce = link.ecn_threshold.is_some_and(|k| queued > k);
+        if ce {
+            self.counts.ce_marked += 1;
+        }
+        let serialize = (len as u128 * 1_000_000_000).div_ceil(rate) as u64;
+        self.busy_until[dst] = start + Nanos(serialize);
+        Some((self.busy_until[dst], ce))
     }
 
     /// Flush every node's transmissions into the network.
@@ -318,7 +395,15 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 break;
             };
             self.counts.delivered += 1;
+            self.counts.delivered_bytes += d.bytes.len() as u64;
             let now = self.now;
+            self.attack(&d);
+            if d.ce {
+                let node = &mut self.nodes[d.dst];
+                node.engine
+                    .handle_datagram_marked(now, d.src, &[&d.bytes], true, &mut node.app);
+                continue;
+            }
             if self.chance(self.faults.split) {
                 let cuts = self.cuts(d.bytes.len());
                 let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &d.bytes[w[0]..w[1]]).collect();
@@ -338,6 +423,25 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             }
         }
         true
+    }
+
+    /// The adversary sees `d` and injects what it will, at once, straight
+    /// to the destinations it picks (past the network's faults).
+    fn attack(&mut self, d: &InFlight) {
+        let Some(adv) = self.adversary.as_mut() else {
+            return;
+        };
+        adv.capture(d.src, d.dst, &d.bytes);
+        let nodes = self.nodes.len();
+        for _ in 0..adv.shots() {
+            let Some((from, to, bytes)) = adv.attack(nodes) else {
+                return;
+            };
+            if let Some(node) = self.nodes.get_mut(to) {
+                node.engine
+                    .handle_datagram(self.now, from, &bytes, &mut node.app);
+            }
+        }
     }
 
     /// Step until `pred` holds or `limit` is reached; returns whether `pred` held.

@@ -12,6 +12,9 @@ pub use rma::{
     MAX_ATOMIC_BYTES, RMA_EXT_LEN, RMA_HDR_LEN, RMA_OVERHEAD, RmaExt, encode_rma_ext, is_rma,
     status,
 };
+pub mod auth;
+
+pub use auth::HandshakeExt;
 
 /// Protocol version carried in byte 0.
 pub const VERSION: u8 = 1;
@@ -63,11 +66,18 @@ pub enum PacketType {
     AtomicResp = 13,
     /// RMA: a write's status (§8.2).
     RmaResp = 14,
+    /// Answer to an authenticated HELLO that must prove it is fresh: the
+    /// responder's incarnation and a cookie to echo (PROTOCOL.md §11.5).
+    Challenge = 16,
+    /// The receiver keeps an eager message's header only, over its memory
+    /// budget: the sender holds the data until a CTS fetches it (§6.5).
+    Defer = 17,
 }
 
 impl PacketType {
+    /// The type of byte 1 of a datagram, if it is one.
     #[inline]
-    fn from_u8(v: u8) -> Option<Self> {
+    pub fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => Self::Hello,
             2 => Self::HelloAck,
@@ -83,6 +93,8 @@ impl PacketType {
             12 => Self::Atomic,
             13 => Self::AtomicResp,
             14 => Self::RmaResp,
+            16 => Self::Challenge,
+            17 => Self::Defer,
             _ => return None,
         })
     }
@@ -90,7 +102,18 @@ impl PacketType {
     /// Whether this type consumes a sequence number (is reliable).
     #[inline]
     pub fn is_sequenced(self) -> bool {
-        matches!(self, Self::Data | Self::Cts | Self::Done) || rma::is_rma(self)
+        matches!(self, Self::Data | Self::Cts | Self::Done | Self::Defer) || rma::is_rma(self)
+    }
+
+    /// Whether an authenticated datagram of this type is sealed with the
+    /// job's handshake key (outside any session) rather than a session key
+    /// (PROTOCOL.md §11.2).
+    #[inline]
+    pub fn is_handshake(self) -> bool {
+        matches!(
+            self,
+            Self::Hello | Self::HelloAck | Self::Reset | Self::Challenge
+        )
     }
 }
 
@@ -116,8 +139,19 @@ pub mod flags {
     /// when it is acknowledged, so the receiver acknowledges the end of the
     /// message at once instead of delaying it (PROTOCOL.md §5.2).
     pub const AR: u16 = 1 << 8;
-    /// All defined bits.
-    pub const ALL: u16 = (1 << 9) - 1;
+    /// The datagram ends in an authentication trailer (nonce and tag)
+    /// instead of the CRC-32C (PROTOCOL.md §11).
+    pub const AUTH: u16 = 1 << 12;
+    /// With AUTH, on DATA: the payload is encrypted (PROTOCOL.md §11.3).
+    pub const ENC: u16 = 1 << 13;
+    /// ACK fields: a packet the acknowledged range covers arrived with the
+    /// IP ECN codepoint CE (congestion experienced, RFC 3168; §12.3).
+    pub const ECE: u16 = 1 << 14;
+    /// ACK fields: a DEFER notice of the sender is not yet acknowledged, so
+    /// this ack does not yet prove an eager message was kept (§6.5).
+    pub const HOLD: u16 = 1 << 15;
+    /// All defined bits (9–11 are reserved).
+    pub const ALL: u16 = ((1 << 9) - 1) | AUTH | ENC | ECE | HOLD;
 }
 
 /// Why a datagram was rejected.
@@ -133,6 +167,8 @@ pub enum WireError {
     Checksum,
     /// Fields inconsistent (payload length, unknown flags, offsets beyond total).
     Malformed,
+    /// The authentication tag does not verify (PROTOCOL.md §11).
+    Auth,
 }
 
 /// The common header (PROTOCOL.md §2.1).
@@ -279,6 +315,9 @@ pub struct Packet<'a> {
     pub ctrl: CtrlExt,
     /// RMA extension (RMA types only, §8).
     pub rma: RmaExt,
+    /// Handshake extension of an authenticated HELLO, HELLO_ACK, RESET or
+    /// CHALLENGE (zero otherwise, §11.4).
+    pub hs: HandshakeExt,
     /// Payload (DATA and RMA types).
     pub payload: Bytes<'a>,
 }
@@ -304,12 +343,33 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {
     if buf.len() < COMMON_LEN + TRAILER_LEN {
         return Err(WireError::Truncated);
     }
+    if rd16(buf, 2) & flags::AUTH != 0 {
+        // Sealed with a key, not a CRC: a receiver without one cannot
+        // verify it.
+        return Err(WireError::Auth);
+    }
     let body_end = buf.len() - TRAILER_LEN;
     if crc32c(&buf[..body_end]) != rd32(buf, body_end) {
         return Err(WireError::Checksum);
     }
     parse(&buf[..body_end.min(MAX_HDR_LEN)], body_end, |a, b| {
         Bytes::One(&buf[a..b])
+    })
+}
+
+/// Parse the body of an authenticated datagram whose tag verified
+/// ([`auth::open`]): the same checks as [`decode`] but no CRC, which the
+/// tag subsumes (PROTOCOL.md §11). `body` ends where the nonce field began.
+#[inline]
+pub fn decode_authenticated(body: &[u8]) -> Result<Packet<'_>, WireError> {
+    if body.len() < COMMON_LEN {
+        return Err(WireError::Truncated);
+    }
+    if rd16(body, 2) & flags::AUTH == 0 {
+        return Err(WireError::Malformed);
+    }
+    parse(&body[..body.len().min(DATA_HDR_LEN)], body.len(), |a, b| {
+        Bytes::One(&body[a..b])
     })
 }
 
@@ -327,6 +387,11 @@ pub fn decode_pieces<'a>(pieces: &'a [&'a [u8]]) -> Result<Packet<'a>, WireError
         skip: 0,
         len: total,
     };
+    let mut fl = [0u8; 4];
+    all.copy_to(&mut fl);
+    if u16::from_le_bytes([fl[2], fl[3]]) & flags::AUTH != 0 {
+        return Err(WireError::Auth);
+    }
     let mut crc = !0;
     all.for_each(0, body_end, |_, p| crc = crate::crc::update(crc, p));
     let mut trailer = [0u8; TRAILER_LEN];
@@ -355,7 +420,7 @@ const MAX_HDR_LEN: usize = if RMA_HDR_LEN > DATA_HDR_LEN {
 /// The checks and fields after the CRC: `head` is the start of the body (up
 /// to [`MAX_HDR_LEN`] bytes), `body_end` its length; `payload(a, b)` gives
 /// the body's bytes `a..b`.
-fn parse<'a>(
+pub(crate) fn parse<'a>(
     buf: &[u8],
     body_end: usize,
     payload: impl FnOnce(usize, usize) -> Bytes<'a>,
@@ -384,11 +449,22 @@ fn parse<'a>(
         data: DataExt::default(),
         ctrl: CtrlExt::default(),
         rma: RmaExt::default(),
+        hs: HandshakeExt::default(),
         payload: Bytes::One(&[]),
     };
     if rma::is_rma(ty) {
         (p.rma, p.payload) = rma::parse_rma(ty, buf, &hdr, body_end, payload)?;
         return Ok(p);
+    }
+    // An authenticated handshake packet carries its handshake extension
+    // after the control extension (§11.4).
+    let hs_len = if hdr.flags & flags::AUTH != 0 && ty.is_handshake() {
+        auth::HS_EXT_LEN
+    } else {
+        0
+    };
+    if ty == PacketType::Challenge && hs_len == 0 {
+        return Err(WireError::Malformed);
     }
     match ty {
         PacketType::Ack => {
@@ -425,13 +501,16 @@ fn parse<'a>(
             p.payload = payload(DATA_HDR_LEN, body_end);
         }
         _ => {
-            if body_end != COMMON_LEN + CTRL_EXT_LEN || hdr.payload_len != 0 {
+            if body_end != COMMON_LEN + CTRL_EXT_LEN + hs_len || hdr.payload_len != 0 {
                 return Err(WireError::Malformed);
             }
             p.ctrl = CtrlExt {
                 a: rd32(buf, 32),
                 b: rd32(buf, 36),
             };
+            if hs_len != 0 {
+                p.hs = HandshakeExt::read(&buf[COMMON_LEN + CTRL_EXT_LEN..body_end]);
+            }
         }
     }
     Ok(p)
@@ -481,13 +560,21 @@ pub fn seal(buf: &mut [u8], body_len: usize) -> usize {
     body_len + TRAILER_LEN
 }
 
-/// Write a whole control datagram (HELLO, HELLO_ACK, RESET, CLOSE, CTS,
-/// DONE: common header, control extension, CRC; §2.3); returns its length.
+/// Write the body of a control datagram (HELLO, HELLO_ACK, RESET, CLOSE,
+/// CTS, DONE, DEFER: common header and control extension, §2.3); returns
+/// its length. The trailer follows: [`seal`] or [`auth::seal`].
 #[inline]
-pub fn encode_ctrl(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
+pub fn ctrl_body(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
     encode_header(buf, h);
     encode_ctrl_ext(buf, c);
-    seal(buf, COMMON_LEN + CTRL_EXT_LEN)
+    COMMON_LEN + CTRL_EXT_LEN
+}
+
+/// Write a whole control datagram (body and CRC); returns its length.
+#[inline]
+pub fn encode_ctrl(buf: &mut [u8], h: &Header, c: &CtrlExt) -> usize {
+    let n = ctrl_body(buf, h, c);
+    seal(buf, n)
 }
 
 /// Write a whole ACK datagram (common header and CRC); returns its length.

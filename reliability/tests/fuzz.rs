@@ -108,10 +108,14 @@ impl RecvBuffers for CheckedRecv {
     }
 }
 
-fn cfg(i: u32) -> Config {
+fn cfg(i: u32, auth: bool) -> Config {
     Config {
         incarnation: i,
         seed: u64::from(i),
+        auth: auth.then(|| AuthConfig {
+            key: b"the fuzzed job's key".to_vec(),
+            encrypt: i.is_multiple_of(2),
+        }),
         unexpected_budget: 256 << 10,
         reorder_budget: 256 << 10,
         unexpected_max: 64,
@@ -121,9 +125,9 @@ fn cfg(i: u32) -> Config {
 }
 
 /// Run a session 0 → 1 with varied traffic and capture what 0 sent.
-fn capture() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-    let mut a: Engine<u32> = Engine::new(cfg(1));
-    let mut b: Engine<u32> = Engine::new(cfg(2));
+fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut a: Engine<u32> = Engine::new(cfg(1, auth));
+    let mut b: Engine<u32> = Engine::new(cfg(2, auth));
     let mut rb = checked_recv();
     let mut to_b = Vec::new();
     let mut to_a = Vec::new();
@@ -308,6 +312,18 @@ fn mutate(rng: &mut SplitMix64, src: &[u8]) -> Vec<u8> {
 
 #[test]
 fn fuzz_decoder_and_engine() {
+    fuzz(false);
+}
+
+/// The same against authenticated engines: sealed datagrams mutated (most
+/// then fail verification, the rest are replays or genuine), fed to a
+/// fresh engine that replays the real handshake. No panic, budgets hold.
+#[test]
+fn fuzz_authenticated_engine() {
+    fuzz(true);
+}
+
+fn fuzz(auth: bool) {
     let secs: u64 = std::env::var("FUZZ_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -317,18 +333,20 @@ fn fuzz_decoder_and_engine() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0xF022);
     let deadline = WallClock::now() + Duration::from_secs(secs);
-    let (to_b, to_a) = capture();
+    let (to_b, to_a) = capture(auth);
     assert!(to_b.len() > 100 && !to_a.is_empty());
     let corpus: Vec<Vec<u8>> = to_b.iter().chain(to_a.iter()).cloned().collect();
     let mut rng = SplitMix64::new(seed);
     let mut iters = 0u64;
     let mut accepted = 0u64;
+    // Datagrams the engines took as genuine (authenticated runs).
+    let mut verified = 0u64;
     let mut frame = vec![0u8; 9000];
     while WallClock::now() < deadline {
         // A fresh receiver with an established session from peer 1 (replay the
         // real handshake), some receives posted, then a burst of mutants mixed
         // with genuine datagrams, from peer 1 and from unknown sources.
-        let mut b: Engine<u32> = Engine::new(cfg(2));
+        let mut b: Engine<u32> = Engine::new(cfg(2, auth));
         let mut rb = checked_recv();
         for t in 0..4u64 {
             let len = [0usize, 100, 5000, 100_000][t as usize];
@@ -394,10 +412,20 @@ fn fuzz_decoder_and_engine() {
             assert!(b.peer_count() <= 16);
             assert!(b.unexpected_count() <= 64);
         }
+        let s = b.stats();
+        let refused = s.auth_rejected + s.unauthenticated + s.corrupt + s.replayed + s.dropped;
+        verified += s.rx_datagrams.saturating_sub(refused);
     }
-    println!("fuzz: {iters} datagrams, {accepted} passed the decoder, seed {seed:#x}");
-    assert!(
-        accepted > iters / 4,
-        "mutations should mostly reach the engine"
+    println!(
+        "fuzz (auth {auth}): {iters} datagrams, {accepted} passed the decoder, {verified} verified, seed {seed:#x}"
     );
+    if auth {
+        // The handshake replayed, and genuine datagrams verified.
+        assert!(verified > iters / 200, "{verified} of {iters} verified");
+    } else {
+        assert!(
+            accepted > iters / 4,
+            "mutations should mostly reach the engine"
+        );
+    }
 }

@@ -54,6 +54,7 @@ fn restarts_under_load() {
         // A third of the datagrams arrive in pieces, as AF_XDP multi-buffer
         // hands them over.
         split: 0.3,
+        ..Faults::default()
     };
     let seed = std::env::var("SIM_SEED")
         .ok()

@@ -6,17 +6,22 @@
 //! on the same streams: reads return the last write posted before them,
 //! every fetch-and-add runs once and in posting order, and operations on an
 //! unknown key fail at the initiator.
+//! It runs twice: as described, and "attacked" — with packet authentication,
+//! a bottleneck link with a queue (drop-tail and ECN marking) in front of
+//! every endpoint, and an attacker replaying, mangling and forging datagrams
+//! at a third of the delivered rate (congestion control is on in both).
 //!
 //! Default: a small count (`cargo test --release -p ofi-xdp-reliability`).
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
 //! `SIM_MESSAGES=1000000 cargo test --release -p ofi-xdp-reliability --test sim_stress -- --nocapture`
+//! (`SIM_VARIANT=plain` or `attacked` runs one of the two).
 
 #![allow(clippy::unwrap_used)] // a test may unwrap: a panic is its verdict
 
 use std::collections::HashMap;
 
 use ofi_xdp_reliability::sim::memory::{ATOMIC_ADD, DATATYPE_U64, Memory, Region};
-use ofi_xdp_reliability::sim::{Faults, Sim};
+use ofi_xdp_reliability::sim::{Adversary, AdversaryConfig, Bottleneck, Faults, Sim};
 use ofi_xdp_reliability::*;
 
 const N: usize = 8;
@@ -214,6 +219,14 @@ struct NodeState {
     pairs: [Pair; N],
 }
 
+/// The two runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    /// Authentication, bottlenecks, an attacker.
+    Attacked,
+}
+
 struct Outcome {
     digest: u64,
     now: Instant,
@@ -224,7 +237,8 @@ struct Outcome {
     rma_done: u64,
 }
 
-fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
+fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
+    let attacked = variant == Variant::Attacked;
     let faults = Faults {
         loss: 0.10,
         dup: 0.05,
@@ -235,6 +249,13 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // A third of the datagrams arrive in pieces, as AF_XDP multi-buffer
         // hands them over.
         split: 0.3,
+        // 100 Mbit/s into every endpoint behind a 128 KB queue, marking
+        // CE above 32 KB: slow enough that the queues fill.
+        bottleneck: attacked.then_some(Bottleneck {
+            rate: 12_500_000,
+            queue: 128 << 10,
+            ecn_threshold: Some(32 << 10),
+        }),
     };
     let app = || {
         let mut a = App::default();
@@ -253,8 +274,19 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         // Half the endpoints use the provider's ack policy (awaited
         // message ends at once, injected ones delayed or piggybacked).
         ack_message_end_at_once: i % 2 == 1,
+        auth: attacked.then(|| AuthConfig {
+            key: b"the job key of the stress run".to_vec(),
+            encrypt: i % 2 == 0,
+        }),
         ..Config::default()
     });
+    if attacked {
+        sim.adversary = Some(Adversary::new(AdversaryConfig {
+            rate: 0.3,
+            seed: seed ^ 0xA77AC,
+            ..AdversaryConfig::default()
+        }));
+    }
     let mut rng = Rng(seed);
     let mut st: Vec<NodeState> = (0..N).map(|_| NodeState::default()).collect();
     // Per (src, dst, class): next message index to send.
@@ -582,9 +614,26 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
             assert_eq!(lane, node.pairs[d].adds, "adds {s}->{d}");
         }
     }
+    let finished_at = sim.now;
+    // A send reported complete when it went out (inject complete) is still
+    // the engine's until the peer acknowledges it: let those acks arrive.
+    let drained = sim.run_until(finished_at + Nanos::from_secs(30), |s| {
+        s.nodes.iter().all(|n| n.engine.sends_outstanding() == 0)
+    });
+    assert!(
+        drained,
+        "sends still unacknowledged 30 s after the last completion"
+    );
+    for i in 0..sim.nodes.len() {
+        let late = sim.events(i);
+        assert!(
+            late.is_empty(),
+            "node {i}: events after the last completion: {late:?}"
+        );
+    }
     let mut out = Outcome {
         digest,
-        now: sim.now,
+        now: finished_at,
         retransmits: 0,
         corrupt: 0,
         duplicates: 0,
@@ -600,8 +649,22 @@ fn run(total: u64, max_large: usize, seed: u64) -> Outcome {
         out.duplicates += s.duplicates;
         out.rnr += s.rnr_sent;
     }
+    if let Some(adv) = sim.adversary.as_ref() {
+        let rejected: u64 = sim
+            .nodes
+            .iter()
+            .map(|n| {
+                let s = n.engine.stats();
+                s.auth_rejected + s.replayed + s.unauthenticated + s.corrupt
+            })
+            .sum();
+        println!(
+            "attacker: {:?}; rejected by the endpoints {rejected}",
+            adv.counts
+        );
+    }
     println!(
-        "{total} messages, {} RMA operations: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
+        "{variant:?}, {total} messages, {} RMA operations: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",
         out.rma_done,
         out.now.0 as f64 / 1e9,
         out.retransmits,
@@ -628,12 +691,22 @@ fn eight_endpoints_lossy_network() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5EED);
-    let a = run(total, max_large, seed);
-    assert!(a.retransmits > 0 && a.corrupt > 0 && a.duplicates > 0);
-    assert!(a.rma_done > total / (2 * RMA_EVERY));
-    if total <= 20_000 {
-        // Reproducible from the seed.
-        let b = run(total, max_large, seed);
-        assert_eq!((a.digest, a.now), (b.digest, b.now));
+    let variant = std::env::var("SIM_VARIANT").unwrap_or_default();
+    for v in [Variant::Plain, Variant::Attacked] {
+        if !variant.is_empty() && !format!("{v:?}").eq_ignore_ascii_case(&variant) {
+            continue;
+        }
+        let a = run(total, max_large, seed, v);
+        assert!(a.retransmits > 0 && a.corrupt > 0);
+        assert!(a.rma_done > total / (2 * RMA_EVERY));
+        if v == Variant::Plain {
+            // Authenticated, network duplicates are dropped as replays.
+            assert!(a.duplicates > 0);
+        }
+        if total <= 20_000 {
+            // Reproducible from the seed.
+            let b = run(total, max_large, seed, v);
+            assert_eq!((a.digest, a.now), (b.digest, b.now));
+        }
     }
 }

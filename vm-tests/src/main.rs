@@ -337,7 +337,12 @@ const GUEST_PROVIDER_DIR: &str = "/usr/lib/ofi-xdp";
 
 /// Modules the guest loads: veth for the test hosts; bridge for N ranks through a bridge
 /// (optional: the suite still runs without it).
-const GUEST_MODULES: &[(&str, bool)] = &[("veth", true), ("bridge", false)];
+const GUEST_MODULES: &[(&str, bool)] = &[
+    ("veth", true),
+    ("bridge", false),
+    // Raw Ethernet sockets: the impairing forwarder of the test hosts.
+    ("af_packet", false),
+];
 
 /// Tools the tests call, copied with their libraries when the host has them.
 const REQUIRED_TOOLS: &[&str] = &["ip"];

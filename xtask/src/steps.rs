@@ -223,6 +223,12 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.arg("provider-bench").arg("--csv").arg(csv);
         run(cmd)
     };
+    let incast = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("incast");
+        run(cmd)
+    };
     let latency_path = || -> Result<(), String> {
         build()?;
         let mut cmd = tool();
@@ -235,9 +241,13 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "engine" => engine(),
         "provider" => provider(),
         "latency-path" => latency_path(),
-        "all" => link().and_then(|()| engine()).and_then(|()| provider()),
+        "incast" => incast(),
+        "all" => link()
+            .and_then(|()| engine())
+            .and_then(|()| provider())
+            .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, incast, latency-path or all)"
         )),
     }
 }

@@ -81,6 +81,9 @@ pub struct LinkConfig {
     /// first. For callers that read `pieces`; ignored with
     /// `verify_checksums` (the UDP checksum needs the datagram whole).
     pub rx_pieces: bool,
+    /// Mark sent datagrams ECN-capable (ECT(0), RFC 3168), for a sender
+    /// whose congestion control reacts to CE marks.
+    pub ecn_capable: bool,
 }
 
 impl LinkConfig {
@@ -101,6 +104,7 @@ impl LinkConfig {
             verify_checksums: true,
             multi_buffer: false,
             rx_pieces: false,
+            ecn_capable: false,
         }
     }
 

@@ -93,7 +93,15 @@ pub struct EncodeOptions {
     /// IPv4 identification field (RFC 6864: any value for atomic datagrams;
     /// we still vary it to help packet captures).
     pub ipv4_id: u16,
+    /// The ECN field (RFC 3168 §5): 0 Not-ECT, [`ECT0`] for a sender that
+    /// reacts to congestion marks.
+    pub ecn: u8,
 }
+
+/// ECN codepoint ECT(0): ECN-capable transport (RFC 3168 §5).
+pub const ECT0: u8 = 0b10;
+/// ECN codepoint CE: congestion experienced (RFC 3168 §5).
+pub const CE: u8 = 0b11;
 
 /// One's-complement sum of `data` as big-endian 16-bit words, added to
 /// `sum` (RFC 1071 §4.1). Returns an unfolded 32-bit accumulator (congruent
@@ -216,10 +224,10 @@ pub fn encode_headers(
             if IPV4_HLEN + udp_len > usize::from(u16::MAX) {
                 return Err(EncodeError::TooLong);
             }
-            write_ipv4(&mut frame[ETH_HLEN..l4_off], s, d, udp_len, opts.ipv4_id);
+            write_ipv4(&mut frame[ETH_HLEN..l4_off], s, d, udp_len, opts);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            write_ipv6(&mut frame[ETH_HLEN..l4_off], s, d, udp_len);
+            write_ipv6(&mut frame[ETH_HLEN..l4_off], s, d, udp_len, opts.ecn);
         }
         _ => return Err(EncodeError::FamilyMismatch),
     }
@@ -239,12 +247,12 @@ pub fn encode_headers(
     Ok(total)
 }
 
-fn write_ipv4(h: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, udp_len: usize, id: u16) {
+fn write_ipv4(h: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, udp_len: usize, opts: &EncodeOptions) {
     let total_len = (IPV4_HLEN + udp_len) as u16;
     h[0] = 0x45; // version 4, IHL 5 words (RFC 791 §3.1)
-    h[1] = 0; // DSCP/ECN
+    h[1] = opts.ecn & 0b11; // DSCP 0, ECN (RFC 3168 §5)
     h[2..4].copy_from_slice(&total_len.to_be_bytes());
-    h[4..6].copy_from_slice(&id.to_be_bytes());
+    h[4..6].copy_from_slice(&opts.ipv4_id.to_be_bytes());
     h[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF, offset 0
     h[8] = DEFAULT_TTL;
     h[9] = IPPROTO_UDP;
@@ -255,9 +263,11 @@ fn write_ipv4(h: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, udp_len: usize, id: u1
     h[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
-fn write_ipv6(h: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, udp_len: usize) {
-    // Version 6, traffic class 0, flow label 0 (RFC 8200 §3).
-    h[0..4].copy_from_slice(&0x6000_0000u32.to_be_bytes());
+fn write_ipv6(h: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, udp_len: usize, ecn: u8) {
+    // Version 6, traffic class DSCP 0 and ECN (RFC 8200 §3, RFC 3168 §5),
+    // flow label 0.
+    let first = 0x6000_0000u32 | (u32::from(ecn & 0b11) << 20);
+    h[0..4].copy_from_slice(&first.to_be_bytes());
     h[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     h[6] = IPPROTO_UDP;
     h[7] = DEFAULT_TTL;
@@ -279,6 +289,9 @@ pub struct Decoded {
     /// Length of the UDP payload (from the UDP length field; trailing
     /// Ethernet padding excluded).
     pub payload_len: usize,
+    /// The IP header's ECN field (RFC 3168 §5; [`CE`]: a router on the way
+    /// was congested).
+    pub ecn: u8,
 }
 
 /// Decodes an Ethernet (optionally one 802.1Q tag) / IPv4 or IPv6 / UDP
@@ -312,7 +325,7 @@ pub fn decode_head(
         ethertype = u16::from_be_bytes([tag[2], tag[3]]);
         off += 4;
     }
-    let (src_ip, dst_ip, l4_off, l4_end) = match ethertype {
+    let (src_ip, dst_ip, l4_off, l4_end, ecn) = match ethertype {
         ETHERTYPE_IPV4 => decode_ipv4(frame, frame_len, off, verify_checksums)?,
         ETHERTYPE_IPV6 => decode_ipv6(frame, frame_len, off)?,
         _ => return Err(DecodeError::Unsupported),
@@ -356,10 +369,12 @@ pub fn decode_head(
         dst_port,
         payload_offset: l4_off + UDP_HLEN,
         payload_len: udp_len - UDP_HLEN,
+        ecn,
     })
 }
 
-type IpParts = (IpAddr, IpAddr, usize, usize);
+/// Source, destination, UDP offset and end, ECN field.
+type IpParts = (IpAddr, IpAddr, usize, usize, u8);
 
 fn decode_ipv4(
     frame: &[u8],
@@ -392,7 +407,7 @@ fn decode_ipv4(
     }
     let src = Ipv4Addr::new(h[12], h[13], h[14], h[15]);
     let dst = Ipv4Addr::new(h[16], h[17], h[18], h[19]);
-    Ok((src.into(), dst.into(), off + ihl, off + total))
+    Ok((src.into(), dst.into(), off + ihl, off + total, h[1] & 0b11))
 }
 
 fn decode_ipv6(frame: &[u8], frame_len: usize, off: usize) -> Result<IpParts, DecodeError> {
@@ -420,6 +435,7 @@ fn decode_ipv6(frame: &[u8], frame_len: usize, off: usize) -> Result<IpParts, De
         Ipv6Addr::from(d).into(),
         start,
         start + plen,
+        (h[1] >> 4) & 0b11,
     ))
 }
 
@@ -571,6 +587,7 @@ mod tests {
                     let opts = EncodeOptions {
                         udp_checksum_ipv4: csum,
                         ipv4_id: 7,
+                        ecn: 0,
                     };
                     let n = encode_headers(&mut f, &src, &dst, len, &opts).expect("encode");
                     assert_eq!(n, hl + len);
@@ -587,6 +604,26 @@ mod tests {
         }
     }
 
+    /// The ECN field is written as asked and read back, IPv4 and IPv6,
+    /// with the IPv4 header checksum still right.
+    #[test]
+    fn ecn_field_roundtrip() {
+        for v6 in [false, true] {
+            let (src, dst) = addrs(v6);
+            let hl = header_len(&src.ip);
+            for ecn in [0, ECT0, CE] {
+                let mut f = vec![0u8; hl + 10];
+                let opts = EncodeOptions {
+                    udp_checksum_ipv4: true,
+                    ipv4_id: 3,
+                    ecn,
+                };
+                encode_headers(&mut f, &src, &dst, 10, &opts).expect("encode");
+                assert_eq!(decode(&f, true).expect("decode").ecn, ecn);
+            }
+        }
+    }
+
     /// The first chunk of a multi-buffer frame decodes like the whole frame
     /// when its headers are in it; lengths are checked against the whole.
     #[test]
@@ -599,6 +636,7 @@ mod tests {
             let opts = EncodeOptions {
                 udp_checksum_ipv4: true,
                 ipv4_id: 1,
+                ecn: 0,
             };
             encode_headers(&mut f, &src, &dst, len, &opts).expect("encode");
             let whole = decode(&f, false).expect("decode");
@@ -627,6 +665,7 @@ mod tests {
         let opts = EncodeOptions {
             udp_checksum_ipv4: true,
             ipv4_id: 1,
+            ecn: 0,
         };
         encode_headers(&mut f, src, dst, 32, &opts).expect("encode");
         (f, hl)
@@ -666,6 +705,7 @@ mod tests {
         let opts = EncodeOptions {
             udp_checksum_ipv4: true,
             ipv4_id: 1,
+            ecn: 0,
         };
         encode_headers(&mut f, &src, &dst, 10, &opts).expect("encode");
         for cut in 0..hl {
@@ -695,6 +735,7 @@ mod tests {
         let opts = EncodeOptions {
             udp_checksum_ipv4: true,
             ipv4_id: 1,
+            ecn: 0,
         };
         encode_headers(&mut f, &src, &dst, 3, &opts).expect("encode");
         let mut tagged = f[..12].to_vec();
@@ -714,6 +755,7 @@ mod tests {
         let opts = EncodeOptions {
             udp_checksum_ipv4: false,
             ipv4_id: 0,
+            ecn: 0,
         };
         assert_eq!(
             encode_headers(&mut f, &src, &dst6, 0, &opts),

@@ -60,6 +60,8 @@ pub struct OpenArgs {
     /// FI_MSG_PREFIX: bytes at the start of every send and receive buffer
     /// that are the provider's (the DGRAM header goes there); 0 without.
     pub msg_prefix: usize,
+    /// The job key of packet authentication (RDM), if the job has one.
+    pub auth_key: Option<crate::auth_key::JobKey>,
 }
 
 impl OpenArgs {

@@ -32,6 +32,7 @@ pub use cm::{cm_data_size_opt, cm_enosys, copy_name};
 /// The scalable-endpoint and size-left slots, not offered (passive
 /// endpoints share them).
 pub(crate) use control::{ep_rx_ctx, ep_size_left, ep_tx_ctx};
+mod helper;
 mod msg;
 mod post;
 mod rma;
@@ -39,6 +40,7 @@ mod tagged;
 
 use crate::abi::{Errno, Result, guard_int, lock};
 use crate::addr::{AddrFormat, XdpAddr};
+use crate::auth_key::KeySetting;
 use crate::av::Av;
 use crate::cntr::Cntr;
 use crate::cq::Cq;
@@ -121,6 +123,12 @@ pub struct Endpoint {
     /// FI_MSG_PREFIX: provider bytes at the start of every send and
     /// receive buffer, not counted in any size limit (fi_getinfo(3)).
     pub prefix: usize,
+    /// The job key the application gave (ep_attr, else domain_attr auth_key).
+    pub auth_key: Option<crate::auth_key::JobKey>,
+    /// When the application last drove progress (ns, `helper::now_ns`).
+    pub last_call: Arc<AtomicU64>,
+    /// The progress helper of an enabled RDM endpoint (`helper.rs`).
+    pub helper: Mutex<Option<helper::Helper>>,
     pub me: Weak<Endpoint>,
     /// Default operation flags (fi_endpoint(3) FI_SETOPSFLAG), outside the
     /// state lock: every data call reads them, fi_control rarely sets them.
@@ -135,17 +143,9 @@ impl Progress for Endpoint {
     /// One progress pass of the data path, routing its completions to the
     /// bound CQs and counters (called from CQ/counter reads).
     fn progress(&self) {
-        let mut st = lock(&self.state);
-        let mut done = std::mem::take(&mut st.pass_done);
-        let Some(core) = st.core.as_mut() else { return };
-        core.progress(&mut |c| done.push(c));
-        for c in done.drain(..) {
-            self.route(&st, c);
-        }
-        st.pass_done = done;
-        if self.ep_type == FI_EP_MSG {
-            self.conn_events(&mut st);
-        }
+        self.last_call
+            .store(helper::now_ns(), std::sync::atomic::Ordering::Relaxed);
+        self.pass();
     }
 
     /// What the data path needs before the application may block
@@ -216,6 +216,22 @@ impl Endpoint {
         Ok(())
     }
 
+    /// One progress pass of the data path, its completions routed to the
+    /// bound CQs and counters (the application's, or the helper's).
+    fn pass(&self) {
+        let mut st = lock(&self.state);
+        let mut done = std::mem::take(&mut st.pass_done);
+        let Some(core) = st.core.as_mut() else { return };
+        core.progress(&mut |c| done.push(c));
+        for c in done.drain(..) {
+            self.route(&st, c);
+        }
+        st.pass_done = done;
+        if self.ep_type == FI_EP_MSG {
+            self.conn_events(&mut st);
+        }
+    }
+
     /// Deliver one completion per fi_cq(3)/fi_cntr(3): success entries only
     /// if requested, errors always; counters count both.
     fn route(&self, st: &EpState, mut c: DpCompletion) {
@@ -272,6 +288,10 @@ impl Endpoint {
     /// fi_close: stop the data path (no completion may arrive afterwards)
     /// and give back every binding and the domain reference.
     fn close(&self) {
+        // The helper first: it takes the state lock for its passes.
+        if let Some(h) = lock(&self.helper).take() {
+            h.stop();
+        }
         self.domain.endpoints.detach(&self.me);
         {
             let mut st = lock(&self.state);
@@ -345,7 +365,15 @@ impl Endpoint {
         {
             return Err(Errno::NOCQ);
         }
+        // The application's key, else the parameters' (PROTOCOL.md §11); a
+        // key given but unusable must not leave the endpoint unauthenticated.
+        let auth_key = match (&self.auth_key, &self.domain.cfg.auth_key) {
+            (Some(k), _) | (None, KeySetting::Key(k)) => Some(k.clone()),
+            (None, KeySetting::Bad(_)) => return Err(Errno::INVAL),
+            (None, KeySetting::None) => None,
+        };
         let args = datapath::OpenArgs {
+            auth_key,
             iface: self.domain.iface.clone(),
             ep_type: self.ep_type,
             local: st.local,
@@ -388,6 +416,15 @@ impl Endpoint {
         st.core = Some(core);
         self.domain.endpoints.attach(self.me.clone());
         st.enabled = true;
+        drop(st);
+        let ms = self.domain.cfg.progress_ms;
+        if self.ep_type == FI_EP_RDM && ms > 0 {
+            self.last_call
+                .store(helper::now_ns(), std::sync::atomic::Ordering::Relaxed);
+            let interval = std::time::Duration::from_millis(u64::from(ms));
+            *lock(&self.helper) =
+                helper::Helper::start(self.me.clone(), self.last_call.clone(), interval);
+        }
         Ok(())
     }
 }
@@ -552,6 +589,12 @@ pub unsafe extern "C" fn xdp_endpoint(
             } else {
                 getinfo::RDM_MAX_MSG
             },
+            auth_key: info
+                .auth_key
+                .clone()
+                .or_else(|| domain.info.auth_key.clone()),
+            last_call: Arc::new(AtomicU64::new(0)),
+            helper: Mutex::new(None),
             me: me.clone(),
             tx_op_flags: AtomicU64::new(info.tx_op_flags),
             rx_op_flags: AtomicU64::new(info.rx_op_flags),

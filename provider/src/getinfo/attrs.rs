@@ -156,6 +156,10 @@ pub(super) struct Owned {
     pub(super) fab_name: CString,
     pub(super) src: Vec<u8>,
     pub(super) dest: Vec<u8>,
+    /// The job key asked for in the hints' endpoint and domain attributes
+    /// (packet authentication), echoed in the entry.
+    pub(super) ep_key: Vec<u8>,
+    pub(super) dom_key: Vec<u8>,
 }
 
 pub(super) fn zeroed<T>() -> T {
@@ -184,6 +188,8 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
         fab_name: crate::params::cstring(FABRIC_NAME),
         src: Vec::new(),
         dest: Vec::new(),
+        ep_key: Vec::new(),
+        dom_key: Vec::new(),
     });
     o.info.caps = caps;
     o.info.mode = 0;

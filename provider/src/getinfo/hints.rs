@@ -123,7 +123,7 @@ pub(super) fn apply_hints(
             return Err("scalable endpoints / shared contexts are not supported".into());
         }
         if ep.auth_key_size != 0 || !ep.auth_key.is_null() {
-            return Err("auth_key is not supported".into());
+            o.ep_key = auth_key(o, ep.auth_key, ep.auth_key_size)?;
         }
         if ep.mem_tag_format != 0 && o.ep.type_ == FI_EP_RDM {
             o.ep.mem_tag_format = ep.mem_tag_format;
@@ -203,7 +203,7 @@ pub(super) fn apply_hints(
             return Err(format!("domain caps {:#x}", d.caps & !DOMAIN_CAPS));
         }
         if d.auth_key_size != 0 || !d.auth_key.is_null() {
-            return Err("auth_key is not supported".into());
+            o.dom_key = auth_key(o, d.auth_key, d.auth_key_size)?;
         }
         if d.max_err_data > o.dom.max_err_data {
             return Err("max_err_data".into());
@@ -231,6 +231,22 @@ pub(super) fn apply_hints(
 /// names such as "xdp;^ofi_rxd" are refused earlier: `OFI_CORE_PROV_ONLY`).
 fn names_us(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"xdp")
+}
+
+/// An `auth_key` in the hints: the job key of packet authentication
+/// (RDM only: a DGRAM payload is the application's own bytes on the wire).
+fn auth_key(o: &Owned, key: *const u8, size: usize) -> std::result::Result<Vec<u8>, String> {
+    if o.ep.type_ != FI_EP_RDM {
+        return Err("auth_key: only FI_EP_RDM authenticates its datagrams".into());
+    }
+    if key.is_null() || size < crate::auth_key::MIN_KEY_LEN {
+        return Err(format!(
+            "auth_key of {size} bytes: a job key needs at least {}",
+            crate::auth_key::MIN_KEY_LEN
+        ));
+    }
+    // SAFETY: fi_getinfo(3): auth_key points to auth_key_size bytes.
+    Ok(unsafe { std::slice::from_raw_parts(key, size) }.to_vec())
 }
 
 #[cfg(test)]

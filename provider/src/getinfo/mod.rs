@@ -32,6 +32,7 @@ use hints::apply_hints;
 
 use crate::abi::{Errno, Result, guard_int};
 use crate::addr::{self, AddrFormat, XdpAddr};
+use crate::auth_key::JobKey;
 use crate::ifaces::{self, Iface};
 use crate::params::Config;
 use crate::sys::*;
@@ -164,6 +165,8 @@ fn dup(o: &mut Owned) -> Result<*mut fi_info> {
         o.dest.as_mut_ptr().cast()
     };
     o.info.dest_addrlen = o.dest.len();
+    (o.ep.auth_key, o.ep.auth_key_size) = key_ptr(&mut o.ep_key);
+    (o.dom.auth_key, o.dom.auth_key_size) = key_ptr(&mut o.dom_key);
     o.info.next = null_mut();
     // SAFETY: every pointer in `o.info` refers to live memory in `o`.
     let p = unsafe { ffi::fi_dupinfo(&o.info) };
@@ -171,6 +174,15 @@ fn dup(o: &mut Owned) -> Result<*mut fi_info> {
         Err(Errno::NOMEM)
     } else {
         Ok(p)
+    }
+}
+
+/// An `auth_key` attribute's pointer and size for `key` (NULL when empty).
+fn key_ptr(key: &mut [u8]) -> (*mut u8, usize) {
+    if key.is_empty() {
+        (null_mut(), 0)
+    } else {
+        (key.as_mut_ptr(), key.len())
     }
 }
 
@@ -415,6 +427,9 @@ pub struct InfoView {
     /// `fi_info::handle`: a connection request (FI_CONNREQ) or a passive
     /// endpoint whose address an active endpoint takes over.
     pub handle: usize,
+    /// The job key of packet authentication: the endpoint attribute's,
+    /// else the domain attribute's (fi_endpoint(3), fi_domain(3) auth_key).
+    pub auth_key: Option<JobKey>,
 }
 
 impl InfoView {
@@ -437,7 +452,27 @@ impl InfoView {
             .and_then(|d| (!d.name.is_null()).then_some(d.name))
             // SAFETY: non-NULL name is a C string.
             .map(|n| unsafe { CStr::from_ptr(n) }.to_string_lossy().into_owned());
+        let key = |k: *const u8, n: usize| -> Result<Option<JobKey>> {
+            if k.is_null() || n == 0 {
+                return Ok(None);
+            }
+            // SAFETY: auth_key points to auth_key_size bytes (fi_endpoint(3)).
+            let bytes = unsafe { std::slice::from_raw_parts(k, n) };
+            JobKey::new(bytes).map(Some).map_err(|e| {
+                crate::xdp_warn!(FI_LOG_CORE, "auth_key: {e}");
+                Errno::INVAL
+            })
+        };
+        let ep_key = match ep {
+            Some(e) => key(e.auth_key, e.auth_key_size)?,
+            None => None,
+        };
+        let dom_key = match dom {
+            Some(d) => key(d.auth_key, d.auth_key_size)?,
+            None => None,
+        };
         Ok(InfoView {
+            auth_key: ep_key.or(dom_key),
             caps: i.caps,
             ep_type: ep.map(|e| e.type_).unwrap_or(FI_EP_UNSPEC),
             format,

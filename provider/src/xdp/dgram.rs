@@ -246,7 +246,7 @@ impl DataPath for Dgram {
             Self::deliver(recvs, done, dropped, *framing, src, &bytes);
         }
         let mut learnt = Vec::new();
-        port.recv(RX_BATCH, |src, pieces| {
+        port.recv(RX_BATCH, |src, pieces, _ce| {
             learnt.push(src);
             match pieces {
                 [payload] => Self::deliver(recvs, done, dropped, *framing, src, payload),
@@ -261,7 +261,7 @@ impl DataPath for Dgram {
         for c in done.drain(..) {
             out(c);
         }
-        if self.published.due(super::rdm::monotonic_ns()) {
+        if self.published.due(super::monotonic_ns()) {
             let link = self.port.link_stats();
             self.published
                 .set_all(published::dgram_values(self.dropped, link.as_ref()));

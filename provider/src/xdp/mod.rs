@@ -24,6 +24,22 @@ pub mod rdm;
 use crate::abi::Result;
 use crate::datapath::{DataPath, OpenArgs};
 
+/// CLOCK_MONOTONIC in nanoseconds. Read on every progress pass and every
+/// send: one vDSO call, without `std::time::Instant`'s `Duration`
+/// arithmetic, which measured about as much again (≈ 110 against 60 cycles).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists, so the call cannot fail (a zero time would only look early).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 /// Start the data path for an endpoint being enabled: an AF_XDP socket on
 /// the endpoint's interface and queue (or, when that is taken, the kernel
 /// UDP socket alone), the steering program, and (RDM, MSG) the

@@ -398,10 +398,14 @@ impl Port {
     /// sender, each as its payload's pieces in order: one, unless it arrived
     /// in several UMEM chunks on an RDM port (`LinkConfig::rx_pieces`).
     /// MACs of new senders are learnt by [`Port::learn`].
-    pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]])) {
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]], bool)) {
         if let Some(x) = self.xsk.as_mut() {
             x.link.recv(max, |d| {
-                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), d.pieces)
+                f(
+                    sender(d.src.ip, d.src.port, Some(d.src.mac)),
+                    d.pieces,
+                    d.ce,
+                )
             });
         }
         self.pass = self.pass.wrapping_add(1);
@@ -418,7 +422,11 @@ impl Port {
                     self.kernel_busy = KERNEL_BUSY_PASSES;
                     // A datagram larger than the buffer arrives truncated
                     // to it; the protocol rejects it.
-                    f(sender(from.ip(), from.port(), None), &[&self.rx_buf[..n]]);
+                    f(
+                        sender(from.ip(), from.port(), None),
+                        &[&self.rx_buf[..n]],
+                        false,
+                    );
                 }
                 Err(_) => break,
             }
@@ -521,6 +529,9 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     // The engine takes such a datagram in its chunks (one copy, straight
     // into the receive buffer: one userspace copy per direction).
     lc.rx_pieces = args.reliable();
+    // The engine's congestion control reacts to CE marks (PROTOCOL.md §12.3):
+    // say so to routers and switches (RFC 3168 ECT(0)).
+    lc.ecn_capable = cfg.ecn && cfg.congestion && args.reliable();
     // The engine's datagrams (RDM, MSG; connection management too) carry a CRC-32C over header and payload
     // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
     // without the optional UDP checksum (RFC 768: zero = none) — one

@@ -123,7 +123,7 @@ fn link_values(l: Option<&LinkStats>) -> [u64; LINK_COUNTERS.len()] {
 
 /// An RDM endpoint's figures: the engine's [`Stats`], datagrams from sources
 /// it could not take, then the link's.
-pub const RDM_COUNTERS: [&str; 18 + LINK_COUNTERS.len()] = [
+pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
     "rx_datagrams",
     "tx_datagrams",
     "corrupt",
@@ -138,6 +138,13 @@ pub const RDM_COUNTERS: [&str; 18 + LINK_COUNTERS.len()] = [
     "peers_lost",
     "closes_received",
     "patient_retries",
+    "auth_rejected",
+    "unauthenticated",
+    "replayed",
+    "challenges_sent",
+    "deferred",
+    "ecn_marked",
+    "cwnd_reductions",
     "unknown_sources_dropped",
     "unexpected_bytes",
     "unexpected_bytes_max",
@@ -171,6 +178,13 @@ pub fn rdm_values(e: &Stats, unknown_sources_dropped: u64, l: Option<&LinkStats>
         e.peers_lost,
         e.closes_received,
         e.patient_retries,
+        e.auth_rejected,
+        e.unauthenticated,
+        e.replayed,
+        e.challenges_sent,
+        e.deferred,
+        e.ecn_marked,
+        e.cwnd_reductions,
         unknown_sources_dropped,
         e.unexpected_bytes,
         e.unexpected_bytes_max,

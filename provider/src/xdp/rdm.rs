@@ -21,6 +21,7 @@ use rel::{Engine, Event, Instant as RelInstant};
 use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
 
 use super::connected::Connected;
+use super::monotonic_ns;
 use super::peers::Peers;
 use super::port::{Port, link_err};
 use super::published::{self, Published};
@@ -79,22 +80,6 @@ pub struct Rdm {
     conn: Option<Connected>,
     /// The statistics file `ofi-xdp status` reads.
     published: Published,
-}
-
-/// CLOCK_MONOTONIC in nanoseconds. Read on every progress pass and every
-/// send: one vDSO call, without `std::time::Instant`'s `Duration`
-/// arithmetic, which measured about as much again (≈ 110 against 60 cycles).
-pub(super) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
-    // exists, so the call cannot fail (a zero time would only look early).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -162,16 +147,20 @@ fn op_errno(e: rel::OpError) -> libc::c_int {
 /// ever (10,000 MPI_Irecv each way did). Each costs memory only while posted.
 const MAX_POSTED: usize = 1 << 20;
 
-/// Unexpected messages an endpoint buffers before it refuses the next
-/// (receiver not ready), and their bytes (eager messages only: those above
-/// 64 KiB wait at the sender by rendezvous). With FI_ORDER_SAS nothing
-/// overtakes a refused message, so a limit can deadlock a correct MPI
-/// program: rank 1 sends 10,000 small messages, then a "ready" message that
-/// rank 0 waits for before it posts any receive. The engine's defaults (8,192
-/// messages, 16 MiB) did; tcp buffers without a limit. These bound memory at
-/// about what such a program itself holds in its send buffers.
+/// Unexpected messages an endpoint keeps before it refuses the next
+/// (receiver not ready). With FI_ORDER_SAS nothing overtakes a refused
+/// message, so a low count can deadlock a correct MPI program: rank 1 sends
+/// 10,000 small messages, then a "ready" message that rank 0 waits for before
+/// it posts any receive (8,192 did). A message whose data does not fit the
+/// byte budgets below is kept as its header only (≈ 100 bytes) and its data
+/// fetched when a receive matches (PROTOCOL.md §6.5), so bytes no longer
+/// need to be high to avoid that deadlock: at most 2^20 entries (2^16 per
+/// peer) and 64 MiB of data (8 MiB per peer), where it was 1 GiB — a flood
+/// of forged session-shaped datagrams fills a peer's share and no more.
 const MAX_UNEXPECTED: usize = 1 << 20;
-const UNEXPECTED_BUDGET: usize = 1 << 30;
+const MAX_UNEXPECTED_PER_PEER: usize = 1 << 16;
+const UNEXPECTED_BUDGET: usize = 64 << 20;
+const UNEXPECTED_PEER_BUDGET: usize = 8 << 20;
 
 fn post_errno(e: rel::PostError) -> Errno {
     match e {
@@ -229,8 +218,26 @@ impl Rdm {
             rx_queue_len: MAX_POSTED,
             unexpected_max: MAX_UNEXPECTED,
             unexpected_budget: UNEXPECTED_BUDGET,
+            unexpected_peer_max: MAX_UNEXPECTED_PER_PEER,
+            unexpected_peer_budget: UNEXPECTED_PEER_BUDGET,
+            auth: args.auth_key.as_ref().map(|k| rel::AuthConfig {
+                key: k.bytes().to_vec(),
+                encrypt: args.cfg.auth_encrypt,
+            }),
+            // What our ring holds is what the peers sending to us share
+            // (PROTOCOL.md §12.1).
+            congestion: args.cfg.congestion,
+            rx_capacity: port.rx_capacity().unwrap_or(0),
+            cc_delay_floor: rel::Nanos::from_micros(u64::from(args.cfg.cc_delay_us)),
             ..rel::Config::default()
         };
+        if cfg.auth.is_some() {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "packet authentication on (payload encryption {})",
+                if args.cfg.auth_encrypt { "on" } else { "off" }
+            );
+        }
         let mut peers = Peers::default();
         let self_key = peers.key(&args.local);
         let published = Published::open(
@@ -454,6 +461,11 @@ impl Rdm {
                 self.peers.addrs[dst as usize].mac = Some(mac);
             }
         }
+        if dest.incarnation != 0 && self.engine.authenticated() {
+            // Our native address carries the peer's incarnation: our HELLO
+            // binds it and needs no CHALLENGE round trip (PROTOCOL.md §11.5).
+            let _ = self.engine.peer_incarnation(dst, dest.incarnation);
+        }
         Ok(dst)
     }
 }
@@ -588,7 +600,7 @@ impl DataPath for Rdm {
             } = self;
             let mut bufs = RecvSide(recvs, results, memory, remote);
             let mut learnt = Vec::new();
-            port.recv(RX_BATCH, |src, pieces| {
+            port.recv(RX_BATCH, |src, pieces, ce| {
                 probe::arrived();
                 if let Some(c) = conn.as_mut() {
                     let first = pieces.first().copied().unwrap_or(&[]);
@@ -616,6 +628,10 @@ impl DataPath for Rdm {
                 }
                 trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
+                    _ if ce => {
+                        // Congestion experienced on the way (RFC 3168).
+                        engine.handle_datagram_marked(now, key, pieces, true, &mut bufs)
+                    }
                     [payload] => engine.handle_datagram(now, key, payload, &mut bufs),
                     // A jumbo datagram in its UMEM chunks: the engine copies
                     // its payload from them straight into the receive.

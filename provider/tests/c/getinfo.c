@@ -278,7 +278,24 @@ static void size_and_order_hints(void)
 	}
 	h = xt_hints(FI_EP_RDM);
 	h->ep_attr->auth_key_size = 4;
-	h->ep_attr->auth_key = malloc(4);
+	h->ep_attr->auth_key = calloc(1, 4);
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
+	/* A job key of 16 bytes or more: packet authentication (RDM only),
+	 * echoed in the entry. */
+	h = xt_hints(FI_EP_RDM);
+	h->ep_attr->auth_key_size = 16;
+	h->ep_attr->auth_key = malloc(16);
+	memset(h->ep_attr->auth_key, 0x5a, 16);
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	if (info) {
+		CHECK(info->ep_attr->auth_key_size == 16);
+		CHECK(info->ep_attr->auth_key &&
+		      info->ep_attr->auth_key[15] == 0x5a);
+		fi_freeinfo(info);
+	}
+	h = xt_hints(FI_EP_DGRAM);
+	h->domain_attr->auth_key_size = 16;
+	h->domain_attr->auth_key = calloc(1, 16);
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
 }
 

@@ -15,6 +15,7 @@
 //! from the ready sessions and one-shot packets ([`oneshot`]), deadlines
 //! ([`schedule`]) and events ([`events`]).
 
+mod auth;
 mod events;
 mod inject;
 mod matcher;
@@ -33,13 +34,14 @@ use std::hash::Hash;
 use crate::api::*;
 use crate::time::Instant;
 use crate::wire::{self, Packet, PacketType, flags as wf};
+use auth::{HelloId, Reject};
 use events::Events;
 use matcher::Matcher;
 use oneshot::Oneshots;
 use peers::{PeerId, PeerTable};
 use schedule::Schedule;
 use seam::{Control, Incoming, Sessions};
-use session::{Admission, MIN_MTU, Session};
+use session::{Admission, HelloVerdict, MIN_MTU, Session};
 use shared::Shared;
 
 /// The sans-IO reliability engine. `P` is the caller's peer key.
@@ -78,6 +80,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         s.unexpected_bytes = unexpected as u64;
         s.unexpected_bytes_max = unexpected_max as u64;
         s.reorder_bytes = self.shared.reorder_bytes as u64;
+        s.deferred = self.matcher.deferred();
         s
     }
 
@@ -118,7 +121,23 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     /// Largest payload of one DATA packet with the configured MTU.
     pub fn max_payload(&self) -> usize {
-        self.shared.cfg.mtu - wire::DATA_OVERHEAD
+        self.shared.cfg.mtu - self.shared.data_overhead
+    }
+
+    /// Whether datagrams are authenticated (PROTOCOL.md §11).
+    pub fn authenticated(&self) -> bool {
+        self.shared.auth.is_some()
+    }
+
+    /// `peer`'s incarnation is `incarnation` (its native address carries
+    /// it): with authentication our HELLO is bound to it, so the peer can
+    /// accept it without a CHALLENGE round trip (PROTOCOL.md §11.5). Without
+    /// this, the first HELLO to a peer draws a CHALLENGE. Ignored while a
+    /// session with `peer` is open, and for incarnation 0 (unknown).
+    pub fn peer_incarnation(&mut self, peer: P, incarnation: u32) -> Result<(), PostError> {
+        let id = self.peer_for(peer)?;
+        self.peers[id].set_peer_incarnation(incarnation);
+        Ok(())
     }
 
     // ------------------------------------------------------------------
@@ -220,13 +239,21 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// send the notices; the engine is not meant to be used after that.
     pub fn close(&mut self) {
         for peer in self.peers.ids() {
-            let session = &self.peers[peer];
+            let session = &mut self.peers[peer];
             if !session.is_established() {
                 continue;
             }
             let cfg = &self.shared.cfg;
-            let hdr = session.acking_header(PacketType::Close, cfg.window);
-            self.oneshots.close(session.key(), hdr, cfg.incarnation);
+            let hdr = session.acking_header(PacketType::Close, self.shared.grant());
+            let ctrl = wire::CtrlExt {
+                a: cfg.incarnation,
+                b: 0,
+            };
+            // Each copy sealed on its own (its own nonce counter).
+            self.oneshots.close(session.key(), |b| {
+                let n = wire::ctrl_body(b, &hdr, &ctrl);
+                session.seal(b, n)
+            });
             self.fail_peer(peer, OpError::Canceled);
         }
         self.shared.events.clear();
@@ -236,12 +263,23 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// unreachable for a datagram we sent it): its process is gone. Fail
     /// what depends on it now rather than at the retry limit (PROTOCOL.md
     /// §5.3). Ignored for a peer we have no session or handshake with.
+    ///
+    /// With authentication it is believed only once the peer has been
+    /// silent for two retransmission timeouts: an ICMP message cannot be
+    /// authenticated, and a forged one must not end a session whose peer
+    /// still answers (PROTOCOL.md §11.7).
     pub fn peer_unreachable(&mut self, peer: P) {
         let Some(id) = self.peers.lookup(peer) else {
             return;
         };
-        if !self.peers[id].is_idle() {
+        let session = &self.peers[id];
+        if session.is_idle() {
+            return;
+        }
+        if session.believes_icmp(self.shared.auth.is_some()) {
             self.fail_peer(id, OpError::PeerUnreachable);
+        } else {
+            self.shared.stats.unauthenticated += 1;
         }
     }
 
@@ -260,7 +298,31 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         datagram: &[u8],
         bufs: &mut impl RecvBuffers,
     ) {
-        self.handle_decoded(now, from, wire::decode(datagram), bufs);
+        if self.shared.auth.is_some() {
+            return self.handle_sealed(now, from, &[datagram], false, bufs);
+        }
+        self.handle_decoded(now, from, wire::decode(datagram), false, bufs);
+    }
+
+    /// [`Engine::handle_datagram_pieces`] for a datagram whose IP header
+    /// carried the ECN codepoint CE (`ce`, RFC 3168): a router or switch
+    /// on the way was congested (PROTOCOL.md §12.3).
+    pub fn handle_datagram_marked(
+        &mut self,
+        now: Instant,
+        from: P,
+        pieces: &[&[u8]],
+        ce: bool,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        if self.shared.auth.is_some() {
+            return self.handle_sealed(now, from, pieces, ce, bufs);
+        }
+        let decoded = match pieces {
+            [one] => wire::decode(one),
+            _ => wire::decode_pieces(pieces),
+        };
+        self.handle_decoded(now, from, decoded, ce, bufs);
     }
 
     /// [`Engine::handle_datagram`] for a datagram that arrived in several
@@ -273,7 +335,10 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         pieces: &[&[u8]],
         bufs: &mut impl RecvBuffers,
     ) {
-        self.handle_decoded(now, from, wire::decode_pieces(pieces), bufs);
+        if self.shared.auth.is_some() {
+            return self.handle_sealed(now, from, pieces, false, bufs);
+        }
+        self.handle_decoded(now, from, wire::decode_pieces(pieces), false, bufs);
     }
 
     fn handle_decoded(
@@ -281,18 +346,141 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         now: Instant,
         from: P,
         decoded: Result<Packet<'_>, wire::WireError>,
+        ce: bool,
         bufs: &mut impl RecvBuffers,
     ) {
         self.shared.stats.rx_datagrams += 1;
-        let Ok(pkt) = decoded else {
-            self.shared.stats.corrupt += 1;
-            return;
+        let pkt = match decoded {
+            Ok(pkt) => pkt,
+            Err(wire::WireError::Auth) => {
+                // Sealed with a key; we have none.
+                self.shared.stats.unauthenticated += 1;
+                return;
+            }
+            Err(_) => {
+                self.shared.stats.corrupt += 1;
+                return;
+            }
         };
         match pkt.ty {
-            PacketType::Hello => self.on_hello(from, &pkt),
-            PacketType::HelloAck => self.on_hello_ack(from, &pkt),
+            PacketType::Hello => self.on_hello(now, from, &pkt, None),
+            PacketType::HelloAck => self.on_hello_ack(from, &pkt, None),
             PacketType::Reset => self.on_reset(from, &pkt),
-            _ => self.on_session_packet(now, from, &pkt, bufs),
+            PacketType::Challenge => self.shared.stats.dropped += 1,
+            _ => self.on_session_packet(now, from, &pkt, ce, bufs),
+        }
+    }
+
+    /// An authenticated engine's input (PROTOCOL.md §11.6): the datagram is
+    /// gathered into one buffer, its tag verified and payload decrypted in
+    /// place, and only then does it reach the handlers; anything that does
+    /// not verify, or was seen before, is counted and dropped untouched.
+    fn handle_sealed(
+        &mut self,
+        now: Instant,
+        from: P,
+        pieces: &[&[u8]],
+        ce: bool,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        self.shared.stats.rx_datagrams += 1;
+        let Some(auth) = self.shared.auth.as_mut() else {
+            return;
+        };
+        let mut buf = std::mem::take(&mut auth.scratch);
+        buf.clear();
+        for p in pieces {
+            buf.extend_from_slice(p);
+        }
+        self.handle_sealed_in(now, from, &mut buf, ce, bufs);
+        if let Some(auth) = self.shared.auth.as_mut() {
+            auth.scratch = buf;
+        }
+    }
+
+    fn handle_sealed_in(
+        &mut self,
+        now: Instant,
+        from: P,
+        buf: &mut [u8],
+        ce: bool,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        let stats = &mut self.shared.stats;
+        if buf.len() < wire::COMMON_LEN || buf[0] != wire::VERSION {
+            stats.corrupt += 1;
+            return;
+        }
+        if u16::from_le_bytes([buf[2], buf[3]]) & wf::AUTH == 0 {
+            stats.unauthenticated += 1;
+            return;
+        }
+        let Some(ty) = PacketType::from_u8(buf[1]) else {
+            stats.corrupt += 1;
+            return;
+        };
+        if ty.is_handshake() {
+            let Some(auth) = self.shared.auth.as_ref() else {
+                return;
+            };
+            let Ok((body, counter)) = auth.open_handshake(buf) else {
+                self.shared.stats.auth_rejected += 1;
+                return;
+            };
+            let Ok(pkt) = wire::decode_authenticated(&buf[..body]) else {
+                self.shared.stats.corrupt += 1;
+                return;
+            };
+            match ty {
+                PacketType::Hello => self.on_hello(now, from, &pkt, Some(counter)),
+                PacketType::HelloAck => self.on_hello_ack(from, &pkt, Some(counter)),
+                PacketType::Reset => self.on_reset(from, &pkt),
+                _ => self.on_challenge(from, &pkt),
+            }
+            return;
+        }
+        // A session packet: its session's key verifies it. The ids it
+        // names are read before verification only to find that session.
+        let rd = |o: usize| u32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+        let hdr = wire::Header {
+            ty: buf[1],
+            src_sess: rd(4),
+            dst_sess: rd(8),
+            ..Default::default()
+        };
+        let admission = self
+            .peers
+            .lookup(from)
+            .map(|p| (p, self.peers[p].admits(&hdr)));
+        let peer = match admission {
+            Some((peer, Admission::Accept)) => peer,
+            Some((_, Admission::Drop)) => {
+                self.shared.stats.dropped += 1;
+                return;
+            }
+            Some((peer, Admission::DropAndReset)) => {
+                self.reset_unknown(from, ty, &hdr, self.peers[peer].known_incarnation());
+                return;
+            }
+            None => {
+                self.reset_unknown(from, ty, &hdr, 0);
+                return;
+            }
+        };
+        let body = match self.peers[peer].open_sealed(buf) {
+            Ok(body) => body,
+            Err(Reject::Forged) => {
+                self.shared.stats.auth_rejected += 1;
+                return;
+            }
+            Err(Reject::Replayed) => {
+                self.shared.stats.replayed += 1;
+                return;
+            }
+        };
+        match wire::decode_authenticated(&buf[..body]) {
+            Ok(pkt) => self.on_session_packet(now, from, &pkt, ce, bufs),
+            Err(_) => self.shared.stats.corrupt += 1,
         }
     }
 
@@ -405,11 +593,45 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     }
 
     /// HELLO (PROTOCOL.md §4.1): opens a session, replacing one the peer
-    /// no longer has.
-    fn on_hello(&mut self, from: P, pkt: &Packet<'_>) {
+    /// no longer has. Authenticated (`counter`), it must first prove it is
+    /// meant for this incarnation of ours and is not a replay (§11.5).
+    fn on_hello(&mut self, now: Instant, from: P, pkt: &Packet<'_>, counter: Option<u64>) {
         if pkt.hdr.src_sess == 0 {
             self.shared.stats.dropped += 1;
             return;
+        }
+        if let (Some(counter), Some(auth)) = (counter, self.shared.auth.as_ref()) {
+            let hello = HelloId::new(pkt.ctrl.a, pkt.hdr.src_sess, &from);
+            let cookie_ok = |known| auth.cookie_valid(now, hello, known, &pkt.hs.cookie);
+            let verdict = if pkt.hs.dst_inc != self.shared.cfg.incarnation || hello.inc == 0 {
+                // Meant for an incarnation of ours it does not know (0),
+                // or for a predecessor of ours.
+                HelloVerdict::Challenge
+            } else {
+                match self.peers.lookup(from) {
+                    // A first contact must prove it comes from where it
+                    // says, like one from an unknown incarnation.
+                    None if cookie_ok(0) => HelloVerdict::Accept,
+                    None => HelloVerdict::Challenge,
+                    Some(p) => self.peers[p].judge_hello(hello.inc, hello.sess, counter, cookie_ok),
+                }
+            };
+            match verdict {
+                HelloVerdict::Accept => {}
+                HelloVerdict::Duplicate => {
+                    // Answered (our HELLO_ACK may have been lost), and
+                    // counted: a replay looks the same.
+                    self.shared.stats.replayed += 1;
+                }
+                HelloVerdict::Replay => {
+                    self.shared.stats.replayed += 1;
+                    return;
+                }
+                HelloVerdict::Challenge => {
+                    self.challenge(now, from, hello);
+                    return;
+                }
+            }
         }
         let Ok(peer) = self.peer_for(from) else {
             self.shared.stats.dropped += 1;
@@ -418,18 +640,69 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         if let Some(reason) = self.peers[peer].superseded_by(pkt) {
             self.fail_peer(peer, reason);
         }
-        self.peers[peer].on_hello(pkt, &mut self.shared);
+        self.peers[peer].on_hello(pkt, counter, &mut self.shared);
     }
 
-    fn on_hello_ack(&mut self, from: P, pkt: &Packet<'_>) {
+    /// A session packet from `from` for a session we do not have: dropped,
+    /// answered with a RESET (§4.3) that names the incarnation we know the
+    /// sender by, `known` (0: none; §11.4).
+    fn reset_unknown(&mut self, from: P, ty: PacketType, hdr: &wire::Header, known: u32) {
+        self.shared.stats.dropped += 1;
+        let inc = self.shared.cfg.incarnation;
+        let (src, dst) = (hdr.src_sess, hdr.dst_sess);
+        self.oneshots
+            .reset(from, ty, src, dst, inc, known, self.shared.auth.as_mut());
+    }
+
+    /// Answer `hello` with a CHALLENGE (§11.5): stateless, at most a bounded
+    /// number queued.
+    fn challenge(&mut self, now: Instant, from: P, hello: HelloId) {
+        let cfg = &self.shared.cfg;
+        let ctrl = wire::CtrlExt {
+            a: cfg.incarnation,
+            b: cfg.mtu as u32,
+        };
+        let known = self
+            .peers
+            .lookup(from)
+            .map_or(0, |p| self.peers[p].known_incarnation());
+        let Some(auth) = self.shared.auth.as_mut() else {
+            return;
+        };
+        let cookie = auth.cookie(now, hello, known);
+        if !self
+            .oneshots
+            .challenge(from, hello.inc, hello.sess, ctrl, cookie, auth)
+        {
+            self.shared.stats.dropped += 1;
+        }
+    }
+
+    fn on_hello_ack(&mut self, from: P, pkt: &Packet<'_>, counter: Option<u64>) {
         match self.peers.lookup(from) {
-            Some(peer) => self.peers[peer].on_hello_ack(pkt, &mut self.shared),
+            Some(peer) => self.peers[peer].on_hello_ack(pkt, counter, &mut self.shared),
             None => self.shared.stats.dropped += 1,
         }
     }
 
-    /// RESET (§4.3): the peer lost our session.
+    /// CHALLENGE (§11.5): our HELLO must echo a cookie.
+    fn on_challenge(&mut self, from: P, pkt: &Packet<'_>) {
+        match self.peers.lookup(from) {
+            Some(peer) => self.peers[peer].on_challenge(pkt, &mut self.shared),
+            None => self.shared.stats.dropped += 1,
+        }
+    }
+
+    /// RESET (§4.3): the peer lost our session. Authenticated, it must
+    /// name us (or no one) and not come from our own incarnation: a RESET
+    /// we sent, reflected back to us, is not about our session (§11.5).
     fn on_reset(&mut self, from: P, pkt: &Packet<'_>) {
+        let own = self.shared.cfg.incarnation;
+        let authenticated = pkt.hdr.flags & wf::AUTH != 0;
+        if authenticated && (pkt.ctrl.a == own || (pkt.hs.dst_inc != 0 && pkt.hs.dst_inc != own)) {
+            self.shared.stats.dropped += 1;
+            return;
+        }
         let reason = self
             .peers
             .lookup(from)
@@ -448,6 +721,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         now: Instant,
         from: P,
         pkt: &Packet<'_>,
+        ce: bool,
         bufs: &mut impl RecvBuffers,
     ) {
         let admission = match self.peers.lookup(from) {
@@ -462,7 +736,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             }
             Ok((_, Admission::DropAndReset)) | Err(()) => {
                 self.shared.stats.dropped += 1;
-                self.oneshots.reset(from, pkt, self.shared.cfg.incarnation);
+                let (src, dst) = (pkt.hdr.src_sess, pkt.hdr.dst_sess);
+                let inc = self.shared.cfg.incarnation;
+                self.oneshots.reset(from, pkt.ty, src, dst, inc, 0, None);
                 return;
             }
         };
@@ -475,6 +751,11 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.shared.stats.closes_received += 1;
             self.fail_peer(peer, OpError::PeerClosed);
             return;
+        }
+        if ce && pkt.ty == PacketType::Data {
+            // Congestion experienced on the way: echo it (§12.3).
+            self.shared.stats.ecn_marked += 1;
+            self.peers[peer].echo_ce(&mut self.shared);
         }
         if pkt.ty.is_sequenced() {
             self.peers[peer].on_sequenced(now, pkt, &mut self.shared, &mut self.matcher, bufs);

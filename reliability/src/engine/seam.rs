@@ -41,6 +41,9 @@ pub(crate) enum Control {
     },
     /// Message `msg_id` was placed or discarded (§6.4).
     Done { msg_id: u32 },
+    /// Eager message `msg_id` is kept as its header only (over the memory
+    /// budget): its sender holds the data until a CTS fetches it (§6.5).
+    Defer { msg_id: u32 },
 }
 
 /// A message whose bytes are still arriving: the session counts them in, the
@@ -52,6 +55,10 @@ pub(crate) struct Incoming<P> {
     pub(crate) expect: u32,
     pub(crate) received: u32,
     pub(crate) placement: Placement,
+    /// Its bytes come in DATA packets flagged RNDV (sent after a CTS:
+    /// rendezvous, or the fetch of a deferred message), not as eager
+    /// segments — after a DEFER both may arrive for one message (§6.5).
+    pub(crate) rndv_data: bool,
 }
 
 impl<P> Incoming<P> {

@@ -136,8 +136,16 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     }
     preflight()?;
     let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
-    let measure = |provider: &str, size: &str, iters: u32| -> Result<Row, String> {
-        let rows = fi_pingpong::run(&pair, &pingpong(provider, size, iters, false), &[])?;
+    let measure = |path: &str, size: &str, iters: u32| -> Result<Row, String> {
+        // `xdp+auth`: the xdp provider with a job key (packet authentication).
+        let (provider, env) = match path {
+            AUTHENTICATED => (
+                "xdp",
+                vec![("FI_XDP_AUTH_KEY".to_owned(), BENCH_KEY.to_owned())],
+            ),
+            p => (p, Vec::new()),
+        };
+        let rows = fi_pingpong::run(&pair, &pingpong(provider, size, iters, false), &env)?;
         rows.into_iter()
             .next()
             .ok_or_else(|| format!("fi_pingpong -p {provider} printed no row"))
@@ -220,10 +228,16 @@ pub fn latency_path(args: &[String]) -> Result<(), String> {
 /// What the provider prints before its probe table (provider/src/xdp/rdm.rs).
 const PROBES_HEADER: &str = "ofi-xdp probes (rdm endpoint):";
 
-/// The 64-byte latency runs: ours, the baseline, and the other baseline users compare with.
-const SMALL_PROVIDERS: [&str; 3] = ["xdp", "tcp", "udp;ofi_rxd"];
-/// The 1 MiB bandwidth runs: the target compares `xdp` with `tcp`.
-const BIG_PROVIDERS: [&str; 2] = ["xdp", "tcp"];
+/// The 64-byte latency runs: ours, the baseline, and the other baseline users compare with;
+/// and ours with packet authentication.
+const SMALL_PROVIDERS: [&str; 4] = ["xdp", "tcp", "udp;ofi_rxd", AUTHENTICATED];
+/// The 1 MiB bandwidth runs: the target compares `xdp` with `tcp`, and with itself
+/// authenticated.
+const BIG_PROVIDERS: [&str; 3] = ["xdp", "tcp", AUTHENTICATED];
+/// The path name of the xdp provider with a job key.
+const AUTHENTICATED: &str = "xdp+auth";
+/// The job key of the authenticated runs (hex, FI_XDP_AUTH_KEY).
+const BENCH_KEY: &str = "6a6f62206b657920666f722074686520626563686d61726b";
 
 /// Every figure of every round, in round order.
 #[derive(Default)]
@@ -305,6 +319,14 @@ impl Rounds {
         println!(
             "  1 MiB bandwidth xdp / tcp       {}  (target >= 1.00)",
             spread(&ratios(big("xdp"), big("tcp")))
+        );
+        println!(
+            "  64 B latency xdp+auth / xdp     {}  (target <= 1.15)",
+            spread(&ratios(small(AUTHENTICATED), small("xdp")))
+        );
+        println!(
+            "  1 MiB bandwidth xdp+auth / xdp  {}  (target >= 0.80)",
+            spread(&ratios(big(AUTHENTICATED), big("xdp")))
         );
     }
 }

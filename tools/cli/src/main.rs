@@ -10,6 +10,8 @@
 //!   the raw link floor, with the ratios the targets compare.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
+//! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
+//!   per-sender throughput, retransmissions.
 //! - `status` — the steering program on each interface, its ports and counters, the
 //!   endpoints' own figures (`--watch` refreshes).
 //! - `cleanup` — removes what a killed process left (programs attached through netlink,
@@ -22,6 +24,7 @@ mod compare;
 mod demo;
 mod fi_pingpong;
 mod host;
+mod incast;
 mod pingpong;
 mod status;
 mod wire;
@@ -51,6 +54,8 @@ commands:
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
+  incast          N senders stream 1 MiB messages to one receiver on a bridge,
+                  xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
 All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id).";
 
@@ -66,6 +71,7 @@ fn main() {
         "demo" => compare::demo(rest),
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
+        "incast" => incast::main(rest),
         "status" => status::main(rest),
         "cleanup" => cleanup::main(rest),
         "-h" | "--help" | "help" => {

@@ -1,4 +1,6 @@
-//! Test hosts: pairs of network namespaces joined by a veth pair.
+//! Test hosts: pairs of network namespaces joined by a veth pair; several
+//! hosts on one bridged segment ([`Segment`]); two hosts joined through a
+//! forwarding host that impairs what it forwards ([`ImpairedPair`]).
 //!
 //! Everything is created with the `ip` command (iproute2) under names that
 //! embed the creating process's PID and a per-process counter, and removed on
@@ -22,6 +24,14 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod impair;
+mod raw;
+mod segment;
+
+pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
+pub use raw::RawPort;
+pub use segment::Segment;
+
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
 /// Prefix of every veth we create: `ox<pid>.<n><a|b>` (≤ 15 bytes, IFNAMSIZ-1).
@@ -42,6 +52,8 @@ pub struct Host {
     ipv6: Ipv6Addr,
     mac: [u8; 6],
     mtu: u32,
+    /// IPv4 prefix length: [`Host::IPV4_PREFIX_LEN`] in a pair, wider on a segment.
+    prefix4: u8,
 }
 
 /// Two network namespaces joined by one veth pair, both ends up and addressed.
@@ -131,6 +143,12 @@ impl Host {
         cmd
     }
 
+    /// A raw socket on this host's interface: frames sent as given, every
+    /// frame the interface receives seen.
+    pub fn raw_port(&self) -> io::Result<RawPort> {
+        RawPort::open(&self.netns, &self.ifname)
+    }
+
     /// Runs `ip <args>` inside this namespace (`ip -n <netns> <args>`) and
     /// fails with its stderr when it fails.
     pub fn ip(&self, args: &[&str]) -> io::Result<String> {
@@ -186,36 +204,11 @@ impl HostPair {
         // where AF_XDP sockets bind — a redirect to a socket bound to another
         // queue is dropped by the kernel.
         guard.veth_in_root = Some(names.veth_a.clone());
-        ip(&[
-            "link",
-            "add",
-            &names.veth_a,
-            "address",
-            &format_mac(&mac_a),
-            "mtu",
-            &mtu.to_string(),
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "netns",
-            &names.netns_a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &names.veth_b,
-            "address",
-            &format_mac(&mac_b),
-            "mtu",
-            &mtu.to_string(),
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "netns",
-            &names.netns_b,
-        ])?;
+        add_veth(
+            (&names.veth_a, &names.netns_a, mac_a),
+            (&names.veth_b, &names.netns_b, mac_b),
+            mtu,
+        )?;
         guard.veth_in_root = None;
 
         let a = Host {
@@ -225,6 +218,7 @@ impl HostPair {
             ipv6: addr.ipv6(0),
             mac: mac_a,
             mtu,
+            prefix4: Host::IPV4_PREFIX_LEN,
         };
         let b = Host {
             netns: names.netns_b,
@@ -233,6 +227,7 @@ impl HostPair {
             ipv6: addr.ipv6(1),
             mac: mac_b,
             mtu,
+            prefix4: Host::IPV4_PREFIX_LEN,
         };
         for host in [&a, &b] {
             configure(host)?;
@@ -293,6 +288,86 @@ impl Drop for PairGuard {
     }
 }
 
+/// A veth pair `name_a` (in `ns_a`, MAC `mac_a`) ↔ `name_b` (in `ns_b`,
+/// MAC `mac_b`), both ends created directly in their namespaces, one queue
+/// each (see [`HostPair::with_mtu`]), MTU `mtu`.
+pub(crate) fn add_veth(
+    (name_a, ns_a, mac_a): (&str, &str, [u8; 6]),
+    (name_b, ns_b, mac_b): (&str, &str, [u8; 6]),
+    mtu: u32,
+) -> io::Result<()> {
+    let mtu = mtu.to_string();
+    // One end's settings: its address, MTU, one queue each way, namespace.
+    let end = |mac: &str, ns: &str| {
+        [
+            "address",
+            mac,
+            "mtu",
+            &mtu,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "netns",
+            ns,
+        ]
+        .map(str::to_owned)
+    };
+    let mut args = vec!["link".to_owned(), "add".into(), name_a.into()];
+    args.extend(end(&format_mac(&mac_a), ns_a));
+    args.extend(["type", "veth", "peer", "name", name_b].map(str::to_owned));
+    args.extend(end(&format_mac(&mac_b), ns_b));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ip(&args).map(|_| ())
+}
+
+/// A new namespace of ours named `name`, loopback up (see [`add_netns`]).
+pub(crate) fn new_netns(name: &str) -> io::Result<()> {
+    add_netns(name)?;
+    ip(&["-n", name, "link", "set", "lo", "up"]).map(|_| ())
+}
+
+/// Deletes namespaces, reporting failures on stderr (for `Drop`s).
+pub(crate) fn delete_netns<'a>(names: impl IntoIterator<Item = &'a String>) {
+    for ns in names {
+        if let Err(e) = ip(&["netns", "delete", ns]) {
+            eprintln!("testhosts: could not delete netns {ns}: {e}");
+        }
+    }
+}
+
+/// Host `letter` of topology (`pid`, `k`): its veth end `ox<pid>.<k><letter>`
+/// in `host_ns` with MAC `mac`, and the other end `ox<pid>.<k><LETTER>` (the
+/// same MAC with the top bit of its last byte set) in `other_ns`. Returns
+/// both names.
+pub(crate) fn veth_to(
+    (pid, k): (u32, u32),
+    letter: char,
+    (host_ns, other_ns): (&str, &str),
+    mac: [u8; 6],
+    mtu: u32,
+) -> io::Result<(String, String)> {
+    let ifname = format!("{VETH_PREFIX}{pid}.{k}{letter}");
+    let other = format!("{VETH_PREFIX}{pid}.{k}{}", letter.to_ascii_uppercase());
+    let mut other_mac = mac;
+    other_mac[5] |= 0x80;
+    add_veth((&ifname, host_ns, mac), (&other, other_ns, other_mac), mtu)?;
+    Ok((ifname, other))
+}
+
+/// A locally administered MAC for host `i` of topology (`pid`, `k`), `x`
+/// its addressing byte and `tag` the kind of topology.
+pub(crate) fn topology_mac((pid, k): (u32, u32), x: u8, tag: u8, i: usize) -> [u8; 6] {
+    [0x02, (pid >> 8) as u8, pid as u8, k as u8, x, tag + i as u8]
+}
+
+/// A fresh (pid, counter) for names and addresses.
+pub(crate) fn next_ids() -> (u32, u32) {
+    reap_stale();
+    let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
+    (std::process::id(), n)
+}
+
 /// `ip netns add`, retried a few times: concurrent first uses of /run/netns
 /// by several processes (iproute2 makes it a shared mount on first use) can
 /// fail transiently.
@@ -312,13 +387,13 @@ fn add_netns(name: &str) -> io::Result<()> {
     }
 }
 
-fn configure(host: &Host) -> io::Result<()> {
+pub(crate) fn configure(host: &Host) -> io::Result<()> {
     host.ip(&["link", "set", "lo", "up"])?;
     // nodad: the address is usable at once (no ~1 s duplicate detection).
     host.ip(&[
         "addr",
         "add",
-        &format!("{}/{}", host.ipv4, Host::IPV4_PREFIX_LEN),
+        &format!("{}/{}", host.ipv4, host.prefix4),
         "dev",
         &host.ifname,
     ])?;
@@ -349,6 +424,28 @@ impl Names {
             netns_b: format!("{NETNS_PREFIX}{pid}-{n}-b"),
             veth_a: format!("{VETH_PREFIX}{pid}.{n}a"),
             veth_b: format!("{VETH_PREFIX}{pid}.{n}b"),
+        }
+    }
+}
+
+impl Host {
+    /// A host of ours: namespace `netns`, interface `ifname` (already in
+    /// it), addresses and MTU as given.
+    pub(crate) fn new(
+        netns: String,
+        ifname: String,
+        (ipv4, ipv6): (Ipv4Addr, Ipv6Addr),
+        mac: [u8; 6],
+        mtu: u32,
+    ) -> Host {
+        Host {
+            netns,
+            ifname,
+            ipv4,
+            ipv6,
+            mac,
+            mtu,
+            prefix4: 24,
         }
     }
 }
@@ -551,7 +648,7 @@ fn root_links() -> Vec<String> {
 /// Waits until `host`'s veth reports carrier (`LOWER_UP`, operstate `UP`). The kernel sets
 /// `IFF_RUNNING` a linkwatch round after both ends are up; a pair handed out before that makes
 /// whoever looks at the interface flags at once (libfabric providers' getinfo does) see it down.
-fn wait_running(host: &Host) -> io::Result<()> {
+pub(crate) fn wait_running(host: &Host) -> io::Result<()> {
     let start = std::time::Instant::now();
     loop {
         let line = host.ip(&["-o", "link", "show", "dev", &host.ifname])?;

@@ -219,6 +219,7 @@ impl Link {
             opts: EncodeOptions {
                 udp_checksum_ipv4: cfg.udp_checksum_ipv4,
                 ipv4_id: 0,
+                ecn: if cfg.ecn_capable { wire::ECT0 } else { 0 },
             },
             verify: cfg.verify_checksums,
             stats: LinkStats::default(),

@@ -16,6 +16,9 @@ use crate::wire::{self, LinkAddr};
 /// head; anything longer is dropped as malformed.
 const MAX_RX_PIECES: usize = 18;
 
+/// What `classify` finds: payload offset and length, source, CE.
+type Classified = (usize, usize, LinkAddr, bool);
+
 /// One received datagram, as handed to the [`Link::recv`] callback. Its
 /// frames go back to the fill ring when the callback returns.
 #[derive(Debug)]
@@ -30,6 +33,8 @@ pub struct RxDatagram<'a> {
     /// datagram arrived in several chunks and the link hands them over as
     /// they are ([`crate::LinkConfig::rx_pieces`]).
     pub pieces: &'a [&'a [u8]],
+    /// Its IP header said CE: congestion experienced on the way (RFC 3168).
+    pub ce: bool,
 }
 
 impl Link {
@@ -93,7 +98,7 @@ impl Link {
             return false;
         }
         let bytes = self.umem.slice(d.addr, d.len as usize).unwrap_or(&[]);
-        let (off, len, src) = match self.classify(bytes, bytes.len()) {
+        let (off, len, src, ce) = match self.classify(bytes, bytes.len()) {
             Ok(c) => c,
             Err(bad_csum) => {
                 self.count_bad(bad_csum);
@@ -108,6 +113,7 @@ impl Link {
             src,
             payload,
             pieces: &[payload],
+            ce,
         });
         let _ = self.umem.pool.release_rx(d.addr);
         true
@@ -138,7 +144,7 @@ impl Link {
         let mut delivered = false;
         if ok {
             match self.classify(&gather, gather.len()) {
-                Ok((off, len, src)) => match gather.get(off..off + len) {
+                Ok((off, len, src, ce)) => match gather.get(off..off + len) {
                     Some(payload) => {
                         self.stats.rx_packets += 1;
                         self.stats.rx_bytes += len as u64;
@@ -147,6 +153,7 @@ impl Link {
                             src,
                             payload,
                             pieces: &[payload],
+                            ce,
                         });
                     }
                     None => self.stats.rx_malformed += 1,
@@ -193,7 +200,7 @@ impl Link {
         } else {
             Err(false)
         };
-        if let Ok((off, len, src)) = verdict {
+        if let Ok((off, len, src, ce)) = verdict {
             let mut pieces: [&[u8]; MAX_RX_PIECES] = [&[]; MAX_RX_PIECES];
             // Chunk k's share of the payload: what lies within
             // [off, off + len) of the frame.
@@ -213,13 +220,14 @@ impl Link {
                 src,
                 payload: pieces[0],
                 pieces: &pieces[..count],
+                ce,
             });
         }
         for &(addr, _) in &descs[..n] {
             let _ = self.umem.pool.release_rx(addr);
         }
         match verdict {
-            Ok((_, len, _)) => {
+            Ok((_, len, _, _)) => {
                 self.stats.rx_packets += 1;
                 self.stats.rx_bytes += len as u64;
                 true
@@ -254,15 +262,15 @@ impl Link {
 
     /// Decodes a received frame of `frame_len` bytes, of which `head` (all
     /// of it, or a multi-buffer frame's first chunk) holds the headers, into
-    /// (payload offset, payload length, sender); `Err(true)` = bad checksum,
-    /// `Err(false)` = anything else that is not for us.
-    fn classify(&self, head: &[u8], frame_len: usize) -> Result<(usize, usize, LinkAddr), bool> {
+    /// (payload offset, payload length, sender, marked CE); `Err(true)` =
+    /// bad checksum, `Err(false)` = anything else that is not for us.
+    fn classify(&self, head: &[u8], frame_len: usize) -> Result<Classified, bool> {
         let d = wire::decode_head(head, frame_len, self.verify)
             .map_err(|e| e == wire::DecodeError::BadChecksum)?;
         if d.dst_port != self.local.port || d.dst_ip != self.local.ip {
             return Err(false);
         }
-        Ok((d.payload_offset, d.payload_len, d.src))
+        Ok((d.payload_offset, d.payload_len, d.src, d.ecn == wire::CE))
     }
 
     /// Tops the fill ring up from the free RX frames (receive silently stops

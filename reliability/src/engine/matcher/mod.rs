@@ -53,6 +53,11 @@ impl<P: Copy + Eq> Matcher<P> {
         self.unexpected.len()
     }
 
+    /// Eager messages kept as their header only (§6.5), since the start.
+    pub(crate) fn deferred(&self) -> u64 {
+        self.unexpected.deferred_total()
+    }
+
     /// Bytes of unexpected data buffered now, and the most ever.
     pub(crate) fn unexpected_bytes(&self) -> (usize, usize) {
         (self.unexpected.bytes(), self.unexpected.bytes_max())
@@ -228,22 +233,29 @@ impl<P: Copy + Eq> Matcher<P> {
             } else {
                 self.write(dest, 0, payload, bufs);
                 let received = payload.len() as u32;
-                self.begin(info, info.total, received, dest, events, sessions, bufs);
+                let counts = (info.total, received);
+                self.begin(info, counts, dest, false, events, sessions, bufs);
             }
             return true;
         }
         let Some(msg) = self.unexpected.admit(info, sess, payload) else {
             return false;
         };
-        if let Some(u) = self.unexpected.get(msg)
-            && !u.rndv
-            && !u.complete
-        {
+        let Some(u) = self.unexpected.get(msg) else {
+            return true;
+        };
+        if u.deferred {
+            // Over budget: its header is queued, its data stays with the
+            // sender until a receive matches (§6.5).
+            let msg_id = info.msg_id;
+            sessions.send_control(info.peer, Control::Defer { msg_id });
+        } else if !u.rndv && !u.complete {
             let m = Incoming {
                 info,
                 expect: info.total,
                 received: u.received,
                 placement: Placement(Dest::Unexpected(msg)),
+                rndv_data: false,
             };
             sessions.expect(info.peer, m);
         }
@@ -344,9 +356,9 @@ impl<P: Copy + Eq> Matcher<P> {
     fn begin(
         &mut self,
         info: MsgInfo<P>,
-        expect: u32,
-        received: u32,
+        (expect, received): (u32, u32),
         dest: Dest,
+        rndv_data: bool,
         events: &mut Events<P>,
         sessions: &mut impl Sessions<P>,
         bufs: &mut impl RecvBuffers,
@@ -356,6 +368,7 @@ impl<P: Copy + Eq> Matcher<P> {
             expect,
             received,
             placement: Placement(dest),
+            rndv_data,
         };
         if m.is_complete() {
             self.message_received(m, events, sessions, bufs);
@@ -384,7 +397,7 @@ impl<P: Copy + Eq> Matcher<P> {
                 discard: false,
             },
         );
-        self.begin(info, expect, 0, dest, events, sessions, bufs);
+        self.begin(info, (expect, 0), dest, true, events, sessions, bufs);
     }
 
     /// Deliver unexpected message `msg` (out of its queue) into receive

@@ -1,16 +1,21 @@
 //! Unexpected messages (fi_msg(3), fi_tagged(3)): messages that arrived
 //! before a receive matching them was posted, queued in arrival order per
 //! kind (untagged, tagged). An eager message's data is buffered here (a
-//! second copy, bounded by `Config::unexpected_budget` bytes and
-//! `Config::unexpected_max` messages: beyond them the session refuses it,
-//! PROTOCOL.md §5.4); a rendezvous request is only a queue entry (§6.3).
+//! second copy, bounded by `Config::unexpected_budget` bytes in total and
+//! `Config::unexpected_peer_budget` per peer); beyond those it is kept as
+//! its header only and its data fetched when a receive matches, like a
+//! rendezvous request, which is only a queue entry (PROTOCOL.md §6.3,
+//! §6.5). Entries are bounded by `Config::unexpected_max` in total and
+//! `Config::unexpected_peer_max` per peer: beyond them the session refuses
+//! the message (§5.4).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
+use super::super::peers::PeerId;
 use super::super::seam::MsgInfo;
 use super::placement::Dest;
 use crate::api::{Config, TagMatch};
-use crate::slab::{Slab, slab_key};
+use crate::slab::{FxBuild, Slab, slab_key};
 use crate::wire::{Bytes, flags as wf};
 
 slab_key!(
@@ -29,7 +34,11 @@ pub(super) struct Unexp<P> {
     pub(super) received: u32,
     /// Every byte has arrived (eager).
     pub(super) complete: bool,
+    /// Only its header is here: its data comes after a CTS (a rendezvous
+    /// request, or a deferred eager message).
     pub(super) rndv: bool,
+    /// An eager message kept as its header only, over budget (§6.5).
+    pub(super) deferred: bool,
     /// Reserved by FI_PEEK | FI_CLAIM with this key.
     pub(super) claimed: Option<u64>,
     /// A receive took it (or FI_DISCARD dropped it) while its data was
@@ -50,6 +59,19 @@ pub(super) struct Unexpected<P> {
     bytes_max: usize,
     budget: usize,
     max_count: usize,
+    peer_budget: usize,
+    peer_max: usize,
+    /// Bytes buffered and entries stored per peer.
+    per_peer: HashMap<PeerId, PeerUse, FxBuild>,
+    /// Eager messages ever kept as their header only.
+    deferred_total: u64,
+}
+
+/// What one peer's unexpected messages take.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerUse {
+    bytes: usize,
+    count: usize,
 }
 
 impl<P: Copy + Eq> Unexpected<P> {
@@ -62,7 +84,16 @@ impl<P: Copy + Eq> Unexpected<P> {
             bytes_max: 0,
             budget: cfg.unexpected_budget,
             max_count: cfg.unexpected_max,
+            peer_budget: cfg.unexpected_peer_budget,
+            peer_max: cfg.unexpected_peer_max,
+            per_peer: HashMap::default(),
+            deferred_total: 0,
         }
+    }
+
+    /// Eager messages kept as their header only, since the start.
+    pub(super) fn deferred_total(&self) -> u64 {
+        self.deferred_total
     }
 
     /// Messages stored (queued, or taken by a receive and still arriving).
@@ -82,23 +113,31 @@ impl<P: Copy + Eq> Unexpected<P> {
 
     /// Queue message `info`, which arrived in session `sess` with its first
     /// `payload`, if the budget allows.
+    /// An eager message whose data does not fit the budgets is admitted
+    /// as its header only (`deferred`). `None`: no room even for that.
     pub(super) fn admit(&mut self, info: MsgInfo<P>, sess: u32, payload: Bytes) -> Option<UnexpId> {
-        if self.store.len() >= self.max_count {
+        let used = self.per_peer.get(&info.peer).copied().unwrap_or_default();
+        if self.store.len() >= self.max_count || used.count >= self.peer_max {
             return None;
         }
-        let rndv = info.hflags & wf::RNDV != 0;
-        let cost = if rndv { 0 } else { info.total as usize };
-        if self.bytes + cost > self.budget {
-            return None;
-        }
+        let eager = info.hflags & wf::RNDV == 0;
+        let size = info.total as usize;
+        let fits = self.bytes + size <= self.budget && used.bytes + size <= self.peer_budget;
+        let deferred = eager && !fits;
+        let rndv = !eager || deferred;
+        let cost = if rndv { 0 } else { size };
+        self.deferred_total += u64::from(deferred);
         self.bytes += cost;
         self.bytes_max = self.bytes_max.max(self.bytes);
+        let u = self.per_peer.entry(info.peer).or_default();
+        u.bytes += cost;
+        u.count += 1;
         let mut buf = Vec::new();
         if !rndv {
             buf.resize(info.total as usize, 0);
             payload.copy_to(&mut buf);
         }
-        let received = payload.len() as u32;
+        let received = if rndv { 0 } else { payload.len() as u32 };
         let id = self.store.insert(Unexp {
             info,
             sess,
@@ -106,6 +145,7 @@ impl<P: Copy + Eq> Unexpected<P> {
             received,
             complete: !rndv && received >= info.total,
             rndv,
+            deferred,
             claimed: None,
             attached: None,
             cost,
@@ -155,7 +195,7 @@ impl<P: Copy + Eq> Unexpected<P> {
 
     /// Rendezvous requests of `peer` (its session failed: they can no longer
     /// be served).
-    pub(super) fn rendezvous_from(&self, peer: super::super::peers::PeerId) -> Vec<UnexpId> {
+    pub(super) fn rendezvous_from(&self, peer: PeerId) -> Vec<UnexpId> {
         self.store
             .iter()
             .filter(|(_, u)| u.info.peer == peer && u.rndv)
@@ -195,6 +235,13 @@ impl<P: Copy + Eq> Unexpected<P> {
     pub(super) fn take(&mut self, id: UnexpId) -> Option<Unexp<P>> {
         let u = self.store.remove(id)?;
         self.bytes -= u.cost;
+        if let Some(p) = self.per_peer.get_mut(&u.info.peer) {
+            p.bytes -= u.cost;
+            p.count -= 1;
+            if p.count == 0 {
+                self.per_peer.remove(&u.info.peer);
+            }
+        }
         Some(u)
     }
 }

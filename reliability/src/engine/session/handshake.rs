@@ -1,5 +1,6 @@
 //! Opening and ending sessions (PROTOCOL.md §4): HELLO / HELLO_ACK, the
-//! checks every session packet passes (§4.2), and RESET (§4.3).
+//! checks every session packet passes (§4.2), RESET (§4.3), and with
+//! authentication the freshness of a HELLO and CHALLENGE (§11.5).
 
 use super::super::shared::Shared;
 use super::rtt::Rtt;
@@ -7,6 +8,22 @@ use super::{Conn, MIN_MTU, Session};
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
 use crate::wire::{Header, Packet};
+
+/// What an authenticated HELLO is (§11.5), judged before it touches anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HelloVerdict {
+    /// A new session (or the first) from this peer: proceed.
+    Accept,
+    /// A copy of the HELLO of the established session: answer HELLO_ACK.
+    Duplicate,
+    /// An older HELLO of the peer's incarnation than one already accepted.
+    Replay,
+    /// From an incarnation other than the one we know (or from a peer we
+    /// know no incarnation of), without a valid cookie: a restart, a first
+    /// contact, or a replay of another incarnation's or another address's
+    /// HELLO, which only a fresh cookie tells apart. Answer CHALLENGE.
+    Challenge,
+}
 
 /// What to do with a session packet (ACK, DATA, CTS, DONE, CLOSE), §4.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +53,10 @@ impl<P: Copy> Session<P> {
     /// or HELLO_ACK (0 = not stated: assume our own MTU).
     fn establish(&mut self, remote_sess: u32, remote_inc: u32, peer_mtu: u32, sh: &mut Shared<P>) {
         let mtu = sh.cfg.mtu as u32;
+        if remote_inc != self.remote_inc {
+            // Another incarnation: its handshake counters start afresh.
+            self.peer_hello_next = 0;
+        }
         self.remote_sess = remote_sess;
         self.remote_inc = remote_inc;
         self.peer_mtu = match peer_mtu {
@@ -43,6 +64,11 @@ impl<P: Copy> Session<P> {
             m => m.clamp(MIN_MTU as u32, mtu),
         };
         self.conn = Conn::Established;
+        self.keys = sh
+            .auth
+            .as_ref()
+            .map(|a| Box::new(a.session_keys(remote_inc, self.local_sess, remote_sess)));
+        self.cookie = [0; 16];
         self.rto_at = Instant::NEVER;
         self.next_seq = 0;
         self.una = 0;
@@ -68,9 +94,82 @@ impl<P: Copy> Session<P> {
         })
     }
 
+    /// The incarnation we know the peer by (0: none).
+    pub(crate) fn known_incarnation(&self) -> u32 {
+        self.remote_inc
+    }
+
+    /// An authenticated HELLO from incarnation `inc`, session `sess`, with
+    /// handshake counter `counter` (§11.5); `cookie_ok` tells whether it
+    /// echoes a cookie of ours bound to [`Session::known_incarnation`].
+    pub(crate) fn judge_hello(
+        &self,
+        inc: u32,
+        sess: u32,
+        counter: u64,
+        cookie_ok: impl FnOnce(u32) -> bool,
+    ) -> HelloVerdict {
+        if self.is_established() && self.remote_sess == sess && self.remote_inc == inc {
+            HelloVerdict::Duplicate
+        } else if self.remote_inc != 0 && inc == self.remote_inc {
+            if counter >= self.peer_hello_next {
+                HelloVerdict::Accept
+            } else {
+                HelloVerdict::Replay
+            }
+        } else if cookie_ok(self.remote_inc) {
+            HelloVerdict::Accept
+        } else {
+            HelloVerdict::Challenge
+        }
+    }
+
+    /// The peer's incarnation is `inc` (from its address): our HELLO binds
+    /// it (§11.4). Ignored while a session is open.
+    pub(crate) fn set_peer_incarnation(&mut self, inc: u32) {
+        if !self.is_established() && inc != 0 && inc != self.remote_inc {
+            self.remote_inc = inc;
+            self.peer_hello_next = 0;
+        }
+    }
+
+    /// A CHALLENGE to our HELLO (§11.5): the peer's incarnation and a cookie
+    /// to echo; send HELLO again at once. Other CHALLENGEs are dropped.
+    pub(crate) fn on_challenge(&mut self, pkt: &Packet<'_>, sh: &mut Shared<P>) {
+        let ours = self.conn == Conn::HelloSent
+            && pkt.hdr.dst_sess == self.local_sess
+            && pkt.hs.dst_inc == sh.cfg.incarnation
+            && pkt.ctrl.a != 0;
+        if !ours {
+            sh.stats.dropped += 1;
+            return;
+        }
+        if pkt.ctrl.a != self.remote_inc {
+            self.remote_inc = pkt.ctrl.a;
+            self.peer_hello_next = 0;
+        }
+        self.cookie = pkt.hs.cookie;
+        self.send_hello = true;
+        self.mark_ready(&mut sh.schedule);
+    }
+
+    /// Record the handshake counter of the peer's HELLO or HELLO_ACK that
+    /// was accepted (authenticated only).
+    fn note_hello_counter(&mut self, counter: Option<u64>) {
+        if let Some(c) = counter {
+            self.peer_hello_next = self.peer_hello_next.max(c.saturating_add(1));
+        }
+    }
+
     /// A HELLO (source id non-zero): answer HELLO_ACK, establishing the
     /// session first unless it is a duplicate of the established one.
-    pub(crate) fn on_hello(&mut self, hello: &Packet<'_>, sh: &mut Shared<P>) {
+    /// `counter`: its handshake counter, when authenticated.
+    pub(crate) fn on_hello(
+        &mut self,
+        hello: &Packet<'_>,
+        counter: Option<u64>,
+        sh: &mut Shared<P>,
+    ) {
         let (sess, inc, mtu) = (hello.hdr.src_sess, hello.ctrl.a, hello.ctrl.b);
         match self.conn {
             Conn::Established => {}
@@ -80,18 +179,28 @@ impl<P: Copy> Session<P> {
                 self.establish(sess, inc, mtu, sh);
             }
         }
+        self.note_hello_counter(counter);
         self.send_hello_ack = true;
         self.idle_at = Instant::NEVER;
         self.mark_ready(&mut sh.schedule);
     }
 
     /// A HELLO_ACK: establishes our HELLO's session, else it is dropped.
-    pub(crate) fn on_hello_ack(&mut self, pkt: &Packet<'_>, sh: &mut Shared<P>) {
+    /// Authenticated (`counter`), it must name our incarnation.
+    pub(crate) fn on_hello_ack(
+        &mut self,
+        pkt: &Packet<'_>,
+        counter: Option<u64>,
+        sh: &mut Shared<P>,
+    ) {
+        let bound = counter.is_none() || pkt.hs.dst_inc == sh.cfg.incarnation;
         if self.conn == Conn::HelloSent
             && pkt.hdr.dst_sess == self.local_sess
             && pkt.hdr.src_sess != 0
+            && bound
         {
             self.establish(pkt.hdr.src_sess, pkt.ctrl.a, pkt.ctrl.b, sh);
+            self.note_hello_counter(counter);
         } else {
             sh.stats.dropped += 1;
         }

@@ -12,6 +12,8 @@
 //! An idle session is small (`IDLE_PEER_BYTES`): its queues live in a heap
 //! block only while the peer is active, released after `Config::idle_release`.
 
+mod congestion;
+mod grant;
 mod handshake;
 mod receiver;
 mod reorder;
@@ -24,8 +26,10 @@ mod transmit;
 
 use std::collections::VecDeque;
 
-pub(crate) use handshake::Admission;
+pub(crate) use grant::RxShare;
+pub(crate) use handshake::{Admission, HelloVerdict};
 
+use super::auth::{Cookie, Reject, SessionKeys};
 use super::events::Events;
 use super::peers::PeerId;
 use super::schedule::{Listed, Schedule};
@@ -33,6 +37,7 @@ use super::seam::{Control, Incoming, Sessions};
 use super::shared::Shared;
 use crate::api::{Config, OpError};
 use crate::time::Instant;
+use congestion::Congestion;
 use reorder::ReorderBuffer;
 use rma_ops::RmaOps;
 use rtt::Rtt;
@@ -68,6 +73,8 @@ struct Queues<P> {
     reorder: ReorderBuffer,
     /// Messages being received from this peer.
     incoming: Vec<Incoming<P>>,
+    /// The congestion window of what we send (§12.2).
+    cc: Congestion,
 }
 
 impl<P> Default for Queues<P> {
@@ -80,6 +87,7 @@ impl<P> Default for Queues<P> {
             rma: RmaOps::default(),
             reorder: ReorderBuffer::default(),
             incoming: Vec::new(),
+            cc: Congestion::default(),
         }
     }
 }
@@ -114,6 +122,11 @@ pub(crate) struct Session<P> {
     send_hello: bool,
     send_hello_ack: bool,
     ack_now: bool,
+    /// A DATA packet arrived marked CE: the next ack carries ECE (§12.3).
+    ce_echo: bool,
+    /// DEFER notices we sent that the peer has not acknowledged: while
+    /// any is, our acks carry HOLD (§6.5).
+    defers_unacked: u32,
     rnr_pending: bool,
     /// After a receiver-not-ready wait only the oldest packet is resent; the
     /// rest follow once it is acknowledged.
@@ -145,6 +158,19 @@ pub(crate) struct Session<P> {
     rnr_until: Instant,
     idle_at: Instant,
     q: Option<Box<Queues<P>>>,
+    /// Authenticated sessions: the keys of both directions (PROTOCOL.md §11.2).
+    keys: Option<Box<SessionKeys>>,
+    /// One past the handshake counter of the peer's last HELLO or HELLO_ACK
+    /// accepted from incarnation `remote_inc` (0: none): an older one is a
+    /// replay (§11.5). Kept when the session ends, as `remote_inc` is.
+    peer_hello_next: u64,
+    /// The cookie of the peer's CHALLENGE, echoed in our HELLO (§11.5).
+    cookie: Cookie,
+    /// Retransmission timeouts since the last datagram from the peer: an
+    /// ICMP error is believed (with authentication) only after two (§11.7).
+    silent_rtos: u8,
+    /// The last epoch in which DATA came from the peer (§12.1).
+    rx_epoch: u32,
 }
 
 impl<P: Copy> Session<P> {
@@ -157,6 +183,8 @@ impl<P: Copy> Session<P> {
             send_hello: false,
             send_hello_ack: false,
             ack_now: false,
+            ce_echo: false,
+            defers_unacked: 0,
             rnr_pending: false,
             rnr_probe: false,
             local_sess: 0,
@@ -176,6 +204,11 @@ impl<P: Copy> Session<P> {
             rnr_until: Instant::NEVER,
             idle_at: Instant::NEVER,
             q: None,
+            keys: None,
+            peer_hello_next: 0,
+            cookie: [0; 16],
+            silent_rtos: 0,
+            rx_epoch: 0,
         }
     }
 
@@ -199,6 +232,9 @@ impl<P: Copy> Session<P> {
 
     /// Send `c` on this session's stream (from the matcher).
     pub(crate) fn queue_control(&mut self, c: Control, schedule: &mut Schedule) {
+        if matches!(c, Control::Defer { .. }) {
+            self.defers_unacked += 1;
+        }
         self.q().ctrl.push_back(c);
         self.mark_ready(schedule);
     }
@@ -212,6 +248,16 @@ impl<P: Copy> Session<P> {
     /// data this peer has not acknowledged.
     pub(crate) fn sends_reported_unacked(&self) -> usize {
         self.q.as_ref().map_or(0, |q| q.ops.reported_count())
+    }
+
+    /// Packets we may have in flight: our window, the peer's grant, and
+    /// with congestion control the congestion window (§12).
+    pub(super) fn send_window(&self, cfg: &Config) -> usize {
+        let w = usize::from(cfg.window.min(self.peer_window));
+        match self.q.as_ref() {
+            Some(q) if cfg.congestion => w.min(q.cc.window()),
+            _ => w,
+        }
     }
 
     fn q(&mut self) -> &mut Queues<P> {
@@ -306,6 +352,11 @@ impl<P: Copy> Session<P> {
         self.ack_at = Instant::NEVER;
         self.rnr_until = Instant::NEVER;
         self.idle_at = Instant::NEVER;
+        self.keys = None;
+        self.cookie = [0; 16];
+        self.silent_rtos = 0;
+        self.defers_unacked = 0;
+        self.ce_echo = false;
         incoming
     }
 
@@ -317,6 +368,43 @@ impl<P: Copy> Session<P> {
         let ops = self.q.as_ref().map(|q| q.ops.first(4)).unwrap_or_default();
         let msgs = self.q.as_ref().map_or(0, |q| q.incoming.len());
         format!("{self:?}\n  first send ops: {ops:?}\n  messages being received: {msgs}")
+    }
+}
+
+impl<P> Session<P> {
+    /// Seal the datagram `buf[..body_len]` of this session: with its key
+    /// when authenticated (the header carries AUTH), else with a CRC.
+    pub(crate) fn seal(&mut self, buf: &mut [u8], body_len: usize) -> usize {
+        match self.keys.as_mut() {
+            Some(k) => k.seal(buf, body_len),
+            None => crate::wire::seal(buf, body_len),
+        }
+    }
+
+    /// Flag AUTH if this session's datagrams are authenticated.
+    #[inline]
+    pub(crate) fn auth_flag(&self) -> u16 {
+        if self.keys.is_some() {
+            crate::wire::flags::AUTH
+        } else {
+            0
+        }
+    }
+
+    /// Verify an authenticated datagram addressed to this session (it
+    /// passed [`Session::admits`]) and decrypt it in place: its body length.
+    pub(crate) fn open_sealed(&mut self, buf: &mut [u8]) -> Result<usize, Reject> {
+        let k = self.keys.as_mut().ok_or(Reject::Forged)?;
+        let body = k.open(buf)?;
+        self.silent_rtos = 0;
+        Ok(body)
+    }
+
+    /// Whether an ICMP error about this peer is believed: always without
+    /// authentication; with it, only once the peer has been silent for two
+    /// retransmission timeouts (an ICMP message cannot be authenticated).
+    pub(crate) fn believes_icmp(&self, authenticated: bool) -> bool {
+        !authenticated || self.silent_rtos >= 2
     }
 }
 

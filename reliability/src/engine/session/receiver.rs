@@ -23,6 +23,10 @@ impl<P: Copy + Eq> Session<P> {
         matcher: &mut Matcher<P>,
         bufs: &mut impl RecvBuffers,
     ) {
+        if pkt.ty == PacketType::Data && sh.cfg.congestion {
+            // A peer sending to us now shares our capacity (§12.1).
+            sh.rx_share.note(now, &mut self.rx_epoch);
+        }
         let d = wire::seq_diff(pkt.hdr.seq, self.expected);
         if d < 0 {
             // Already processed: a duplicate. Re-ack so a lost ack is repaired.
@@ -119,7 +123,8 @@ impl<P: Copy + Eq> Session<P> {
                 matcher.message_start(info, sess, pkt.payload, events, &mut own, bufs)
             }
             PacketType::Data => {
-                self.on_segment(&pkt.data, pkt.payload, sh, matcher, bufs);
+                let rndv = pkt.flags & wf::RNDV != 0;
+                self.on_segment(&pkt.data, rndv, pkt.payload, sh, matcher, bufs);
                 true
             }
             PacketType::Cts => {
@@ -129,6 +134,10 @@ impl<P: Copy + Eq> Session<P> {
             }
             PacketType::Done => {
                 self.on_done(pkt.ctrl.a, sh);
+                true
+            }
+            PacketType::Defer => {
+                self.on_defer(pkt.ctrl.a, sh);
                 true
             }
             // RMA is never refused: its destination is registered memory (§8).
@@ -141,17 +150,23 @@ impl<P: Copy + Eq> Session<P> {
     }
 
     /// A DATA packet without FIRST: more of a message already started
-    /// (§6.1), or rendezvous data (§6.3).
+    /// (§6.1), or rendezvous data (§6.3, flag RNDV). The leftover eager
+    /// segments of a deferred message find no record and are dropped (§6.5).
     fn on_segment(
         &mut self,
         data: &DataExt,
+        rndv: bool,
         payload: Bytes,
         sh: &mut Shared<P>,
         matcher: &mut Matcher<P>,
         bufs: &mut impl RecvBuffers,
     ) {
         let Some(q) = self.q.as_mut() else { return };
-        let Some(pos) = q.incoming.iter().position(|m| m.info.msg_id == data.msg_id) else {
+        let Some(pos) = q
+            .incoming
+            .iter()
+            .position(|m| m.info.msg_id == data.msg_id && m.rndv_data == rndv)
+        else {
             sh.stats.dropped += 1;
             return;
         };
@@ -164,6 +179,14 @@ impl<P: Copy + Eq> Session<P> {
             let (mut own, events) = OwnSession::split(self, sh);
             matcher.message_received(m, events, &mut own, bufs);
         }
+    }
+
+    /// A DATA packet of this session arrived marked CE: acknowledge at once
+    /// with ECE, so the sender slows down within one round trip (§12.3).
+    pub(crate) fn echo_ce(&mut self, sh: &mut Shared<P>) {
+        self.ce_echo = true;
+        self.ack_now = true;
+        self.mark_ready(&mut sh.schedule);
     }
 
     /// Receiver-not-ready (§5.4): refuse packet `expected`, drop what was
@@ -186,7 +209,7 @@ impl<P> Session<P> {
         let (ack, window, sack) = self.ack_fields(window);
         Header {
             ty: ty as u8,
-            flags: wf::ACK,
+            flags: wf::ACK | self.auth_flag() | self.ack_flags(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             ack,
@@ -202,8 +225,21 @@ impl<P> Session<P> {
         (self.expected, window, sack)
     }
 
+    /// Flags of our ack fields: ECE (§12.3) and HOLD (§6.5).
+    pub(super) fn ack_flags(&self) -> u16 {
+        let mut f = 0;
+        if self.ce_echo {
+            f |= wf::ECE;
+        }
+        if self.defers_unacked > 0 {
+            f |= wf::HOLD;
+        }
+        f
+    }
+
     /// Our acknowledgement is on its way.
     pub(super) fn clear_ack_state(&mut self) {
+        self.ce_echo = false;
         self.ack_now = false;
         self.ack_at = Instant::NEVER;
         self.rx_unacked = 0;

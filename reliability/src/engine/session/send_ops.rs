@@ -53,6 +53,12 @@ pub(super) struct SendState {
     complete_on_send: bool,
     /// Its successful completion has been reported (inject complete).
     reported: bool,
+    /// The receiver kept only its header (DEFER): its data goes again when
+    /// a CTS fetches it (§6.5).
+    deferred: bool,
+    /// Every packet acknowledged, but under HOLD: it completes once an ack
+    /// without HOLD shows no DEFER for it is coming (§6.5).
+    held: bool,
     /// The engine's copy of an injected payload.
     pub(super) inject: Option<Vec<u8>>,
 }
@@ -93,6 +99,8 @@ pub(super) struct SendOps {
     rndv_ready: VecDeque<OpId>,
     /// Ops waiting for a CTS or a DONE.
     waiting: Vec<OpId>,
+    /// Ops acknowledged under HOLD (§6.5).
+    held: Vec<OpId>,
 }
 
 impl SendOps {
@@ -102,6 +110,7 @@ impl SendOps {
             && self.sendq.is_empty()
             && self.rndv_ready.is_empty()
             && self.waiting.is_empty()
+            && self.held.is_empty()
     }
 
     /// Whether new DATA packets wait to be sent (rendezvous data or messages).
@@ -178,12 +187,15 @@ impl SendOps {
                 offset: 0,
                 len: 0,
                 first: true,
+                rndv: false,
             };
             self.sendq.pop_front();
         } else {
             let off = st.next_off;
             let n = (st.send_len - off).min(max_payload);
-            let first = off == 0 && st.hflags & wf::RNDV == 0;
+            // Data after a CTS carries RNDV and never FIRST.
+            let rndv = from_rndv;
+            let first = off == 0 && !rndv;
             st.next_off += n;
             if st.next_off >= st.send_len {
                 st.all_sent = true;
@@ -198,20 +210,61 @@ impl SendOps {
                 offset: off,
                 len: n as u16,
                 first,
+                rndv,
             };
         }
         st.unacked += 1;
         Some(kind)
     }
 
-    /// A DATA packet of `op` was acknowledged.
-    pub(super) fn packet_acked<P>(&mut self, op: OpId, sh: &mut Shared<P>) {
+    /// A DATA packet of `op` was acknowledged, under HOLD if `hold`.
+    pub(super) fn packet_acked<P>(&mut self, op: OpId, hold: bool, sh: &mut Shared<P>) {
         if let Some(st) = self.store.get_mut(op) {
             st.unacked = st.unacked.saturating_sub(1);
             if st.is_done() {
+                // An eager message the peer could still defer waits.
+                if hold && st.hflags & wf::RNDV == 0 && !st.deferred {
+                    if !st.held {
+                        st.held = true;
+                        self.held.push(op);
+                    }
+                } else {
+                    self.finish(op, sh);
+                }
+            }
+        }
+    }
+
+    /// An ack without HOLD: the sends held back were not deferred.
+    pub(super) fn release_held<P>(&mut self, sh: &mut Shared<P>) {
+        for op in std::mem::take(&mut self.held) {
+            if self.store.get(op).is_some_and(|st| st.held && st.is_done()) {
                 self.finish(op, sh);
             }
         }
+    }
+
+    /// The peer kept only the header of message `msg_id` (DEFER, §6.5):
+    /// stop sending its segments and wait for a CTS to send it again, like
+    /// a rendezvous message. Returns false when no op has that message.
+    pub(super) fn on_defer(&mut self, msg_id: u32) -> bool {
+        let found = self.store.iter().find_map(|(op, st)| {
+            (st.msg_id == msg_id && st.hflags & wf::RNDV == 0 && !st.deferred).then_some(op)
+        });
+        let Some(op) = found else { return false };
+        let Some(st) = self.store.get_mut(op) else {
+            return false;
+        };
+        st.deferred = true;
+        st.held = false;
+        st.await_cts = true;
+        st.all_sent = false;
+        st.next_off = 0;
+        st.send_len = st.len;
+        self.sendq.retain(|&x| x != op);
+        self.held.retain(|&x| x != op);
+        self.waiting.push(op);
+        true
     }
 
     /// A CTS for rendezvous message `msg_id` (§6.3): send `max_len` bytes of
@@ -235,6 +288,11 @@ impl SendOps {
         };
         st.await_cts = false;
         st.send_len = if discard { 0 } else { st.len.min(max_len) };
+        if discard {
+            // Discarded is as delivered as it will get: no DONE follows
+            // (fi_tagged(3) FI_DISCARD).
+            st.done_rcvd = true;
+        }
         if st.send_len == 0 {
             // Nothing to send: complete once the RTS is acknowledged.
             st.all_sent = true;
@@ -271,7 +329,7 @@ impl SendOps {
             return;
         };
         sh.sends -= 1;
-        if st.hflags & (wf::RNDV | wf::DC) != 0
+        if (st.deferred || st.hflags & (wf::RNDV | wf::DC) != 0)
             && let Some(pos) = self.waiting.iter().position(|&x| x == op)
         {
             self.waiting.swap_remove(pos);
@@ -364,6 +422,8 @@ impl<P: Copy> Session<P> {
             done_rcvd: false,
             complete_on_send,
             reported: false,
+            deferred: false,
+            held: false,
             inject,
         };
         sh.sends += 1;
@@ -392,6 +452,14 @@ impl<P: Copy> Session<P> {
     pub(super) fn on_done(&mut self, msg_id: u32, sh: &mut Shared<P>) {
         if let Some(q) = self.q.as_mut() {
             q.ops.on_done(msg_id, sh);
+        }
+    }
+
+    /// A DEFER arrived in order (§6.5).
+    pub(super) fn on_defer(&mut self, msg_id: u32, sh: &mut Shared<P>) {
+        let Some(q) = self.q.as_mut() else { return };
+        if !q.ops.on_defer(msg_id) {
+            sh.stats.dropped += 1;
         }
     }
 }

@@ -7,6 +7,7 @@ use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
 use super::rma_ops::{RespId, RmaId};
+use super::congestion::AckSignal;
 use super::send_ops::OpId;
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
@@ -18,12 +19,14 @@ const DUP_THRESH: usize = 3;
 /// What a sent packet carried, enough to rebuild it for retransmission.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum PktKind {
-    /// A segment (or the request-to-send) of a send operation.
+    /// A segment (or the request-to-send) of a send operation; `rndv`:
+    /// data sent after a CTS (flag RNDV).
     Data {
         op: OpId,
         offset: u32,
         len: u16,
         first: bool,
+        rndv: bool,
     },
     /// A CTS or DONE.
     Ctrl(Control),
@@ -64,18 +67,16 @@ impl SentPkt {
     }
 }
 
-/// Packets a peer may have in flight from us: our configured window, or
-/// less if the peer advertised less (its `window` field).
-pub(super) fn send_window(ours: u16, peers: u16) -> usize {
-    usize::from(ours.min(peers))
-}
-
 impl<P: Copy> Session<P> {
     /// The acknowledgement fields of a valid packet (§5.1, §5.3, §5.4).
     pub(crate) fn on_ack(&mut self, now: Instant, hdr: &Header, sh: &mut Shared<P>) {
         self.peer_window = hdr.window.max(1);
         let Some(q) = self.q.as_mut() else { return };
         let d = wire::seq_diff(hdr.ack, self.una);
+        // HOLD: the peer may still tell us it deferred a message this ack
+        // covers; such sends complete on an ack without HOLD (§6.5).
+        let hold = hdr.flags & wf::HOLD != 0;
+        let inflight = q.inflight.len();
         let mut progressed = false;
         if d > 0 && (d as usize) <= q.inflight.len() {
             let mut sample = None;
@@ -87,9 +88,12 @@ impl<P: Copy> Session<P> {
                     sample = Some(now.since(s.sent_at).0);
                 }
                 match s.kind {
-                    PktKind::Data { op, .. } => q.ops.packet_acked(op, sh),
+                    PktKind::Data { op, .. } => q.ops.packet_acked(op, hold, sh),
                     PktKind::Rma { op, .. } => q.rma.op_acked(op, sh),
                     PktKind::Resp { id, .. } => q.rma.resp_acked(id),
+                    PktKind::Ctrl(Control::Defer { .. }) => {
+                        self.defers_unacked = self.defers_unacked.saturating_sub(1);
+                    }
                     PktKind::Ctrl(_) => {}
                 }
             }
@@ -99,6 +103,21 @@ impl<P: Copy> Session<P> {
                 self.rtt.sample(r, cfg);
             } else {
                 // RFC 6298 §5.7 keeps the backed-off RTO until a valid sample.
+            }
+            if cfg.congestion {
+                let signal = AckSignal {
+                    acked: d as u32,
+                    ece: hdr.flags & wf::ECE != 0,
+                    rtt: sample,
+                    una: self.una,
+                    next_seq: self.next_seq,
+                    inflight,
+                    max: cfg.window,
+                    floor: cfg.cc_delay_floor.0,
+                };
+                if q.cc.on_ack(signal) {
+                    sh.stats.cwnd_reductions += 1;
+                }
             }
             self.rto_at = if q.inflight.is_empty() {
                 Instant::NEVER
@@ -120,6 +139,11 @@ impl<P: Copy> Session<P> {
                 self.idle_at = now + cfg.idle_release;
             }
             progressed = true;
+        }
+        if !hold && wire::seq_diff(hdr.ack, self.una) == 0 {
+            // A current ack without HOLD: no DEFER of the peer is pending,
+            // so the sends held back were kept (§6.5).
+            q.ops.release_held(sh);
         }
         let cfg = &sh.cfg;
         // Selective acks are hints: the latest bitmap replaces what earlier
@@ -146,6 +170,9 @@ impl<P: Copy> Session<P> {
                         q.rtx.push_back(una.wrapping_add(pos as u32));
                         sh.stats.fast_retransmits += 1;
                         progressed = true;
+                        if cfg.congestion && q.cc.on_loss(self.next_seq) {
+                            sh.stats.cwnd_reductions += 1;
+                        }
                     }
                 }
             }
@@ -173,7 +200,12 @@ impl<P: Copy> Session<P> {
         // An ack that moved the window lets waiting packets go; with none
         // waiting the session has nothing to send (and stays off the ready
         // list, so the caller's transmit pass costs nothing).
-        if progressed && q.has_output(send_window(cfg.window, self.peer_window)) {
+        if progressed
+            && self
+                .q
+                .as_ref()
+                .is_some_and(|q| q.has_output(self.send_window(cfg)))
+        {
             self.mark_ready(&mut sh.schedule);
         }
         self.arm_timers(&mut sh.schedule);
@@ -205,6 +237,7 @@ impl<P: Copy> Session<P> {
     pub(super) fn on_rto(&mut self, now: Instant, sh: &mut Shared<P>) -> Option<OpError> {
         self.rto_at = Instant::NEVER;
         sh.stats.timeouts += 1;
+        self.silent_rtos = self.silent_rtos.saturating_add(1);
         let max_retries = sh.cfg.max_retries;
         if self.is_idle() {
             return None;
@@ -222,7 +255,13 @@ impl<P: Copy> Session<P> {
         }
         let rto = Nanos(self.rtt.rto());
         let una = self.una;
+        let next_seq = self.next_seq;
+        let congestion = sh.cfg.congestion;
         let q = self.q();
+        if congestion && !q.inflight.is_empty() {
+            q.cc.on_timeout(next_seq);
+            sh.stats.cwnd_reductions += 1;
+        }
         let front = q.inflight.front_mut()?;
         front.retries = front.retries.saturating_add(1);
         if u32::from(front.retries) > max_retries {

@@ -4,13 +4,14 @@
 //! allows, and a bare ACK when one is due. Every packet built here carries
 //! our acknowledgement of the peer's stream (§5.1).
 
+use super::super::oneshot::handshake_datagram;
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
-use super::sender::{PktKind, SentPkt, send_window};
+use super::sender::{PktKind, SentPkt};
 use crate::api::{Config, SendBuffers};
 use crate::time::{Instant, Nanos};
-use crate::wire::{self, CtrlExt, DataExt, Header, PacketType, flags as wf};
+use crate::wire::{self, CtrlExt, DataExt, HandshakeExt, Header, PacketType, flags as wf};
 
 impl<P: Copy> Session<P> {
     /// Whether [`Session::emit`] could produce a packet now. It may say yes
@@ -31,7 +32,7 @@ impl<P: Copy> Session<P> {
             && self
                 .q
                 .as_ref()
-                .is_some_and(|q| q.has_output(send_window(cfg.window, self.peer_window)))
+                .is_some_and(|q| q.has_output(self.send_window(cfg)))
     }
 
     /// Build the next packet into `buf` (at most `cfg.mtu` long), if there is one.
@@ -54,7 +55,14 @@ impl<P: Copy> Session<P> {
                 src_sess: self.local_sess,
                 ..Default::default()
             };
-            return Some(wire::encode_ctrl(buf, &h, &hello));
+            // Authenticated: bound to the incarnation we know the peer by,
+            // echoing its CHALLENGE's cookie if it sent one (§11.4, §11.5).
+            let hs = HandshakeExt {
+                dst_inc: self.remote_inc,
+                reserved: 0,
+                cookie: self.cookie,
+            };
+            return Some(handshake_datagram(buf, h, &hello, &hs, sh.auth.as_mut()));
         }
         if !self.is_established() {
             return None;
@@ -67,7 +75,11 @@ impl<P: Copy> Session<P> {
                 dst_sess: self.remote_sess,
                 ..Default::default()
             };
-            return Some(wire::encode_ctrl(buf, &h, &hello));
+            let hs = HandshakeExt {
+                dst_inc: self.remote_inc,
+                ..HandshakeExt::default()
+            };
+            return Some(handshake_datagram(buf, h, &hello, &hs, sh.auth.as_mut()));
         }
         if self.rnr_pending {
             return Some(self.emit_ack(now, buf, sh));
@@ -87,7 +99,7 @@ impl<P: Copy> Session<P> {
     }
 
     fn emit_ack(&mut self, now: Instant, buf: &mut [u8], sh: &mut Shared<P>) -> usize {
-        let mut h = self.acking_header(PacketType::Ack, sh.cfg.window);
+        let mut h = self.acking_header(PacketType::Ack, sh.grant());
         if self.rnr_pending {
             h.flags |= wf::RNR;
             self.rnr_pending = false;
@@ -97,7 +109,8 @@ impl<P: Copy> Session<P> {
             self.idle_at = now + sh.cfg.idle_release;
             self.arm_timers(&mut sh.schedule);
         }
-        wire::encode_ack(buf, &h)
+        wire::encode_header(buf, &h);
+        self.seal(buf, wire::COMMON_LEN)
     }
 
     fn emit_retransmit(
@@ -126,7 +139,7 @@ impl<P: Copy> Session<P> {
             s.retransmitted = true;
             let kind = s.kind;
             sh.stats.retransmits += 1;
-            return Some(self.build(seq, kind, buf, bufs, &sh.cfg));
+            return Some(self.build(seq, kind, buf, bufs, sh));
         }
     }
 
@@ -139,9 +152,9 @@ impl<P: Copy> Session<P> {
         bufs: &mut impl SendBuffers,
         sh: &mut Shared<P>,
     ) -> Option<usize> {
-        let max_payload = (buf.len().min(self.peer_mtu as usize) - wire::DATA_OVERHEAD)
-            .min(usize::from(u16::MAX));
-        let window = send_window(sh.cfg.window, self.peer_window);
+        let max_payload =
+            (buf.len().min(self.peer_mtu as usize) - sh.data_overhead).min(usize::from(u16::MAX));
+        let window = self.send_window(&sh.cfg);
         let q = self.q.as_mut()?;
         if q.inflight.len() >= window {
             return None;
@@ -169,7 +182,7 @@ impl<P: Copy> Session<P> {
             self.rto_at = now + Nanos(self.rtt.rto());
             self.arm_timers(&mut sh.schedule);
         }
-        Some(self.build(seq, kind, buf, bufs, &sh.cfg))
+        Some(self.build(seq, kind, buf, bufs, sh))
     }
 
     /// Encode sequenced packet `seq` (first transmission or retransmission).
@@ -179,12 +192,12 @@ impl<P: Copy> Session<P> {
         kind: PktKind,
         buf: &mut [u8],
         bufs: &mut impl SendBuffers,
-        cfg: &Config,
+        sh: &Shared<P>,
     ) -> usize {
-        let (ack, window, sack) = self.ack_fields(cfg.window);
+        let (ack, window, sack) = self.ack_fields(sh.grant());
         let mut h = Header {
             ty: 0,
-            flags: wf::ACK,
+            flags: wf::ACK | self.auth_flag() | self.ack_flags(),
             src_sess: self.local_sess,
             dst_sess: self.remote_sess,
             seq,
@@ -214,8 +227,13 @@ impl<P: Copy> Session<P> {
                         h.ty = PacketType::Done as u8;
                         ext.a = msg_id;
                     }
+                    Control::Defer { msg_id } => {
+                        h.ty = PacketType::Defer as u8;
+                        ext.a = msg_id;
+                    }
                 }
-                wire::encode_ctrl(buf, &h, &ext)
+                let n = wire::ctrl_body(buf, &h, &ext);
+                self.seal(buf, n)
             }
             PktKind::Rma { .. } | PktKind::Resp { .. } => {
                 let encoded = self
@@ -234,6 +252,7 @@ impl<P: Copy> Session<P> {
                 offset,
                 len,
                 first,
+                rndv,
             } => {
                 h.ty = PacketType::Data as u8;
                 let Some(st) = self.q.as_ref().and_then(|q| q.ops.get(op)) else {
@@ -241,11 +260,20 @@ impl<P: Copy> Session<P> {
                     // empty ack rather than panic.
                     h.ty = PacketType::Ack as u8;
                     h.seq = 0;
-                    return wire::encode_ack(buf, &h);
+                    wire::encode_header(buf, &h);
+                    return self.seal(buf, wire::COMMON_LEN);
                 };
                 h.flags |= st.hflags;
+                if self.keys.is_some() && sh.auth.as_ref().is_some_and(|a| a.encrypt) {
+                    h.flags |= wf::ENC;
+                }
                 if first {
                     h.flags |= wf::FIRST;
+                }
+                if rndv {
+                    // Data sent after a CTS: rendezvous, or the fetch of a
+                    // deferred eager message (§6.5).
+                    h.flags |= wf::RNDV;
                 }
                 h.payload_len = len;
                 let ext = DataExt {
@@ -265,7 +293,7 @@ impl<P: Copy> Session<P> {
                 } else if n > 0 {
                     bufs.read(st.token, offset as usize, dst);
                 }
-                wire::seal(buf, wire::DATA_HDR_LEN + n)
+                self.seal(buf, wire::DATA_HDR_LEN + n)
             }
         }
     }

@@ -184,3 +184,78 @@ fn short_transmit_buffer_yields_nothing() {
             .is_some()
     );
 }
+
+/// Eager messages over the unexpected budget are kept as their header only
+/// and fetched when a receive matches (PROTOCOL.md §6.5): memory stays
+/// within the budget, nothing is refused, and a later message that matches
+/// a posted receive is not held up behind them (the refusal that deadlocked
+/// MPI programs with low limits).
+#[test]
+fn over_budget_eager_messages_wait_at_their_sender() {
+    for (loss, seed) in [(0.0, 1), (0.1, 2), (0.1, 3)] {
+        let f = Faults {
+            loss,
+            dup: loss / 2.0,
+            jitter: Nanos::from_micros(if loss > 0.0 { 30 } else { 0 }),
+            mtu: 1472,
+            ..Faults::default()
+        };
+        let budget = 12_000;
+        let mut s = Sim::new(vec![Buffers::default(), Buffers::default()], f, seed, |i| {
+            Config {
+                unexpected_budget: budget,
+                unexpected_peer_budget: budget,
+                ..cfg(i)
+            }
+        });
+        // 30 unexpected messages of 5000 B (4 segments each) to tag 1, then
+        // one to tag 2 whose receive is posted.
+        for i in 0..30u64 {
+            send(&mut s, 0, 1, i, pattern(5000, i as u8), Some(1));
+        }
+        send(&mut s, 0, 1, 99, pattern(777, 99), Some(2));
+        recv(
+            &mut s,
+            1,
+            99,
+            777,
+            None,
+            Some(TagMatch { tag: 2, ignore: 0 }),
+        );
+        let limit = s.now + Nanos::from_millis(200);
+        s.run_until(limit, |s| {
+            s.nodes[1].engine.poll_event().is_some_and(
+                |e| matches!(e, Event::Completion(c) if c.token == 99 && c.error.is_none()),
+            )
+        });
+        assert_eq!(s.nodes[1].app.recv[&99], pattern(777, 99), "held up");
+        let st = s.nodes[1].engine.stats();
+        assert!(st.deferred > 0 && st.rnr_sent == 0, "{st:?}");
+        assert!(st.unexpected_bytes_max <= budget as u64);
+        // Sends of deferred messages are not complete: the receiver does
+        // not have their data.
+        let done: Vec<u64> = completions(&mut s, 0).iter().map(|c| c.token).collect();
+        assert!(done.len() < 31, "{done:?}");
+        for i in 0..30u64 {
+            recv(
+                &mut s,
+                1,
+                i,
+                5000,
+                None,
+                Some(TagMatch { tag: 1, ignore: 0 }),
+            );
+        }
+        run(&mut s);
+        let c = completions(&mut s, 1);
+        assert_eq!(c.len(), 30);
+        for c in &c {
+            assert_eq!(c.error, None);
+            assert_eq!(s.nodes[1].app.recv[&c.token], pattern(5000, c.token as u8));
+            assert_eq!(c.data, c.token, "matched in order");
+        }
+        let sent = completions(&mut s, 0);
+        assert_eq!(done.len() + sent.len(), 31);
+        assert!(sent.iter().all(|c| c.error.is_none()));
+    }
+}

@@ -2,6 +2,8 @@
 //! one file per area; this file holds the helpers they share.
 
 mod acks;
+mod auth;
+mod congestion;
 mod limits;
 mod matching;
 mod rma;

@@ -1,0 +1,295 @@
+//! `ofi-xdp incast`: many senders stream 1 MiB messages to one receiver at
+//! once, test hosts on one bridge (MTU 9000), over `xdp` and over `tcp` side
+//! by side: aggregate throughput against one sender alone, each sender's
+//! throughput, and the share of datagrams (segments) retransmitted — the
+//! figures congestion control is judged by (`reliability/PROTOCOL.md` §12).
+//!
+//! One process per host runs `incast.c` (compiled here with `cc … -lfabric`):
+//! the receiver on host 0, a sender on each other host, all senders starting
+//! at the same instant. Retransmissions: for `xdp` the engine statistics the
+//! provider logs when an endpoint closes (`FI_LOG_LEVEL=info`), for `tcp` the
+//! senders' namespaces' `Tcp: OutSegs RetransSegs` (/proc/net/snmp).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ofi_xdp_testhosts::{Host, Segment};
+
+use crate::args::Args;
+use crate::child::ChildGuard;
+
+/// The program, compiled at run time.
+const SOURCE: &str = include_str!("incast.c");
+/// Jumbo frames, as the other provider benchmarks.
+const MTU: u32 = 9000;
+const PORT: &str = "47700";
+
+/// One run's figures.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Bytes per second over all senders, to the last message received.
+    pub aggregate: f64,
+    /// Each sender's bytes per second.
+    pub per_sender: Vec<f64>,
+    /// Datagrams (segments) sent and retransmitted by the senders.
+    pub sent: u64,
+    pub retransmitted: u64,
+}
+
+impl Outcome {
+    /// Largest over smallest per-sender throughput.
+    pub fn spread(&self) -> f64 {
+        let max = self.per_sender.iter().cloned().fold(0.0, f64::max);
+        let min = self.per_sender.iter().cloned().fold(f64::MAX, f64::min);
+        max / min
+    }
+
+    /// Retransmitted, percent of sent.
+    pub fn retransmitted_pct(&self) -> f64 {
+        100.0 * self.retransmitted as f64 / self.sent.max(1) as f64
+    }
+}
+
+/// Compiles `incast.c` into a fresh directory; the binary's path.
+fn compile() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-incast-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let src = dir.join("incast.c");
+    std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
+    let bin = dir.join("incast");
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .arg("-lfabric")
+        .output()
+        .map_err(|e| format!("running cc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc incast.c failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(bin)
+}
+
+/// `Tcp:` OutSegs and RetransSegs of `host`'s namespace.
+fn tcp_segments(host: &Host) -> (u64, u64) {
+    let Ok(out) = host.command("cat").arg("/proc/net/snmp").output() else {
+        return (0, 0);
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        return (0, 0);
+    };
+    let field = |want: &str| {
+        names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == want)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("OutSegs"), field("RetransSegs"))
+}
+
+/// `tx_datagrams` and `retransmits` from the engine statistics the provider
+/// logs when an RDM endpoint closes.
+fn engine_segments(stderr: &str) -> (u64, u64) {
+    let Some(line) = stderr.lines().find(|l| l.contains("rdm endpoint closed")) else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        line.split(&format!("{name}: "))
+            .nth(1)
+            .and_then(|rest| rest.split([',', ' ']).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("tx_datagrams"), field("retransmits"))
+}
+
+/// Parses "<who> bytes <n> usec <t>" into bytes per second.
+fn rate(stdout: &str, who: &str) -> Option<f64> {
+    let line = stdout.lines().find(|l| l.starts_with(who))?;
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let bytes: f64 = w.get(2)?.parse().ok()?;
+    let usec: f64 = w.get(4)?.parse().ok()?;
+    Some(bytes / (usec / 1e6))
+}
+
+/// One incast: `senders` senders of `msgs` messages of `size` bytes each,
+/// over `provider`, on `seg` (host 0 receives).
+pub fn run(
+    bin: &Path,
+    seg: &Segment,
+    provider: &str,
+    senders: usize,
+    msgs: u32,
+    size: usize,
+    env: &[(String, String)],
+) -> Result<Outcome, String> {
+    let rx = &seg.hosts[0];
+    let start_ns = |delay: Duration| {
+        (SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            + delay)
+            .as_nanos()
+    };
+    let total = (msgs as usize * senders).to_string();
+    let common = |host: &Host| {
+        let mut c = host.command(bin);
+        c.env("FI_LOG_LEVEL", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    // The receiver first; it says "ready" once it listens.
+    let start = start_ns(Duration::from_millis(1500)).to_string();
+    let mut server = common(rx);
+    server
+        .args(["-s", provider, &rx.ipv4().to_string(), PORT, &total])
+        .args([&size.to_string(), &start]);
+    let mut server = ChildGuard(server.spawn().map_err(|e| format!("incast server: {e}"))?);
+    let mut ready = String::new();
+    if let Some(out) = server.0.stdout.as_mut() {
+        use std::io::BufRead;
+        let _ = std::io::BufReader::new(out).read_line(&mut ready);
+    }
+    if ready.trim() != "ready" {
+        return Err(format!("incast server over {provider} did not start"));
+    }
+    let before: Vec<(u64, u64)> = seg.hosts[1..=senders].iter().map(tcp_segments).collect();
+    let mut clients = Vec::new();
+    for host in &seg.hosts[1..=senders] {
+        let mut c = common(host);
+        c.args([
+            "-c",
+            provider,
+            &rx.ipv4().to_string(),
+            PORT,
+            &msgs.to_string(),
+        ])
+        .args([&size.to_string(), &start]);
+        clients.push(ChildGuard(
+            c.spawn().map_err(|e| format!("incast sender: {e}"))?,
+        ));
+    }
+    let mut out = Outcome::default();
+    for (i, c) in clients.into_iter().enumerate() {
+        let done = wait(c, Duration::from_secs(300))?;
+        let r = rate(&done.0, "client").ok_or_else(|| {
+            format!(
+                "incast sender {i} over {provider} failed: {}",
+                done.1.trim()
+            )
+        })?;
+        out.per_sender.push(r);
+        let (sent, rtx) = if provider == "xdp" {
+            engine_segments(&done.1)
+        } else {
+            let (s1, r1) = tcp_segments(&seg.hosts[1 + i]);
+            (s1 - before[i].0, r1 - before[i].1)
+        };
+        out.sent += sent;
+        out.retransmitted += rtx;
+    }
+    let done = wait(server, Duration::from_secs(60))?;
+    out.aggregate = rate(&done.0, "server")
+        .ok_or_else(|| format!("incast receiver over {provider} failed: {}", done.1.trim()))?;
+    Ok(out)
+}
+
+/// Waits for `c` (at most `limit`): its stdout and stderr.
+fn wait(mut c: ChildGuard, limit: Duration) -> Result<(String, String), String> {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + limit;
+    while !c.exited() {
+        if std::time::Instant::now() > deadline {
+            return Err("incast process timed out".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (mut o, mut e) = (String::new(), String::new());
+    if let Some(s) = c.0.stdout.as_mut() {
+        let _ = s.read_to_string(&mut o);
+    }
+    if let Some(s) = c.0.stderr.as_mut() {
+        let _ = s.read_to_string(&mut e);
+    }
+    Ok((o, e))
+}
+
+/// `ofi-xdp incast [--senders 4,8] [--msgs 32] [--size 1048576]
+/// [--providers xdp,tcp]`: prints one line per provider and sender count.
+pub fn main(args: &[String]) -> Result<(), String> {
+    let a = Args::parse(args, &[])?;
+    let senders: String = a.get("senders", "4,8".to_owned())?;
+    let msgs: u32 = a.get("msgs", 32)?;
+    let size: usize = a.get("size", 1 << 20)?;
+    let providers: String = a.get("providers", "xdp,tcp".to_owned())?;
+    let counts: Vec<usize> = senders
+        .split(',')
+        .map(|s| s.trim().parse().map_err(|_| format!("bad --senders {s:?}")))
+        .collect::<Result<_, _>>()?;
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let bin = compile()?;
+    let seg = Segment::new(most + 1, MTU).map_err(|e| format!("creating test hosts: {e}"))?;
+    println!(
+        "incast: N senders stream {msgs} × {size} B each to one receiver at once, {} test hosts \
+         on a bridge (MTU {MTU})",
+        most + 1
+    );
+    println!(
+        "{:<6} {:>7} {:>15} {:>15} {:>24} {:>9} {:>14}",
+        "prov",
+        "senders",
+        "aggregate MB/s",
+        "alone MB/s",
+        "per sender MB/s",
+        "max/min",
+        "retransmitted"
+    );
+    let mut failed = Vec::new();
+    for provider in providers.split(',') {
+        let alone = match run(&bin, &seg, provider, 1, msgs, size, &[]) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("{e}");
+                failed.push(provider.to_owned());
+                continue;
+            }
+        };
+        for &n in &counts {
+            match run(&bin, &seg, provider, n, msgs, size, &[]) {
+                Ok(o) => {
+                    let min = o.per_sender.iter().cloned().fold(f64::MAX, f64::min);
+                    let max = o.per_sender.iter().cloned().fold(0.0, f64::max);
+                    println!(
+                        "{provider:<6} {n:>7} {:>15.0} {:>15.0} {:>24} {:>9.2} {:>13.3}%",
+                        o.aggregate / 1e6,
+                        alone.aggregate / 1e6,
+                        format!("{:.0}..{:.0}", min / 1e6, max / 1e6),
+                        o.spread(),
+                        o.retransmitted_pct()
+                    );
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    failed.push(format!("{provider} × {n}"));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(bin.parent().unwrap_or(Path::new("/nonexistent")));
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join(", ")))
+    }
+}
