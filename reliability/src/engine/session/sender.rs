@@ -6,8 +6,8 @@
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
-use super::rma_ops::{RespId, RmaId};
 use super::congestion::AckSignal;
+use super::rma_ops::{RespId, RmaId};
 use super::send_ops::OpId;
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
