@@ -368,7 +368,7 @@ pub fn decode_authenticated(body: &[u8]) -> Result<Packet<'_>, WireError> {
     if rd16(body, 2) & flags::AUTH == 0 {
         return Err(WireError::Malformed);
     }
-    parse(&body[..body.len().min(DATA_HDR_LEN)], body.len(), |a, b| {
+    parse(&body[..body.len().min(MAX_HDR_LEN)], body.len(), |a, b| {
         Bytes::One(&body[a..b])
     })
 }

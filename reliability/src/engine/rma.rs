@@ -10,9 +10,15 @@ use super::Engine;
 use crate::api::{MAX_MSG_SIZE, Payload, PostError};
 use crate::rma::{MAX_ATOMIC_BYTES, RmaKind, RmaOp};
 use crate::time::Instant;
-use crate::wire::RMA_OVERHEAD;
+use crate::wire::{DATA_HDR_LEN, RMA_HDR_LEN};
 
 impl<P: Copy + Eq + Hash> Engine<P> {
+    /// Bytes of an RMA packet besides its payload: the RMA header and the
+    /// trailer, a CRC or (authenticated) a nonce and tag, as for DATA.
+    fn rma_overhead(&self) -> usize {
+        self.shared.data_overhead - DATA_HDR_LEN + RMA_HDR_LEN
+    }
+
     /// Post an RMA read or write or an atomic. It completes (an event with
     /// its token, flags `RMA|WRITE`, `RMA|READ`, `ATOMIC|WRITE` or
     /// `ATOMIC|READ`) when the target's answer arrives: the target executed
@@ -51,7 +57,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 }
                 if len > MAX_ATOMIC_BYTES
                     || result_len > MAX_ATOMIC_BYTES
-                    || cfg.mtu < RMA_OVERHEAD + len.max(result_len)
+                    || cfg.mtu < self.rma_overhead() + len.max(result_len)
                 {
                     return Err(PostError::TooLarge);
                 }

@@ -329,8 +329,9 @@ impl RmaOps {
     }
 
     /// Encode packet `kind` (an operation's or a response's) into `buf`
-    /// after header `h`; returns the datagram length, or `None` if its
-    /// state is gone.
+    /// after header `h`; returns the body length, for the session to seal
+    /// (CRC, or its key when authenticated: PROTOCOL.md §11.3), or `None`
+    /// if its state is gone.
     pub(super) fn encode(
         &self,
         kind: PktKind,
@@ -392,7 +393,7 @@ impl RmaOps {
                 }
                 wire::encode_header(buf, &h);
                 wire::encode_rma_ext(buf, &ext);
-                Some(wire::seal(buf, wire::RMA_HDR_LEN + payload_len))
+                Some(wire::RMA_HDR_LEN + payload_len)
             }
             PktKind::Resp { id, offset, len } => {
                 let r = self.resps.get(id)?;
@@ -423,7 +424,7 @@ impl RmaOps {
                 h.payload_len = n as u16;
                 wire::encode_header(buf, &h);
                 wire::encode_rma_ext(buf, &ext);
-                Some(wire::seal(buf, wire::RMA_HDR_LEN + n))
+                Some(wire::RMA_HDR_LEN + n)
             }
             _ => None,
         }

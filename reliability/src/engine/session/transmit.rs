@@ -159,7 +159,10 @@ impl<P: Copy> Session<P> {
         if q.inflight.len() >= window {
             return None;
         }
-        let rma_payload = (buf.len().min(self.peer_mtu as usize) - wire::RMA_OVERHEAD)
+        // RMA's extension replaces DATA's; the trailer (CRC, or nonce and
+        // tag when authenticated) is the same.
+        let rma_overhead = sh.data_overhead - wire::DATA_HDR_LEN + wire::RMA_HDR_LEN;
+        let rma_payload = (buf.len().min(self.peer_mtu as usize) - rma_overhead)
             .min(usize::from(u16::MAX)) as u32;
         let kind = match q.ctrl.pop_front() {
             Some(c) => PktKind::Ctrl(c),
@@ -240,7 +243,7 @@ impl<P: Copy> Session<P> {
                     .q
                     .as_ref()
                     .and_then(|q| q.rma.encode(kind, h, buf, bufs));
-                encoded.unwrap_or_else(|| {
+                encoded.map(|n| self.seal(buf, n)).unwrap_or_else(|| {
                     // Cannot happen: state outlives its unacked packets.
                     h.ty = PacketType::Ack as u8;
                     h.seq = 0;
