@@ -42,6 +42,21 @@ impl std::fmt::Display for BindMode {
     }
 }
 
+/// Busy polling on the socket (socket(7) `SO_BUSY_POLL`,
+/// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`, Linux 5.11+; af_xdp.rst
+/// "XDP_USE_NEED_WAKEUP" and the kernel's napi.rst "Preferred busy
+/// polling"): the application's `recvfrom`/`sendto` on the socket run the
+/// driver's NAPI poll in its own context, and with the interface's
+/// `napi_defer_hard_irqs` and `gro_flush_timeout` set, interrupts stay off
+/// while it keeps polling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: how long one busy poll may spin, in µs.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets one busy poll may process.
+    pub budget: u16,
+}
+
 /// Configuration of one [`crate::Link`].
 #[derive(Clone, Debug)]
 pub struct LinkConfig {
@@ -81,6 +96,9 @@ pub struct LinkConfig {
     /// first. For callers that read `pieces`; ignored with
     /// `verify_checksums` (the UDP checksum needs the datagram whole).
     pub rx_pieces: bool,
+    /// Busy polling on the socket (`None`: interrupts and `need_wakeup`
+    /// kicks only).
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl LinkConfig {
@@ -101,6 +119,7 @@ impl LinkConfig {
             verify_checksums: true,
             multi_buffer: false,
             rx_pieces: false,
+            busy_poll: None,
         }
     }
 

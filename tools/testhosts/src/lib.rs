@@ -162,7 +162,20 @@ impl HostPair {
 
     /// Creates two namespaces joined by a veth pair with the given MTU on both
     /// ends. Native-mode XDP on veth needs MTU ≤ ~3500 (one page per frame).
+    ///
+    /// Each end has one queue: every frame then arrives on rx queue 0, where
+    /// AF_XDP sockets bind by default.
     pub fn with_mtu(mtu: u32) -> io::Result<HostPair> {
+        Self::with_queues(mtu, 1)
+    }
+
+    /// Like [`HostPair::with_mtu`], with `queues` receive and transmit
+    /// queues on each end. With native XDP attached to an end, a frame
+    /// arrives on the receive queue numbered as the transmit queue the peer
+    /// sent it from (veth_xmit keeps the skb's queue mapping): an AF_XDP
+    /// socket's copy-mode transmit uses its own queue, the kernel's stack
+    /// one picked by the flow's hash.
+    pub fn with_queues(mtu: u32, queues: u32) -> io::Result<HostPair> {
         reap_stale();
         let pid = std::process::id();
         let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
@@ -181,11 +194,10 @@ impl HostPair {
         let mac_a = addr.mac(0);
         let mac_b = addr.mac(1);
         // Create both ends directly inside their namespaces, so nothing ever
-        // appears in the caller's namespace. One queue each on purpose (veth
-        // defaults to one per CPU): every frame then arrives on rx queue 0,
-        // where AF_XDP sockets bind — a redirect to a socket bound to another
-        // queue is dropped by the kernel.
+        // appears in the caller's namespace. The queue count is explicit
+        // (veth defaults to one per CPU), so tests know where frames land.
         guard.veth_in_root = Some(names.veth_a.clone());
+        let queues = queues.max(1).to_string();
         ip(&[
             "link",
             "add",
@@ -195,9 +207,9 @@ impl HostPair {
             "mtu",
             &mtu.to_string(),
             "numtxqueues",
-            "1",
+            &queues,
             "numrxqueues",
-            "1",
+            &queues,
             "netns",
             &names.netns_a,
             "type",
@@ -210,9 +222,9 @@ impl HostPair {
             "mtu",
             &mtu.to_string(),
             "numtxqueues",
-            "1",
+            &queues,
             "numrxqueues",
-            "1",
+            &queues,
             "netns",
             &names.netns_b,
         ])?;

@@ -98,9 +98,16 @@ pub struct Link {
     iface: IfaceInfo,
     local: LinkAddr,
     mode: BindMode,
+    queue: u32,
     opts: EncodeOptions,
     verify: bool,
     stats: LinkStats,
+    /// Busy polling is on: every receive pass that finds the RX ring empty
+    /// and every flush call into the socket, which runs the driver's poll.
+    busy_poll: bool,
+    /// Why busy polling was asked for and is off (the kernel refused an
+    /// option).
+    busy_poll_error: Option<String>,
 }
 
 impl Link {
@@ -112,6 +119,20 @@ impl Link {
     /// The mode the kernel bound the socket in.
     pub fn bind_mode(&self) -> BindMode {
         self.mode
+    }
+
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Whether the socket busy-polls (`LinkConfig::busy_poll` asked and the
+    /// kernel took every option), or why not when it was asked.
+    pub fn busy_polling(&self) -> Result<bool, &str> {
+        match &self.busy_poll_error {
+            Some(e) => Err(e),
+            None => Ok(self.busy_poll),
+        }
     }
 
     /// The socket descriptor: put it into the XSKMAP, and `poll()` it.
