@@ -22,7 +22,7 @@ use crate::error::LinkError;
 use crate::iface::{self, IfaceInfo};
 use crate::ring::Ring;
 use crate::umem::Umem;
-use crate::wire::{EncodeOptions, LinkAddr};
+use crate::wire::{EncodeOptions, LinkAddr, MacAddr};
 use open::getsockopt;
 
 /// Largest burst handled per ring operation.
@@ -169,6 +169,12 @@ impl Link {
             tx_ring_empty_descs: k.tx_ring_empty_descs,
         };
         Ok(self.stats)
+    }
+
+    /// A peer's MAC if the kernel neighbour table has it now (one
+    /// `RTM_GETNEIGH` dump, no resolution started, no waiting).
+    pub fn neighbour(&self, ip: IpAddr) -> Result<Option<MacAddr>, LinkError> {
+        iface::neighbour_lookup(self.iface.index, ip).map_err(LinkError::Neighbour)
     }
 
     /// Resolves a peer's MAC through the kernel neighbour table (triggering
