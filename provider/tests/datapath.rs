@@ -321,17 +321,7 @@ fn rdm_peers_on_every_queue_reach_an_endpoint_on_one() {
         let maps = ofi_xdp_bpf::inspect::SteeringMaps::open(&program).unwrap();
         (maps.counters().unwrap(), maps.queue_counts().unwrap())
     });
-    let drops = pair
-        .a
-        .command("ethtool")
-        .args(["-S", pair.a.ifname()])
-        .output()
-        .unwrap();
-    let drops: u64 = String::from_utf8_lossy(&drops.stdout)
-        .lines()
-        .filter(|l| l.contains("_drops:"))
-        .filter_map(|l| l.rsplit(':').next()?.trim().parse::<u64>().ok())
-        .sum();
+    let drops: u64 = pair.a.queue_stats().unwrap().iter().map(|q| q.drops).sum();
     // The server's own figures, from its statistics file (refreshed every
     // 10 ms by progress): what its kernel socket received from other hosts.
     let t0 = Instant::now();

@@ -37,25 +37,10 @@ fn open(host: &Host, port: u16, queue: u32) -> Link {
 
 /// `ethtool -S` of `host`'s veth: per receive queue, (XDP packets, drops).
 fn veth_queue_stats(host: &Host) -> Vec<(u64, u64)> {
-    let out = host
-        .command("ethtool")
-        .args(["-S", host.ifname()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let value = |name: String| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (0..QUEUES)
-        .map(|q| {
-            (
-                value(format!("rx_queue_{q}_xdp_packets")),
-                value(format!("rx_queue_{q}_drops")) + value(format!("rx_queue_{q}_xdp_drops")),
-            )
-        })
+    host.queue_stats()
+        .unwrap()
+        .iter()
+        .map(|q| (q.xdp_packets, q.drops))
         .collect()
 }
 

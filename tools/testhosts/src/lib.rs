@@ -140,6 +140,67 @@ impl Host {
     }
 }
 
+/// What a veth end's receive queue counted (`ethtool -S`, veth's per-queue
+/// statistics: filled only while native XDP runs on the end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Frames the XDP program ran on.
+    pub xdp_packets: u64,
+    /// Frames redirected (into an AF_XDP socket).
+    pub xdp_redirect: u64,
+    /// Frames dropped: `drops` (a redirect that failed included) plus
+    /// `xdp_drops`.
+    pub drops: u64,
+}
+
+impl Host {
+    /// Per receive queue of this host's veth end, what it counted so far.
+    pub fn queue_stats(&self) -> io::Result<Vec<QueueStats>> {
+        let out = self
+            .command("ethtool")
+            .args(["-S", &self.ifname])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -S {}: {}",
+                self.ifname,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(parse_queue_stats(&String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// `rx_queue_<n>_<name>: <value>` lines of `ethtool -S` on a veth end.
+fn parse_queue_stats(text: &str) -> Vec<QueueStats> {
+    let mut queues: Vec<QueueStats> = Vec::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        let Some(rest) = key.strip_prefix("rx_queue_") else {
+            continue;
+        };
+        let Some((n, name)) = rest.split_once('_') else {
+            continue;
+        };
+        let (Ok(n), Ok(v)) = (n.parse::<usize>(), value.trim().parse::<u64>()) else {
+            continue;
+        };
+        if queues.len() <= n {
+            queues.resize(n + 1, QueueStats::default());
+        }
+        let q = &mut queues[n];
+        match name {
+            "xdp_packets" => q.xdp_packets = v,
+            "xdp_redirect" => q.xdp_redirect = v,
+            "drops" | "xdp_drops" => q.drops += v,
+            _ => {}
+        }
+    }
+    queues
+}
+
 impl fmt::Display for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -621,6 +682,28 @@ mod tests {
             assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
             assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
         }
+    }
+
+    #[test]
+    fn reads_veth_queue_statistics() {
+        let text = "NIC statistics:\n     peer_ifindex: 2\n     rx_queue_0_xdp_packets: 5\n     \
+                    rx_queue_0_drops: 1\n     rx_queue_0_xdp_redirect: 4\n     \
+                    rx_queue_1_xdp_drops: 2\n     rx_queue_1_xdp_packets: 7\n";
+        assert_eq!(
+            parse_queue_stats(text),
+            vec![
+                QueueStats {
+                    xdp_packets: 5,
+                    xdp_redirect: 4,
+                    drops: 1
+                },
+                QueueStats {
+                    xdp_packets: 7,
+                    xdp_redirect: 0,
+                    drops: 2
+                },
+            ]
+        );
     }
 
     #[test]
