@@ -459,7 +459,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// Endpoint statistics files in scope whose process is gone.
+/// Endpoint statistics files whose process is gone, from any network namespace: a dead
+/// process's file is garbage wherever it ran.
 pub fn stale_endpoint_files(scope: &Scope) -> Vec<EndpointStats> {
     epstats::read_dir(&scope.stats_dir)
         .into_iter()
