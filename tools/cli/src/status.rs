@@ -87,6 +87,8 @@ pub struct Snapshot {
     pub endpoints: Vec<EndpointStats>,
     pub elsewhere: usize,
     pub stats_errors: Vec<String>,
+    /// Records of the ntuple rules endpoints installed in this namespace.
+    pub rules: Vec<ofi_xdp_link::ntuple::RuleRecord>,
 }
 
 /// Every XDP program on the interfaces in scope, and how each is held.
@@ -158,12 +160,20 @@ fn snapshot(scope: &Scope) -> Result<Snapshot, String> {
             Err(e) => stats_errors.push(e),
         }
     }
+    let rules = ofi_xdp_link::ntuple::RuleRecord::list(std::path::Path::new(
+        ofi_xdp_link::ntuple::DEFAULT_DIR,
+    ))
+    .into_iter()
+    .filter_map(Result::ok)
+    .filter(|r| Some(r.netns) == netns && scope.wants(&r.ifname))
+    .collect();
     Ok(Snapshot {
         taken: Instant::now(),
         interfaces,
         endpoints,
         elsewhere,
         stats_errors,
+        rules,
     })
 }
 
@@ -223,6 +233,17 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
             .filter(|e| e.identity.ifindex == iface.ifindex)
             .collect();
         render_endpoints(&mut o, &on_iface, before);
+        for r in snap.rules.iter().filter(|r| r.ifindex == iface.ifindex) {
+            let at = r
+                .location
+                .map_or_else(|| "location pending".to_owned(), |l| format!("location {l}"));
+            let owner = if r.alive() {
+                host::describe_pid(r.pid)
+            } else {
+                format!("pid {} (gone: `ofi-xdp cleanup` removes it)", r.pid)
+            };
+            let _ = writeln!(o, "  ntuple rule {} at {at}, {owner}", r.rule);
+        }
     }
     let unlisted: Vec<&EndpointStats> = snap
         .endpoints

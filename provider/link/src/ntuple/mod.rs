@@ -116,7 +116,11 @@ pub fn remove_rule(table: &dyn RuleTable, record: &RuleRecord, keep: &[u32]) -> 
     let candidates = match record.location {
         Some(l) => vec![l],
         // Killed while the driver picked a place: look for the rule itself.
-        None => table.locations()?,
+        None => match table.locations() {
+            Ok(l) => l,
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(Reaped::AlreadyGone),
+            Err(e) => return Err(e),
+        },
     };
     let mut outcome = Reaped::AlreadyGone;
     for location in candidates {
@@ -131,8 +135,13 @@ pub fn remove_rule(table: &dyn RuleTable, record: &RuleRecord, keep: &[u32]) -> 
             Ok(_) if record.location.is_some() => outcome = Reaped::Replaced { location },
             Ok(_) => {}
             // No rule there (ENOENT, or EINVAL from drivers that check the
-            // location against what is in use).
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINVAL)) => {}
+            // location against what is in use), or no rules at all any more
+            // (EOPNOTSUPP: ntuple filtering turned off, which clears them).
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::EINVAL | libc::EOPNOTSUPP)
+                ) => {}
             Err(e) => return Err(e),
         }
     }
@@ -271,6 +280,40 @@ mod tests {
         dead(&dir, rule(8000, 1), Some(1));
         assert!(reap_stale(&t, &dir, netns, 8).is_empty());
         assert!(reap_stale(&t, &dir, netns + 1, 7).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    /// A device whose ntuple filtering was turned off since (`ethtool -K
+    /// … ntuple off` clears every rule): each query says EOPNOTSUPP.
+    struct FilteringOff;
+
+    impl RuleTable for FilteringOff {
+        fn capacity(&self) -> io::Result<table::Capacity> {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+        fn locations(&self) -> io::Result<Vec<u32>> {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+        fn get(&self, _: u32) -> io::Result<Option<FlowRule>> {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+        fn insert(&self, _: &FlowRule, _: u32) -> io::Result<u32> {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+        fn delete(&self, _: u32) -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+    }
+
+    #[test]
+    fn a_dead_rule_on_a_device_that_no_longer_filters_is_gone() {
+        let dir = temp_dir("off");
+        for location in [Some(15), None] {
+            let rec = dead(&dir, rule(5000, 1), location);
+            assert_eq!(
+                remove_rule(&FilteringOff, &rec, &[]).unwrap(),
+                Reaped::AlreadyGone
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
