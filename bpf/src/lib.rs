@@ -237,6 +237,17 @@ pub enum BpfError {
         source: io::Error,
     },
     #[error(
+        "the driver of {ifname} refused native XDP ({source}): drivers refuse a program without \
+         multi-buffer support when a full-MTU frame does not fit one page (virtio_net: \
+         \"MTU too large to enable XDP without frags\") or while offloads XDP cannot run with \
+         are on; lower the MTU or use generic mode"
+    )]
+    NativeRefused {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
         "interface {ifname} already has an XDP program attached ({source}); remove it with \
          `ip link set dev {ifname} xdp off` (or stop the process that owns it)"
     )]
@@ -294,7 +305,9 @@ impl BpfError {
     pub fn is_mode_problem(&self) -> bool {
         matches!(
             self,
-            BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. }
+            BpfError::ModeUnsupported { .. }
+                | BpfError::MtuTooLarge { .. }
+                | BpfError::NativeRefused { .. }
         )
     }
 }
@@ -763,6 +776,13 @@ fn attach_error(ifname: &str, mode: AttachMode, err: io::Error) -> BpfError {
         },
         // A program attached through netlink (or another link) is present.
         Some(libc::EBUSY) | Some(libc::EEXIST) => BpfError::AlreadyAttached {
+            ifname: ifname.to_string(),
+            source: err,
+        },
+        // A driver's own refusal of native mode (virtio_net: the MTU does
+        // not fit a single-buffer program) comes as EINVAL; generic mode
+        // may still work, and tells the two cases apart.
+        Some(libc::EINVAL) if mode == AttachMode::Native => BpfError::NativeRefused {
             ifname: ifname.to_string(),
             source: err,
         },
