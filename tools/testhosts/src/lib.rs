@@ -6,6 +6,9 @@
 //! best-effort reaper removes leftovers of processes that died without
 //! unwinding (SIGKILL, abort) whenever a new pair is created.
 //!
+//! With [`nics::NICS_ENV`] set, pairs are made of two real NICs moved into
+//! the namespaces instead of a veth pair (`nics.rs`).
+//!
 //! Addresses live only inside the namespaces: IPv4 from 198.18.0.0/15 (RFC
 //! 2544, reserved for benchmarking, never routed) as a /30 per pair, and IPv6
 //! from the ULA prefix fd6f:6678:6470::/48 (RFC 4193) as a /64 per pair. Both
@@ -22,6 +25,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod nics;
+
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
 /// Prefix of every veth we create: `ox<pid>.<n><a|b>` (≤ 15 bytes, IFNAMSIZ-1).
@@ -29,9 +34,9 @@ const VETH_PREFIX: &str = "ox";
 /// Where `ip netns add` puts its bind mounts.
 const NETNS_RUN_DIR: &str = "/run/netns";
 /// Per-process counter: only its value mod 10000 appears in interface names.
-static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
+pub(crate) static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
 /// Names fit IFNAMSIZ with a 7-digit PID and a 4-digit counter.
-const COUNTER_MODULUS: u32 = 10_000;
+pub(crate) const COUNTER_MODULUS: u32 = 10_000;
 
 /// One end of a [`HostPair`]: a network namespace holding one veth end.
 #[derive(Debug, Clone)]
@@ -50,6 +55,8 @@ pub struct Host {
 pub struct HostPair {
     pub a: Host,
     pub b: Host,
+    /// Set when the pair is made of real NICs ([`nics`]).
+    nics: Option<nics::Lease>,
 }
 
 impl Host {
@@ -236,8 +243,14 @@ impl HostPair {
     /// sent it from (veth_xmit keeps the skb's queue mapping): an AF_XDP
     /// socket's copy-mode transmit uses its own queue, the kernel's stack
     /// one picked by the flow's hash.
+    ///
+    /// With [`nics::NICS_ENV`] set, the pair is made of those two NICs
+    /// instead, with the queues they have.
     pub fn with_queues(mtu: u32, queues: u32) -> io::Result<HostPair> {
         reap_stale();
+        if let Some(nics) = nics::from_env() {
+            return nics::pair(mtu, nics);
+        }
         let pid = std::process::id();
         let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
         let names = Names::new(pid, n);
@@ -315,7 +328,7 @@ impl HostPair {
         }
         // Everything exists: ownership moves to the HostPair's Drop.
         guard.netns.clear();
-        Ok(HostPair { a, b })
+        Ok(HostPair { a, b, nics: None })
     }
 
     /// Bound on waiting for a new veth's carrier (it takes a linkwatch round, well under 1 s).
@@ -330,6 +343,12 @@ impl HostPair {
         }
     }
 
+    /// True when the pair is made of real NICs ([`nics::NICS_ENV`]), not a
+    /// veth pair: tests of veth's own behaviour skip themselves.
+    pub fn on_nics(&self) -> bool {
+        self.nics.is_some()
+    }
+
     /// Namespaces of the pair, for checks that they are gone after drop.
     pub fn netns_names(&self) -> [String; 2] {
         [self.a.netns.clone(), self.b.netns.clone()]
@@ -338,6 +357,9 @@ impl HostPair {
 
 impl Drop for HostPair {
     fn drop(&mut self) {
+        if let Some(lease) = &mut self.nics {
+            lease.release();
+        }
         // Deleting a namespace destroys the veth end inside it, and destroying
         // one veth end destroys its peer.
         for ns in [&self.a.netns, &self.b.netns] {
