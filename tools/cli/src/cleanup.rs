@@ -201,7 +201,8 @@ fn find_rules(f: &mut Findings, scope: &Scope) {
         .collect();
     for r in &here {
         if r.alive() {
-            f.kept.push(format!("{r}: in use by {}", host::describe_pid(r.pid)));
+            f.kept
+                .push(format!("{r}: in use by {}", host::describe_pid(r.pid)));
             continue;
         }
         let keep = here

@@ -234,9 +234,10 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
             .collect();
         render_endpoints(&mut o, &on_iface, before);
         for r in snap.rules.iter().filter(|r| r.ifindex == iface.ifindex) {
-            let at = r
-                .location
-                .map_or_else(|| "location pending".to_owned(), |l| format!("location {l}"));
+            let at = r.location.map_or_else(
+                || "location pending".to_owned(),
+                |l| format!("location {l}"),
+            );
             let owner = if r.alive() {
                 host::describe_pid(r.pid)
             } else {

@@ -472,7 +472,11 @@ fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
             assert!(t0.elapsed() < Duration::from_secs(10), "no server");
             std::thread::sleep(Duration::from_millis(50));
         }
-        let client = start(&pair.b, Some(&pair.a), &logs.join(format!("client-{round}.log")));
+        let client = start(
+            &pair.b,
+            Some(&pair.a),
+            &logs.join(format!("client-{round}.log")),
+        );
         let t0 = Instant::now();
         loop {
             let s = status(&pair.a);
@@ -494,7 +498,10 @@ fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
     assert!(status(&pair.a).contains("queue 2"));
     server.kill9();
     client.kill9();
-    assert!(!ip_link_shows_xdp(&pair.a), "the killed server's program stayed");
+    assert!(
+        !ip_link_shows_xdp(&pair.a),
+        "the killed server's program stayed"
+    );
 
     // The record of a rule a killed endpoint left, as on a NIC that takes
     // rules (veth takes none, so the record is planted): status marks it.
@@ -506,7 +513,10 @@ fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
     // kernel path by anything the dead one held, and it reaps the record
     // (there is no rule left on the device: veth says EOPNOTSUPP).
     let (mut server, mut client, second_log) = run(2);
-    assert!(!left.exists(), "the new endpoint left the dead rule's record");
+    assert!(
+        !left.exists(),
+        "the new endpoint left the dead rule's record"
+    );
     assert!(
         second_log.contains("AF_XDP socket on queue 2 of 4")
             && !second_log.contains("uses the kernel UDP path"),
