@@ -101,6 +101,8 @@ pub struct SteeringMaps {
     ports: HashMap<MapData, u32, u32>,
     counters: PerCpuArray<MapData, u64>,
     config: Array<MapData, u32>,
+    xsk_queues: Array<MapData, u32>,
+    rx_queues: PerCpuArray<MapData, u64>,
 }
 
 impl SteeringMaps {
@@ -133,6 +135,10 @@ impl SteeringMaps {
                 .map_err(|e| crate::map_error("opening the counters", e))?;
         let config = Array::try_from(map_by_name("config")?)
             .map_err(|e| crate::map_error("opening the config map", e))?;
+        let xsk_queues = Array::try_from(map_by_name("xsk_queues")?)
+            .map_err(|e| crate::map_error("opening the socket queue map", e))?;
+        let rx_queues = PerCpuArray::try_from(map_by_name("rx_queues")?)
+            .map_err(|e| crate::map_error("opening the per-queue counters", e))?;
         if counters.len() != COUNTER_COUNT {
             return Err(BpfError::Load(format!(
                 "program {} has {} counters, this tool knows {COUNTER_COUNT}: \
@@ -145,12 +151,28 @@ impl SteeringMaps {
             ports,
             counters,
             config,
+            xsk_queues,
+            rx_queues,
         })
     }
 
     /// The counters, summed over all CPUs.
     pub fn counters(&self) -> Result<Counters, BpfError> {
         crate::read_counters(&self.counters)
+    }
+
+    /// Frames of steered ports by the receive queue they arrived on
+    /// (as [`crate::Steering::queue_counts`]).
+    pub fn queue_counts(&self) -> Result<Vec<u64>, BpfError> {
+        crate::read_queue_counts(&self.rx_queues)
+    }
+
+    /// The queue the socket in XSKMAP `slot` was bound to, as its owner
+    /// recorded it.
+    pub fn slot_queue(&self, slot: u32) -> Result<u32, BpfError> {
+        self.xsk_queues
+            .get(&slot, 0)
+            .map_err(|e| crate::map_error("reading the socket queue map", e))
     }
 
     /// `(UDP port, XSKMAP slot)` of every steered port, by port.

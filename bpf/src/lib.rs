@@ -2,8 +2,11 @@
 //!
 //! `src/steer.bpf.c` (compiled by `build.rs` with clang, embedded below) parses
 //! Ethernet (+ one VLAN tag), IPv4/IPv6 and UDP, and redirects frames whose UDP
-//! destination port is in a port→slot map into `XSKMAP[slot]`. Everything else
-//! goes to the kernel with `XDP_PASS`. See `README.md` for what is counted as
+//! destination port is in a port→slot map into `XSKMAP[slot]` when they
+//! arrived on the queue that slot's socket is bound to (the kernel drops a
+//! redirect into a socket of another queue). Everything else — frames of our
+//! ports on other queues included, counted as `other_queue` — goes to the
+//! kernel with `XDP_PASS`. See `README.md` for what is counted as
 //! malformed.
 //!
 //! [`Steering`] loads the program with aya, attaches it through a `bpf_link`
@@ -45,14 +48,19 @@ const COUNTER_PASSED: u32 = 1;
 const COUNTER_MALFORMED: u32 = 2;
 const COUNTER_NO_SOCKET: u32 = 3;
 const COUNTER_FAULT_DROPPED: u32 = 4;
+const COUNTER_OTHER_QUEUE: u32 = 5;
 /// Number of counters (`CNT_MAX` in the C source).
-const COUNTER_COUNT: u32 = 5;
+const COUNTER_COUNT: u32 = 6;
 
 /// Index of the fault-injection divisor in the `config` array map.
 const CONFIG_DROP_ONE_IN: u32 = 0;
 
 /// Maximum number of UDP ports in the port map (`MAX_PORTS` in the C source).
 pub const MAX_PORTS: u32 = 256;
+
+/// Receive queues counted one by one in [`Steering::queue_counts`]
+/// (`MAX_QUEUES` in the C source); frames of higher queues count in the last.
+pub const MAX_QUEUES: u32 = 64;
 
 // Constants from <linux/bpf.h> / <linux/if_link.h> for the raw syscalls below
 // (aya 0.14 has no public API for them).
@@ -118,12 +126,21 @@ pub struct Counters {
     pub no_socket: u64,
     /// Port matched and dropped by fault injection.
     pub fault_dropped: u64,
+    /// Port matched, but the frame arrived on another queue than the one
+    /// the slot's socket is bound to; handed to the kernel, where the
+    /// endpoint's UDP socket on the same port receives it.
+    pub other_queue: u64,
 }
 
 impl Counters {
     /// Sum of all counters: the number of frames the program has seen.
     pub fn total(&self) -> u64 {
-        self.steered + self.passed + self.malformed + self.no_socket + self.fault_dropped
+        self.steered
+            + self.passed
+            + self.malformed
+            + self.no_socket
+            + self.fault_dropped
+            + self.other_queue
     }
 
     /// Per-field difference `self - earlier` (saturating), for tests and
@@ -135,6 +152,7 @@ impl Counters {
             malformed: self.malformed.saturating_sub(earlier.malformed),
             no_socket: self.no_socket.saturating_sub(earlier.no_socket),
             fault_dropped: self.fault_dropped.saturating_sub(earlier.fault_dropped),
+            other_queue: self.other_queue.saturating_sub(earlier.other_queue),
         }
     }
 }
@@ -143,8 +161,13 @@ impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "steered={} passed={} malformed={} no_socket={} fault_dropped={}",
-            self.steered, self.passed, self.malformed, self.no_socket, self.fault_dropped
+            "steered={} other_queue={} passed={} malformed={} no_socket={} fault_dropped={}",
+            self.steered,
+            self.other_queue,
+            self.passed,
+            self.malformed,
+            self.no_socket,
+            self.fault_dropped
         )
     }
 }
@@ -214,6 +237,17 @@ pub enum BpfError {
         source: io::Error,
     },
     #[error(
+        "the driver of {ifname} refused native XDP ({source}): drivers refuse a program without \
+         multi-buffer support when a full-MTU frame does not fit one page (virtio_net: \
+         \"MTU too large to enable XDP without frags\") or while offloads XDP cannot run with \
+         are on; lower the MTU or use generic mode"
+    )]
+    NativeRefused {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
         "interface {ifname} already has an XDP program attached ({source}); remove it with \
          `ip link set dev {ifname} xdp off` (or stop the process that owns it)"
     )]
@@ -271,7 +305,9 @@ impl BpfError {
     pub fn is_mode_problem(&self) -> bool {
         matches!(
             self,
-            BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. }
+            BpfError::ModeUnsupported { .. }
+                | BpfError::MtuTooLarge { .. }
+                | BpfError::NativeRefused { .. }
         )
     }
 }
@@ -428,6 +464,8 @@ pub struct Steering {
     // and program (unload).
     link: OwnedFd,
     xsks: XskMap<MapData>,
+    xsk_queues: Array<MapData, u32>,
+    rx_queues: PerCpuArray<MapData, u64>,
     ports: HashMap<MapData, u32, u32>,
     counters: PerCpuArray<MapData, u64>,
     config: Array<MapData, u32>,
@@ -479,6 +517,8 @@ impl Steering {
             .as_raw_fd();
 
         let xsks: XskMap<MapData> = take_map(&mut ebpf, "xsks")?;
+        let xsk_queues = take_map(&mut ebpf, "xsk_queues")?;
+        let rx_queues = take_map(&mut ebpf, "rx_queues")?;
         let ports = take_map(&mut ebpf, "ports")?;
         let counters: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "counters")?;
         let config = take_map(&mut ebpf, "config")?;
@@ -501,6 +541,8 @@ impl Steering {
         Ok(Steering {
             link,
             xsks,
+            xsk_queues,
+            rx_queues,
             ports,
             counters,
             config,
@@ -578,10 +620,16 @@ impl Steering {
         }
     }
 
-    /// Puts the AF_XDP socket `xsk_fd` into `XSKMAP[slot]`. The socket must be
-    /// bound (to this interface and the queue the frames arrive on).
-    pub fn set_socket(&mut self, slot: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
+    /// Puts the AF_XDP socket `xsk_fd`, bound to this interface's `queue`,
+    /// into `XSKMAP[slot]`. Frames of the slot's ports are redirected into it
+    /// only when they arrive on `queue`; on other queues they go to the
+    /// kernel (counted as [`Counters::other_queue`]).
+    pub fn set_socket(&mut self, slot: u32, xsk_fd: RawFd, queue: u32) -> Result<(), BpfError> {
         check_slot(slot)?;
+        // The queue first: the program never sees the socket with a stale one.
+        self.xsk_queues
+            .set(slot, queue, 0)
+            .map_err(|e| map_error("recording the socket's queue", e))?;
         self.xsks
             .set(slot, xsk_fd, 0)
             .map_err(|e| map_error("putting the AF_XDP socket into the XSKMAP", e))
@@ -601,6 +649,13 @@ impl Steering {
     /// (each per-CPU value is read atomically as a u64).
     pub fn counters(&self) -> Result<Counters, BpfError> {
         read_counters(&self.counters)
+    }
+
+    /// Frames of steered ports by the receive queue they arrived on
+    /// (index = queue; the last entry also counts every higher queue),
+    /// summed over all CPUs, without the trailing queues that saw none.
+    pub fn queue_counts(&self) -> Result<Vec<u64>, BpfError> {
+        read_queue_counts(&self.rx_queues)
     }
 
     /// Fault injection: drop one port-matched frame in `drop_one_in` (0 = off),
@@ -724,6 +779,13 @@ fn attach_error(ifname: &str, mode: AttachMode, err: io::Error) -> BpfError {
             ifname: ifname.to_string(),
             source: err,
         },
+        // A driver's own refusal of native mode (virtio_net: the MTU does
+        // not fit a single-buffer program) comes as EINVAL; generic mode
+        // may still work, and tells the two cases apart.
+        Some(libc::EINVAL) if mode == AttachMode::Native => BpfError::NativeRefused {
+            ifname: ifname.to_string(),
+            source: err,
+        },
         // Kernels before 5.9 do not know BPF_LINK_CREATE for XDP.
         Some(libc::EINVAL) => BpfError::NoBpfLink { source: err },
         _ => BpfError::Syscall {
@@ -747,7 +809,23 @@ fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters, BpfError> 
         malformed: read(COUNTER_MALFORMED)?,
         no_socket: read(COUNTER_NO_SOCKET)?,
         fault_dropped: read(COUNTER_FAULT_DROPPED)?,
+        other_queue: read(COUNTER_OTHER_QUEUE)?,
     })
+}
+
+/// The program's `rx_queues` map summed over all CPUs, trailing zeros cut.
+fn read_queue_counts(map: &PerCpuArray<MapData, u64>) -> Result<Vec<u64>, BpfError> {
+    let mut counts = Vec::with_capacity(MAX_QUEUES as usize);
+    for queue in 0..map.len() {
+        let values = map
+            .get(&queue, 0)
+            .map_err(|e| map_error("reading the per-queue counters", e))?;
+        counts.push(values.iter().fold(0u64, |acc, v| acc.wrapping_add(*v)));
+    }
+    while counts.last() == Some(&0) {
+        counts.pop();
+    }
+    Ok(counts)
 }
 
 fn take_map<M>(ebpf: &mut Ebpf, name: &'static str) -> Result<M, BpfError>

@@ -4,12 +4,21 @@
  *
  * Parses Ethernet (+ at most one 802.1Q / 802.1ad tag), IPv4 or IPv6, and UDP.
  * A frame whose UDP destination port is in `ports` is redirected into
- * `xsks[slot]` (an XSKMAP of AF_XDP sockets); every other frame goes to the
+ * `xsks[slot]` (an XSKMAP of AF_XDP sockets) when it arrived on the queue
+ * that socket is bound to (`xsk_queues[slot]`); every other frame goes to the
  * kernel stack with XDP_PASS.  Nothing is ever dropped except by the
  * fault-injection knob, which is off unless userspace sets it.
  *
+ * The kernel drops a redirect into a socket bound to another queue
+ * (xsk_rcv_check: the socket's queue must be the frame's rxq), so a frame
+ * of our port that arrived elsewhere (RSS hashed its flow to another queue)
+ * is passed instead: the endpoint's kernel UDP socket on the same port
+ * receives it, at kernel-socket cost, and it is counted as other_queue.
+ *
  * Classification (each frame bumps exactly one counter):
  *   steered       port matched, socket present, bpf_redirect_map said REDIRECT
+ *   other_queue   port matched, socket present but bound to another queue
+ *                 than the one the frame arrived on; handed to the kernel
  *   no_socket     port matched but xsks[slot] is empty (or the redirect failed)
  *   fault_dropped port matched and the fault-injection roll said drop
  *   malformed     a header we must read is cut short or inconsistent:
@@ -26,8 +35,9 @@
  *   Malformed frames also get XDP_PASS (the kernel drops or answers them as
  *   it always would) but are counted only as malformed, never as passed.
  *
- * Only long-standing helpers are used (bpf_map_lookup_elem and
- * bpf_redirect_map).  Verified on Debian's 6.1 and 6.12 and on 6.18; see
+ * Only long-standing helpers and context fields are used
+ * (bpf_map_lookup_elem, bpf_redirect_map, xdp_md.rx_queue_index).
+ * Verified on Debian's 6.1 and 6.12 and on 6.18; see
  * load_be16_len for what the 6.1 verifier needs.  Attaching through a
  * bpf_link (done by the loader) needs Linux 5.9+.
  */
@@ -40,9 +50,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-/* Must match MAX_SLOTS / MAX_PORTS in src/lib.rs. */
+/* Must match MAX_SLOTS / MAX_PORTS / MAX_QUEUES in src/lib.rs. */
 #define MAX_SLOTS 64
 #define MAX_PORTS 256
+/* Receive queues counted one by one in `rx_queues`; higher ones share the
+ * last entry. */
+#define MAX_QUEUES 64
 
 /* Counter indices; must match the COUNTER_* constants in src/lib.rs. */
 enum counter {
@@ -51,7 +64,8 @@ enum counter {
 	CNT_MALFORMED = 2,
 	CNT_NO_SOCKET = 3,
 	CNT_FAULT_DROPPED = 4,
-	CNT_MAX = 5,
+	CNT_OTHER_QUEUE = 5,
+	CNT_MAX = 6,
 };
 
 /* Config indices in `config`; must match CONFIG_* in src/lib.rs. */
@@ -71,6 +85,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xsks SEC(".maps");
+
+/* XSKMAP slot -> the queue its socket is bound to (set with the socket). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsk_queues SEC(".maps");
+
+/* Frames of our ports by the receive queue they arrived on: how RSS (or a
+ * veth peer's transmit queue) spread the flows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u64);
+} rx_queues SEC(".maps");
 
 /* UDP destination port (host order, widened to u32) -> XSKMAP slot. */
 struct {
@@ -165,15 +196,27 @@ static __always_inline int fault_roll(void)
 	return (x % *n) == 0;
 }
 
+/* Counts a frame of one of our ports under the queue it arrived on. */
+static __always_inline void count_queue(__u32 queue)
+{
+	__u32 key = queue < MAX_QUEUES ? queue : MAX_QUEUES - 1;
+	__u64 *c = bpf_map_lookup_elem(&rx_queues, &key);
+
+	if (c)
+		*c += 1;
+}
+
 static __always_inline int steer(struct xdp_md *ctx, __u16 dport)
 {
 	__u32 key = dport;
 	__u32 *slot = bpf_map_lookup_elem(&ports, &key);
+	__u32 *queue;
 	__u32 s;
 
 	if (!slot)
 		return pass();
 	s = *slot;
+	count_queue(ctx->rx_queue_index);
 	/* Fault injection models loss on the wire, so it applies before the
 	 * socket lookup: a dropped frame is counted even with no socket. */
 	if (fault_roll()) {
@@ -183,6 +226,13 @@ static __always_inline int steer(struct xdp_md *ctx, __u16 dport)
 	/* Lookup on an XSKMAP returns the socket since Linux 5.3. */
 	if (!bpf_map_lookup_elem(&xsks, &s)) {
 		count(CNT_NO_SOCKET);
+		return XDP_PASS;
+	}
+	/* A redirect into a socket of another queue would be dropped by the
+	 * kernel: the kernel UDP socket on the same port takes the frame. */
+	queue = bpf_map_lookup_elem(&xsk_queues, &s);
+	if (!queue || *queue != ctx->rx_queue_index) {
+		count(CNT_OTHER_QUEUE);
 		return XDP_PASS;
 	}
 	/* Low bits of flags = action when the slot is empty (Linux >= 5.6

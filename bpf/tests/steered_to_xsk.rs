@@ -213,7 +213,7 @@ fn steered_into_socket(mode: AttachMode) {
         let xsk = RxSocket::bind(&ifname).unwrap();
         (steering, xsk)
     });
-    steering.set_socket(0, xsk.fd.as_raw_fd()).unwrap();
+    steering.set_socket(0, xsk.fd.as_raw_fd(), 0).unwrap();
     steering.steer_port(PORT, 0).unwrap();
 
     // A kernel socket on the same port must see none of the steered datagrams.
@@ -279,7 +279,7 @@ fn fault_injection_with_socket(mode: AttachMode) {
         let xsk = RxSocket::bind(&ifname).unwrap();
         (steering, xsk)
     });
-    steering.set_socket(0, xsk.fd.as_raw_fd()).unwrap();
+    steering.set_socket(0, xsk.fd.as_raw_fd(), 0).unwrap();
     steering.steer_port(PORT, 0).unwrap();
     steering.set_fault_injection(4, 2024).unwrap();
     let dst = SocketAddr::new(b.ipv4().into(), PORT);

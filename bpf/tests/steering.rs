@@ -540,14 +540,14 @@ fn map_api_checks_slots_and_ports() {
         steering.steer_port(1, Steering::MAX_SLOTS),
         Err(BpfError::SlotOutOfRange { .. })
     ));
-    assert!(steering.set_socket(Steering::MAX_SLOTS, 0).is_err());
+    assert!(steering.set_socket(Steering::MAX_SLOTS, 0, 0).is_err());
     steering.unsteer_port(STEERED_PORT).unwrap();
     steering.unsteer_port(STEERED_PORT).unwrap(); // idempotent
     steering.clear_socket(3).unwrap(); // empty slot: fine
     // A non-AF_XDP fd is refused by the kernel.
     let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
     use std::os::fd::AsRawFd;
-    assert!(steering.set_socket(0, plain.as_raw_fd()).is_err());
+    assert!(steering.set_socket(0, plain.as_raw_fd(), 0).is_err());
     // After unsteering, the port is passed.
     let frame = cat(&[
         &eth(pair.b.mac(), pair.a.mac(), None, ETH_P_IP),

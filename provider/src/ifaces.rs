@@ -73,15 +73,10 @@ fn read_sys(name: &str, file: &str) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
+/// Receive queues, as the driver reports them (`ETHTOOL_GCHANNELS`, in the
+/// calling thread's network namespace: `/sys` shows whoever mounted it).
 fn count_queues(name: &str) -> usize {
-    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count()
-        })
-        .unwrap_or(1)
-        .max(1)
+    ofi_xdp_link::ethtool::rx_queue_count(name).map_or(1, |n| n as usize)
 }
 
 /// Every interface of this network namespace (getifaddrs(3), through the link crate's one

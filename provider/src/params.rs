@@ -37,8 +37,15 @@ pub enum ZeroCopy {
 pub struct Config {
     /// Restrict the provider to this interface (`None`: every usable one).
     pub iface: Option<String>,
-    /// NIC queue the AF_XDP socket binds to.
-    pub queue: u32,
+    /// NIC queue the AF_XDP socket binds to (`None`: the first free one).
+    pub queue: Option<u32>,
+    /// Install an ntuple rule steering the endpoint's (IP, port) to its
+    /// queue on multi-queue interfaces whose driver takes such rules.
+    pub ntuple: bool,
+    /// Busy polling on the AF_XDP socket: `SO_BUSY_POLL` µs (0 = off).
+    pub busy_poll_usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET` when busy polling.
+    pub busy_poll_budget: u16,
     /// UDP port of the first endpoint (0: pick a free one per endpoint).
     pub port: u16,
     /// Frames in each endpoint's UMEM.
@@ -88,7 +95,10 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             iface: None,
-            queue: 0,
+            queue: None,
+            ntuple: true,
+            busy_poll_usecs: 0,
+            busy_poll_budget: 64,
             port: 0,
             umem_frames: 4096,
             frame_size: 4096,
@@ -123,7 +133,26 @@ const PARAMS: &[ParamDef] = &[
         ty: FI_PARAM_STRING,
         help: c"Only use this network interface (default: every interface that is up, not loopback, and has an IP address)",
     },
-    ParamDef { name: c"queue", ty: FI_PARAM_INT, help: c"NIC receive/transmit queue the AF_XDP socket binds to (default: 0)" },
+    ParamDef {
+        name: c"queue",
+        ty: FI_PARAM_INT,
+        help: c"NIC receive/transmit queue the AF_XDP socket binds to (default: the first queue no other endpoint of the process uses)",
+    },
+    ParamDef {
+        name: c"ntuple",
+        ty: FI_PARAM_BOOL,
+        help: c"On interfaces with several receive queues, install an ntuple rule steering the endpoint's UDP port to its queue where the driver takes such rules (default: 1); datagrams that arrive on other queues reach the endpoint through its kernel UDP socket",
+    },
+    ParamDef {
+        name: c"busy_poll",
+        ty: FI_PARAM_INT,
+        help: c"Busy polling on the AF_XDP socket (SO_PREFER_BUSY_POLL, SO_BUSY_POLL = this many microseconds; Linux 5.11+): progress runs the driver's poll; pair it with the interface's napi_defer_hard_irqs and gro_flush_timeout (default: 0 = off)",
+    },
+    ParamDef {
+        name: c"busy_poll_budget",
+        ty: FI_PARAM_INT,
+        help: c"Packets one busy poll may process (SO_BUSY_POLL_BUDGET) (default: 64)",
+    },
     ParamDef {
         name: c"port",
         ty: FI_PARAM_INT,
@@ -302,8 +331,23 @@ impl Config {
         c.iface = get_str(c"iface").filter(|s| !s.is_empty());
         if let Some(q) = get_int(c"queue") {
             match u32::try_from(q) {
-                Ok(q) => c.queue = q,
+                Ok(q) => c.queue = Some(q),
                 Err(_) => warn("QUEUE", &q),
+            }
+        }
+        if let Some(v) = get_bool(c"ntuple") {
+            c.ntuple = v;
+        }
+        if let Some(n) = get_int(c"busy_poll") {
+            match u32::try_from(n) {
+                Ok(n) => c.busy_poll_usecs = n,
+                Err(_) => warn("BUSY_POLL", &n),
+            }
+        }
+        if let Some(n) = get_int(c"busy_poll_budget") {
+            match u16::try_from(n) {
+                Ok(n) if n > 0 => c.busy_poll_budget = n,
+                _ => warn("BUSY_POLL_BUDGET", &n),
             }
         }
         if let Some(p) = get_int(c"port") {

@@ -572,6 +572,22 @@ fn pingpong_on(mtu: u32, args: &[&str]) {
 /// fi_pingpong's server on `a`, its client on `b`, with `env` for both;
 /// the client's table.
 fn pingpong_between(a: &Host, b: &Host, args: &[&str], env: &[(&str, &str)]) -> String {
+    let (server, client) = pingpong_outputs(a, b, args, env, env);
+    let table = String::from_utf8_lossy(&client.stdout).into_owned();
+    assert_no_peer_lost("fi_pingpong", &[&client, &server]);
+    table
+}
+
+/// fi_pingpong's server on `a` with `server_env`, its client on `b` with
+/// `client_env`, both passing with a result table; their outputs (server,
+/// client).
+fn pingpong_outputs(
+    a: &Host,
+    b: &Host,
+    args: &[&str],
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+) -> (Output, Output) {
     let _ = work_dir();
     let port = (20000 + std::process::id() % 20000).to_string();
     let common = |cmd: &mut Command| {
@@ -594,17 +610,18 @@ fn pingpong_between(a: &Host, b: &Host, args: &[&str], env: &[(&str, &str)]) -> 
         .args(args)
         .env("FI_PROVIDER_PATH", work_dir())
         .env_remove("FI_PROVIDER")
-        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     };
     let mut s = a.command("env");
     common(&mut s);
+    s.envs(server_env.iter().copied());
     let server = s.spawn().unwrap();
     // Give the server time to listen on its control port.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut c = b.command("env");
     common(&mut c);
+    c.envs(client_env.iter().copied());
     c.arg(a.ipv4().to_string());
     let client = c.output().unwrap();
     let server = server.wait_with_output().unwrap();
@@ -616,10 +633,9 @@ fn pingpong_between(a: &Host, b: &Host, args: &[&str], env: &[(&str, &str)]) -> 
     }
     assert_passed(&format!("fi_pingpong server {args:?}"), &server);
     assert_passed(&format!("fi_pingpong client {args:?}"), &client);
-    let table = String::from_utf8_lossy(&client.stdout).into_owned();
+    let table = String::from_utf8_lossy(&client.stdout);
     assert!(table.lines().count() > 3, "no results:\n{table}");
-    assert_no_peer_lost("fi_pingpong", &[&client, &server]);
-    table
+    (server, client)
 }
 
 /// Every size through jumbo (multi-buffer) datagrams.
@@ -707,3 +723,151 @@ fn impaired_data_rdm_authenticated() {
 
 /// A job key (hex) for the authenticated runs.
 const AUTH_KEY: &str = "f00dfeedcafebeef0123456789abcdef";
+// Several receive queues: veth ends with four queues each and native XDP,
+// where a frame arrives on the queue numbered as the one its sender's
+// socket transmitted from. Endpoints bound to different queues then receive
+// each other's frames on a queue that is not their socket's: the steering
+// program passes those to the kernel, and the endpoint's kernel UDP socket
+// takes them. veth has no ntuple rules, so each endpoint says so at info.
+
+/// What one closing line (`… port P closed: …`) says about a port's paths.
+#[derive(Debug)]
+struct PathLine {
+    af_xdp: u64,
+    queue: u32,
+    from_other_hosts: u64,
+}
+
+fn path_lines(log: &str) -> Vec<PathLine> {
+    let number_after = |line: &str, key: &str| -> Option<u64> {
+        let at = line.find(key)? + key.len();
+        line[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    log.lines()
+        .filter(|l| l.contains(" closed: ") && l.contains("through AF_XDP"))
+        .filter_map(|l| {
+            let rx = l.split(" closed: ").nth(1)?;
+            Some(PathLine {
+                af_xdp: rx.split(' ').next()?.parse().ok()?,
+                queue: u32::try_from(number_after(l, "(queue ")?).ok()?,
+                from_other_hosts: {
+                    let at = l.find(" from other hosts")?;
+                    l[..at].rsplit(", ").next()?.trim().parse().ok()?
+                },
+            })
+        })
+        .collect()
+}
+
+/// Runs `run` on a four-queue pair with native XDP and info logs, then
+/// checks what both sides logged and that neither veth end dropped a frame.
+fn on_four_queues(
+    server_queue: Option<&str>,
+    client_queue: Option<&str>,
+    run: impl FnOnce(&HostPair, &[(&str, &str)], &[(&str, &str)]) -> (Output, Output),
+) -> (Vec<PathLine>, Vec<PathLine>) {
+    let pair = HostPair::with_queues(1500, 4).expect("test hosts");
+    let base = [("FI_XDP_ATTACH_MODE", "native"), ("FI_LOG_LEVEL", "info")];
+    fn with_queue<'a>(base: &[(&'a str, &'a str)], q: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+        let mut env = base.to_vec();
+        if let Some(q) = q {
+            env.push(("FI_XDP_QUEUE", q));
+        }
+        env
+    }
+    let (server, client) = run(
+        &pair,
+        &with_queue(&base, server_queue),
+        &with_queue(&base, client_queue),
+    );
+    let (slog, clog) = (
+        String::from_utf8_lossy(&server.stderr).into_owned(),
+        String::from_utf8_lossy(&client.stderr).into_owned(),
+    );
+    for log in [&slog, &clog] {
+        assert!(
+            log.contains("no ntuple rule") && log.contains("through the kernel UDP socket"),
+            "veth takes no ntuple rule, and the log must say so:\n{log}"
+        );
+    }
+    for h in [&pair.a, &pair.b] {
+        let stats = h.queue_stats().unwrap();
+        println!("{}: per-queue {stats:?}", h.ifname());
+        assert!(
+            stats.iter().all(|q| q.drops == 0),
+            "{} dropped frames: {stats:?}",
+            h.ifname()
+        );
+    }
+    let (s, c) = (path_lines(&slog), path_lines(&clog));
+    println!("server paths {s:?}\nclient paths {c:?}");
+    assert!(
+        !s.is_empty() && !c.is_empty(),
+        "no path lines:\n{slog}\n{clog}"
+    );
+    (s, c)
+}
+
+fn data_on_four_queues(
+    ep: &str,
+    server_queue: &str,
+    client_queue: &str,
+) -> (Vec<PathLine>, Vec<PathLine>) {
+    on_four_queues(Some(server_queue), Some(client_queue), |pair, s, c| {
+        wait_running(pair);
+        let (client, server) = data_between(&pair.a, &pair.b, ep, &[], s, c);
+        (server, client)
+    })
+}
+
+/// Both sockets on queue 2: every frame arrives where its socket is.
+#[test]
+fn c_data_rdm_four_queues_same_queue() {
+    let (server, client) = data_on_four_queues("rdm", "2", "2");
+    for p in server.iter().chain(&client) {
+        assert_eq!(p.queue, 2, "{p:?}");
+        assert_eq!(p.from_other_hosts, 0, "{p:?}");
+    }
+    assert!(server.iter().chain(&client).any(|p| p.af_xdp > 0));
+}
+
+/// Server on queue 1, client on queue 3: the client's frames arrive on the
+/// server's queue 3 and go through its kernel socket; the replies, sent
+/// from queue 1 (or by the kernel until the server has the client's MAC),
+/// arrive anywhere but queue 3 at the client, so they mostly take its
+/// kernel socket too. Nothing is lost (veth: no drop), and the data test's
+/// checks pass.
+#[test]
+fn c_data_rdm_four_queues_crossed() {
+    let (server, client) = data_on_four_queues("rdm", "1", "3");
+    assert!(
+        server.iter().all(|p| p.queue == 1 && p.af_xdp == 0),
+        "{server:?}"
+    );
+    assert!(server.iter().any(|p| p.from_other_hosts > 0), "{server:?}");
+    assert!(client.iter().any(|p| p.from_other_hosts > 0), "{client:?}");
+}
+
+/// DGRAM has no retransmission: a lost datagram fails the data test.
+#[test]
+fn c_data_dgram_four_queues_crossed() {
+    let (server, _) = data_on_four_queues("dgram", "0", "3");
+    assert!(server.iter().any(|p| p.from_other_hosts > 0), "{server:?}");
+}
+
+/// fi_pingpong, every size, the server on the first free queue (0), the
+/// client on queue 2.
+#[test]
+fn pingpong_rdm_tagged_four_queues() {
+    let (server, client) = on_four_queues(None, Some("2"), |pair, s, c| {
+        wait_running(pair);
+        pingpong_outputs(&pair.a, &pair.b, &["-e", "rdm", "-m", "tagged"], s, c)
+    });
+    assert!(server.iter().all(|p| p.queue == 0), "{server:?}");
+    assert!(server.iter().any(|p| p.from_other_hosts > 0), "{server:?}");
+    assert!(client.iter().all(|p| p.queue == 2), "{client:?}");
+}

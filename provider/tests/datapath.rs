@@ -17,6 +17,10 @@ struct Side {
 }
 
 fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
+    open_with(host, ep_type, incarnation, Config::default())
+}
+
+fn open_with(host: &Host, ep_type: i32, incarnation: u32, cfg: Config) -> Side {
     host.run(|| {
         let iface = xdp_fi::ifaces::list()
             .unwrap()
@@ -31,7 +35,6 @@ fn open(host: &Host, ep_type: i32, incarnation: u32) -> Side {
             mac: Some(host.mac()),
             incarnation,
         };
-        let cfg = Config::default();
         // What the endpoint passes: one datagram's payload (tx_attr->inject_size).
         let inject_size = xdp_fi::getinfo::max_datagram_payload(&iface, false, &cfg);
         let args = OpenArgs {
@@ -200,4 +203,170 @@ fn rdm_self_unreported_sends_complete() {
         .filter(|c| c.dir == xdp_fi::datapath::Direction::Tx)
         .count();
     assert_eq!(tx, 4, "{got:?}");
+}
+
+/// Several receive queues (veth with four, native XDP). The server's socket
+/// takes queue 0; four client endpoints of one process take queues 0..3
+/// (each the first its process does not use yet) and transmit from them, so
+/// on veth their frames arrive on the server's queues 0..3. Queue 0's are
+/// redirected into the server's AF_XDP socket; the steering program passes
+/// the others to the kernel (`other_queue`), and the server's kernel UDP
+/// socket receives them. Every message arrives intact, every frame of the
+/// server's port was counted on one of the two paths, and veth dropped none.
+#[test]
+fn rdm_peers_on_every_queue_reach_an_endpoint_on_one() {
+    const QUEUES: u32 = 4;
+    const PER_CLIENT: usize = 40;
+    let pair = HostPair::with_queues(1500, QUEUES).unwrap();
+    let cfg = Config {
+        attach_mode: xdp_fi::params::AttachMode::Native,
+        ..Config::default()
+    };
+    let mut server = open_with(&pair.a, FI_EP_RDM, 1, cfg.clone());
+    let mut clients: Vec<Side> = (0..QUEUES)
+        .map(|i| open_with(&pair.b, FI_EP_RDM, 10 + i, cfg.clone()))
+        .collect();
+    // Sizes from one datagram to several (segmented) ones.
+    let size = |c: usize, i: usize| 1 + (c * 7919 + i * 1031) % 9000;
+    let message = |c: usize, i: usize| -> Vec<u8> {
+        (0..size(c, i))
+            .map(|k| (k * 31 + c * 7 + i) as u8)
+            .collect()
+    };
+    let total = QUEUES as usize * PER_CLIENT;
+    let mut rbufs = vec![vec![0u8; 9100]; total];
+    for (k, rb) in rbufs.iter_mut().enumerate() {
+        server
+            .dp
+            .post_recv(RxOp {
+                src: None,
+                iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
+                tag: None,
+                context: 1000 + k,
+                flags: 0,
+                multi_recv: false,
+                report: true,
+                peek: Default::default(),
+            })
+            .unwrap();
+    }
+    let payloads: Vec<Vec<Vec<u8>>> = (0..QUEUES as usize)
+        .map(|c| (0..PER_CLIENT).map(|i| message(c, i)).collect())
+        .collect();
+    let to = server.addr;
+    for (c, side) in clients.iter_mut().enumerate() {
+        for (i, p) in payloads[c].iter().enumerate() {
+            side.dp
+                .post_send(TxOp {
+                    dest: to,
+                    dest_fi_addr: 0,
+                    payload: Payload::Iov(vec![(p.as_ptr() as usize, p.len())].into()),
+                    tag: None,
+                    data: None,
+                    context: c * PER_CLIENT + i,
+                    flags: 0,
+                    report: true,
+                })
+                .unwrap();
+        }
+    }
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    let rx_done = |g: &[DpCompletion]| g.iter().filter(|c| c.dir == Direction::Rx).count();
+    let tx_done = |g: &[DpCompletion]| g.iter().filter(|c| c.dir == Direction::Tx).count();
+    while rx_done(&got) < total || tx_done(&got) < total {
+        server.dp.progress(&mut |c| got.push(c));
+        for s in clients.iter_mut() {
+            s.dp.progress(&mut |c| got.push(c));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "timed out: {} received, {} sent of {total}",
+            rx_done(&got),
+            tx_done(&got)
+        );
+    }
+    // Every message intact, and from the client that sent it.
+    let by_sender: Vec<XdpAddr> = clients.iter().map(|s| s.addr).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in got.iter().filter(|c| c.dir == Direction::Rx) {
+        assert!(c.completion.error.is_none(), "{c:?}");
+        let buf = &rbufs[c.completion.op_context - 1000][..c.completion.len];
+        let src = c.src.unwrap().socket_addr();
+        let client = by_sender
+            .iter()
+            .position(|a| a.socket_addr() == src)
+            .unwrap();
+        let i = payloads[client]
+            .iter()
+            .position(|p| p[..] == *buf)
+            .unwrap_or_else(|| panic!("message from client {client} not one it sent"));
+        assert!(
+            seen.insert((client, i)),
+            "client {client} message {i} twice"
+        );
+    }
+    assert_eq!(seen.len(), total);
+    // Counters: the server's frames arrived on all four queues; those on
+    // queue 0 were steered, the rest passed to the kernel socket; veth
+    // dropped nothing.
+    let ifindex = pair
+        .a
+        .run(|| ofi_xdp_link::ethtool::ifindex(pair.a.ifname()))
+        .unwrap();
+    let (counters, by_queue) = pair.a.run(|| {
+        let iface = ofi_xdp_bpf::inspect::interfaces()
+            .unwrap()
+            .into_iter()
+            .find(|i| i.ifindex == ifindex)
+            .unwrap();
+        let (_, id) = iface.programs[0];
+        let program = ofi_xdp_bpf::inspect::program(id).unwrap().unwrap();
+        let maps = ofi_xdp_bpf::inspect::SteeringMaps::open(&program).unwrap();
+        (maps.counters().unwrap(), maps.queue_counts().unwrap())
+    });
+    let drops: u64 = pair.a.queue_stats().unwrap().iter().map(|q| q.drops).sum();
+    // The server's own figures, from its statistics file (refreshed every
+    // 10 ms by progress): what its kernel socket received from other hosts.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(30) {
+        server.dp.progress(&mut |_| {});
+    }
+    let mine = ofi_xdp_epstats::read_dir(std::path::Path::new(ofi_xdp_epstats::DEFAULT_DIR))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.pid == std::process::id() && e.identity.address == to.socket_addr().to_string())
+        .unwrap();
+    let value = |name: &str| mine.value(name).unwrap();
+    let report = format!(
+        "server steering {counters}; by queue {by_queue:?}; veth drops {drops}; server endpoint: \
+         {} through AF_XDP, {} through its UDP socket from other hosts, {} retransmits",
+        value("link_rx_packets"),
+        value("udp_socket_rx_remote"),
+        value("retransmits")
+    );
+    println!("{report}");
+    assert_eq!(by_queue.len(), QUEUES as usize, "{report}");
+    assert!(by_queue.iter().all(|n| *n > 0), "{report}");
+    assert!(counters.steered > 0 && counters.other_queue > 0, "{report}");
+    assert_eq!(counters.steered, by_queue[0], "{report}");
+    assert_eq!(
+        counters.other_queue,
+        by_queue[1..].iter().sum::<u64>(),
+        "{report}"
+    );
+    assert_eq!(
+        (counters.no_socket, counters.fault_dropped),
+        (0, 0),
+        "{report}"
+    );
+    assert_eq!(drops, 0, "{report}");
+    // Each steered frame reached the AF_XDP socket, each passed one the
+    // kernel socket: none lost on the way.
+    assert_eq!(value("link_rx_packets"), counters.steered, "{report}");
+    assert_eq!(
+        value("udp_socket_rx_remote"),
+        counters.other_queue,
+        "{report}"
+    );
 }

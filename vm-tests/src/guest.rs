@@ -43,6 +43,10 @@ pub struct Plan {
     pub probe: Option<Vec<String>>,
     /// Boot to an interactive shell instead of running the suites.
     pub shell: bool,
+    /// NICs (`--nic`) to give all their queues (`ethtool -L … combined N`) before the suites.
+    pub nics: Vec<(String, u32)>,
+    /// Command that prints `key=value` facts about the first NIC, added to the FEATURES marker.
+    pub nic_probe: Option<Vec<String>>,
 }
 
 /// Where the generated scripts live in the guest.
@@ -151,9 +155,24 @@ hostname ofi-xdp-vm
 ofi_mark "BOOTED kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime) jit=$(cat /proc/sys/net/core/bpf_jit_enable 2>/dev/null)"
 "#,
     );
+    for (nic, queues) in &plan.nics {
+        let n = shell_quote(nic);
+        let _ = writeln!(
+            s,
+            "ethtool -L {n} combined {queues} || ofi_mark \"NIC name={n} status=no-queues\""
+        );
+    }
     if let Some(probe) = &plan.probe {
         let cmd: Vec<String> = probe.iter().map(|w| shell_quote(w)).collect();
-        let _ = writeln!(s, "ofi_mark \"FEATURES $({})\"", cmd.join(" "));
+        let nic = plan
+            .nic_probe
+            .as_ref()
+            .map(|p| {
+                let words: Vec<String> = p.iter().map(|w| shell_quote(w)).collect();
+                format!(" $({})", words.join(" "))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(s, "ofi_mark \"FEATURES $({}){nic}\"", cmd.join(" "));
     }
     if plan.shell {
         let _ = write!(
@@ -359,12 +378,15 @@ mod tests {
             modules: vec![PathBuf::from("/lib/modules/x/veth.ko")],
             probe: Some(vec!["/p".into(), "guest-probe".into()]),
             shell: false,
+            nics: vec![("eth0".into(), 4)],
+            nic_probe: Some(vec!["/p".into(), "guest-probe".into(), "--nic".into()]),
         };
         let s = init_script(&plan);
         assert!(s.starts_with("#!/bin/busybox sh\n"));
         assert!(s.contains("insmod /lib/modules/x/veth.ko"));
         assert!(s.contains("BOOTED"));
-        assert!(s.contains("ofi_mark \"FEATURES $(/p guest-probe)\""));
+        assert!(s.contains("ofi_mark \"FEATURES $(/p guest-probe) $(/p guest-probe --nic)\""));
+        assert!(s.contains("ethtool -L eth0 combined 4"));
         assert!(s.contains(RUN_ALL));
         assert!(s.trim_end().ends_with("poweroff -f"));
         let shell = init_script(&Plan {

@@ -15,11 +15,69 @@ use crate::util::{command_output, run_checked};
 pub struct Series {
     /// `6.1`, `6.12`: what `--kernel` accepts and what names logs.
     pub name: &'static str,
+    /// The Debian suite carrying the series when the system's apt sources do not: it is read
+    /// through a private apt state under the cache (`apt-get -o Dir::…`), so the system's apt
+    /// configuration is never touched.
+    pub suite: Option<&'static str>,
 }
 
 /// The kernels we promise: Debian bookworm's 6.1 and the 6.12 that bookworm carries in
-/// bookworm-security/backports.
-pub const SERIES: &[Series] = &[Series { name: "6.1" }, Series { name: "6.12" }];
+/// bookworm-security/backports; and Debian trixie-backports' 6.18, the first of these whose
+/// virtio_net offers AF_XDP zero-copy (`--nic virtio`).
+pub const SERIES: &[Series] = &[
+    Series {
+        name: "6.1",
+        suite: None,
+    },
+    Series {
+        name: "6.12",
+        suite: None,
+    },
+    Series {
+        name: "6.18",
+        suite: Some("trixie-backports"),
+    },
+];
+
+/// The Debian archive every suite comes from, and the keyring its releases are signed with
+/// (debian-archive-keyring).
+const DEBIAN_ARCHIVE: &str = "http://deb.debian.org/debian";
+const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// `apt-get`/`apt-cache` for `series`: the system's apt, or a private state in `cache` reading
+/// only the series' suite.
+fn apt(program: &str, series: &Series, cache: &Path) -> Result<Command, String> {
+    let mut cmd = Command::new(program);
+    let Some(suite) = series.suite else {
+        return Ok(cmd);
+    };
+    let state = cache.join(format!("apt-{suite}"));
+    let lists = state.join("lists");
+    let archives = state.join("archives");
+    for d in [lists.join("partial"), archives.join("partial")] {
+        fs::create_dir_all(&d).map_err(|e| format!("creating {}: {e}", d.display()))?;
+    }
+    let sources = state.join("sources.list");
+    fs::write(
+        &sources,
+        format!("deb [signed-by={DEBIAN_KEYRING}] {DEBIAN_ARCHIVE} {suite} main\n"),
+    )
+    .map_err(|e| format!("writing {}: {e}", sources.display()))?;
+    let opt = |k: &str, v: &Path| format!("{k}={}", v.display());
+    cmd.args([
+        "-o",
+        &opt("Dir::Etc::SourceList", &sources),
+        "-o",
+        "Dir::Etc::SourceParts=/nonexistent",
+        "-o",
+        &opt("Dir::State::Lists", &lists),
+        "-o",
+        &opt("Dir::Cache", &state),
+        "-o",
+        &opt("Dir::Cache::Archives", &archives),
+    ]);
+    Ok(cmd)
+}
 
 impl Series {
     /// Looks up `--kernel` values.
@@ -62,16 +120,20 @@ pub fn version_key(package: &str) -> Vec<u64> {
 
 /// The newest plain image of `series` that `apt-cache` knows, running `apt-get update` once if
 /// the package lists have none.
-pub fn newest_package(series: &Series) -> Result<String, String> {
-    if let Some(found) = search_apt(series)? {
+pub fn newest_package(series: &Series, cache: &Path) -> Result<String, String> {
+    if let Some(found) = search_apt(series, cache)? {
         return Ok(found);
     }
     eprintln!(
-        "vm-tests: no {} image in the apt lists; running apt-get update",
-        series.name
+        "vm-tests: no {} image in the apt lists; running apt-get update{}",
+        series.name,
+        series
+            .suite
+            .map(|s| format!(" for {s} (a private apt state)"))
+            .unwrap_or_default()
     );
-    run_checked(Command::new("apt-get").args(["update", "-q"]))?;
-    search_apt(series)?.ok_or_else(|| {
+    run_checked(apt("apt-get", series, cache)?.args(["update", "-q"]))?;
+    search_apt(series, cache)?.ok_or_else(|| {
         format!(
             "no package {}*-amd64 in the configured apt sources (apt-cache search found none)",
             series.package_prefix()
@@ -79,9 +141,13 @@ pub fn newest_package(series: &Series) -> Result<String, String> {
     })
 }
 
-fn search_apt(series: &Series) -> Result<Option<String>, String> {
+fn search_apt(series: &Series, cache: &Path) -> Result<Option<String>, String> {
     let pattern = format!("^{}", series.package_prefix().replace('.', "\\."));
-    let out = command_output(Command::new("apt-cache").args(["search", "--names-only", &pattern]))?;
+    let out = command_output(apt("apt-cache", series, cache)?.args([
+        "search",
+        "--names-only",
+        &pattern,
+    ]))?;
     Ok(out
         .lines()
         .filter_map(|line| line.split(" - ").next())
@@ -108,13 +174,13 @@ const UNPACKED_MARKER: &str = ".unpacked";
 /// Makes `series` available under `cache`: the newest package from apt, or, when apt cannot be
 /// asked (offline), the newest one already unpacked there.
 pub fn obtain(series: &Series, cache: &Path) -> Result<KernelTree, String> {
-    let package = match newest_package(series) {
+    let package = match newest_package(series, cache) {
         Ok(p) => p,
         Err(apt_error) => newest_cached(series, cache)?.ok_or(apt_error)?,
     };
     let dir = cache.join(&package);
     if !dir.join(UNPACKED_MARKER).exists()
-        && let Err(download_error) = download_and_unpack(&package, cache, &dir)
+        && let Err(download_error) = download_and_unpack(series, &package, cache, &dir)
     {
         // A newer package is listed but cannot be fetched (offline): an older one already in
         // the cache still tests the series.
@@ -137,13 +203,18 @@ fn newest_cached(series: &Series, cache: &Path) -> Result<Option<String>, String
         .max_by_key(|name| version_key(name)))
 }
 
-fn download_and_unpack(package: &str, cache: &Path, dir: &Path) -> Result<(), String> {
+fn download_and_unpack(
+    series: &Series,
+    package: &str,
+    cache: &Path,
+    dir: &Path,
+) -> Result<(), String> {
     let downloads = cache.join("debs");
     fs::create_dir_all(&downloads).map_err(|e| format!("creating {}: {e}", downloads.display()))?;
     eprintln!("vm-tests: apt-get download {package}");
     let t0 = std::time::Instant::now();
     run_checked(
-        Command::new("apt-get")
+        apt("apt-get", series, cache)?
             .args(["download", "-q", package])
             .current_dir(&downloads),
     )?;
@@ -178,7 +249,12 @@ fn download_and_unpack(package: &str, cache: &Path, dir: &Path) -> Result<(), St
 }
 
 fn open_tree(package: &str, dir: &Path) -> Result<KernelTree, String> {
-    let modules_root = dir.join("lib/modules");
+    // Packages of merged-/usr releases (trixie on) put modules under usr/lib.
+    let modules_root = ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .map(|d| dir.join(d))
+        .find(|d| d.is_dir())
+        .unwrap_or_else(|| dir.join("lib/modules"));
     let release = fs::read_dir(&modules_root)
         .map_err(|e| format!("{}: {e}", modules_root.display()))?
         .filter_map(Result::ok)

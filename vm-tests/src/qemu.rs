@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::guest::MARK;
+use crate::nics::HostNetwork;
 
 pub const QEMU: &str = "qemu-system-x86_64";
 
@@ -100,6 +101,9 @@ pub struct VmConfig<'a> {
     pub boot_timeout: Duration,
     /// From start until QEMU exits.
     pub timeout: Duration,
+    /// Two virtio-net NICs through the host side of `--nic virtio` (QEMU then runs inside
+    /// its namespace); none otherwise.
+    pub nics: Option<&'a HostNetwork>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -122,7 +126,10 @@ pub struct VmRun {
 }
 
 fn qemu_command(cfg: &VmConfig) -> Command {
-    let mut cmd = Command::new(QEMU);
+    let mut cmd = match cfg.nics {
+        Some(net) => net.wrap(QEMU),
+        None => Command::new(QEMU),
+    };
     let machine = format!("q35,accel={}", cfg.accel.name());
     let cpu = match cfg.accel {
         Accel::Kvm => "host",
@@ -131,7 +138,8 @@ fn qemu_command(cfg: &VmConfig) -> Command {
     cmd.args(["-machine", &machine, "-cpu", cpu, "-m", cfg.memory])
         .args(["-smp", &cfg.smp.to_string()])
         // No default devices: in particular no NIC, so the guest cannot reach any network but
-        // the veth pairs it makes itself.
+        // the veth pairs it makes itself (and, with `--nic`, the bridge of a namespace of
+        // ours).
         .args([
             "-nodefaults",
             "-no-user-config",
@@ -144,6 +152,9 @@ fn qemu_command(cfg: &VmConfig) -> Command {
         .arg("-initrd")
         .arg(cfg.initrd)
         .args(["-append", &cfg.append]);
+    if let Some(net) = cfg.nics {
+        cmd.args(net.qemu_args());
+    }
     if cfg.shell {
         // Console on the terminal with QEMU's monitor multiplexed (Ctrl-A X quits, Ctrl-A C
         // toggles the monitor).

@@ -115,6 +115,7 @@ pub fn attach_notes(report: &mut Report, console: &str) {
         let Some(suite) = &current else { continue };
         let lower = line.to_ascii_lowercase();
         if line.starts_with("test result:")
+            || line.starts_with("FIGURE ")
             || lower.contains("skip")
             || line.contains("panicked at")
         {

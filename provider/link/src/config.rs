@@ -42,6 +42,21 @@ impl std::fmt::Display for BindMode {
     }
 }
 
+/// Busy polling on the socket (socket(7) `SO_BUSY_POLL`,
+/// `SO_PREFER_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`, Linux 5.11+; af_xdp.rst
+/// "XDP_USE_NEED_WAKEUP" and the kernel's napi.rst "Preferred busy
+/// polling"): the application's `recvfrom`/`sendto` on the socket run the
+/// driver's NAPI poll in its own context, and with the interface's
+/// `napi_defer_hard_irqs` and `gro_flush_timeout` set, interrupts stay off
+/// while it keeps polling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: how long one busy poll may spin, in µs.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets one busy poll may process.
+    pub budget: u16,
+}
+
 /// Configuration of one [`crate::Link`].
 #[derive(Clone, Debug)]
 pub struct LinkConfig {
@@ -84,6 +99,9 @@ pub struct LinkConfig {
     /// Mark sent datagrams ECN-capable (ECT(0), RFC 3168), for a sender
     /// whose congestion control reacts to CE marks.
     pub ecn_capable: bool,
+    /// Busy polling on the socket (`None`: interrupts and `need_wakeup`
+    /// kicks only).
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl LinkConfig {
@@ -105,6 +123,7 @@ impl LinkConfig {
             multi_buffer: false,
             rx_pieces: false,
             ecn_capable: false,
+            busy_poll: None,
         }
     }
 

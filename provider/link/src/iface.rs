@@ -48,7 +48,7 @@ struct IfReq {
     data: [u8; 24],
 }
 
-fn dgram_socket() -> io::Result<OwnedFd> {
+pub(crate) fn dgram_socket() -> io::Result<OwnedFd> {
     // SAFETY: plain socket call, result checked.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

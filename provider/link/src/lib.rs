@@ -47,18 +47,24 @@
 //! Files: `config.rs` (what a link is opened with), `link/` (the socket:
 //! `open.rs`, `tx.rs`, `rx.rs`), `umem.rs` and `frames.rs` (the UMEM and
 //! who owns each frame), `ring.rs` (the four rings), `wire.rs` (framing and
-//! checksums), `iface.rs` (interfaces, addresses, neighbours), `error.rs`.
+//! checksums), `iface.rs` (interfaces, addresses, neighbours), `ethtool.rs`
+//! (the ethtool ioctl: queue counts), `ntuple/` (flow steering rules that
+//! send a port to a queue, and who owns them), `error.rs`.
 
 mod config;
 mod error;
+pub mod ethtool;
 mod frames;
 mod iface;
 mod link;
+pub mod ntuple;
 mod ring;
 mod umem;
 mod wire;
 
-pub use config::{BindMode, BindPreference, LinkConfig, XDP_PACKET_HEADROOM, max_payload};
+pub use config::{
+    BindMode, BindPreference, BusyPoll, LinkConfig, XDP_PACKET_HEADROOM, max_payload,
+};
 pub use error::LinkError;
 pub use frames::FrameError;
 pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};

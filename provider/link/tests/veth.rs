@@ -47,7 +47,7 @@ fn receiver_with(host: &Host, mode: AttachMode, link: Link) -> Receiver {
     let ifname = host.ifname().to_string();
     let mut steering = host.run(move || Steering::attach(&ifname, mode)).unwrap();
     steering.steer_port(PORT_B, 0).unwrap();
-    steering.set_socket(0, link.fd()).unwrap();
+    steering.set_socket(0, link.fd(), 0).unwrap();
     Receiver { link, steering }
 }
 

@@ -263,8 +263,11 @@ impl DataPath for Dgram {
         }
         if self.published.due(super::monotonic_ns()) {
             let link = self.port.link_stats();
-            self.published
-                .set_all(published::dgram_values(self.dropped, link.as_ref()));
+            self.published.set_all(published::dgram_values(
+                self.dropped,
+                link.as_ref(),
+                self.port.path_counts(),
+            ));
         }
     }
 

@@ -4,9 +4,19 @@
 //! - **AF_XDP**, the fast path, carries frames to and from other hosts. The
 //!   steering program is attached once per interface per process (a second
 //!   bpf_link on the same interface would be refused) and shared by every
-//!   endpoint there: each endpoint takes an XSKMAP slot and maps its UDP
-//!   port to it. Dropping the [`Port`] unsteers the port and frees the
-//!   slot; dropping the last one detaches the program.
+//!   endpoint there: each endpoint binds a queue (`FI_XDP_QUEUE`, or the
+//!   first its process does not use), takes an XSKMAP slot recording that
+//!   queue, and maps its UDP port to it. Dropping the [`Port`] unsteers the
+//!   port and frees the slot; dropping the last one detaches the program.
+//! - **Which queue a datagram arrives on** is the NIC's choice (RSS hashes
+//!   the flow; on veth the sender's transmit queue decides). The kernel
+//!   drops a redirect into a socket of another queue, so the steering
+//!   program passes such frames to the kernel (counted as `other_queue`)
+//!   and the kernel UDP socket below receives them: nothing is lost, but
+//!   those datagrams cost a system call each. Where the driver takes ntuple
+//!   rules (`ofi_xdp_link::ntuple`), the endpoint installs one sending its
+//!   (IP, port) to its queue, removed when the port closes; rules a killed
+//!   process left are removed when the program is next attached here.
 //! - **The kernel UDP socket** carries datagrams for peers on this host
 //!   (their IP is one of ours): an AF_XDP frame to our own address would
 //!   leave on the wire and never come back. When the interface's AF_XDP
@@ -23,8 +33,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
+use ofi_xdp_link::ntuple::{self, FlowRule, InstalledRule};
 use ofi_xdp_link::{
-    BindPreference, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, LinkStats, TxFrame,
+    BindPreference, BusyPoll, IfAddrKind, Link, LinkAddr, LinkConfig, LinkError, LinkStats, TxFrame,
 };
 
 use crate::abi::{Errno, Result, lock};
@@ -39,6 +50,8 @@ use crate::xdp_warn;
 struct Shared {
     steering: Steering,
     slots: u64,
+    /// Queues this process's sockets are bound to on the interface.
+    queues: Vec<u32>,
 }
 
 type Registry = Mutex<HashMap<String, Weak<Mutex<Shared>>>>;
@@ -77,9 +90,42 @@ fn steering_for(
         "{ifname}: steering program attached in {:?} mode",
         steering.mode()
     );
-    let s = Arc::new(Mutex::new(Shared { steering, slots: 0 }));
+    reap_stale_rules(ifname);
+    let s = Arc::new(Mutex::new(Shared {
+        steering,
+        slots: 0,
+        queues: Vec::new(),
+    }));
     reg.insert(ifname.to_owned(), Arc::downgrade(&s));
     Ok(s)
+}
+
+/// Removes the ntuple rules (and their records) that processes which are
+/// gone left on `ifname`: they would steer a port to a queue no socket of
+/// theirs listens on any more.
+fn reap_stale_rules(ifname: &str) {
+    let (Ok(index), Some(netns)) = (
+        ofi_xdp_link::ethtool::ifindex(ifname),
+        ofi_xdp_epstats::netns_inode(),
+    ) else {
+        return;
+    };
+    let table = ntuple::Ethtool {
+        ifname: ifname.to_owned(),
+    };
+    let dir = std::path::Path::new(ntuple::DEFAULT_DIR);
+    for (record, outcome) in ntuple::reap_stale(&table, dir, netns, index) {
+        match outcome {
+            Ok(what) => crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{record}: its process is gone; {what:?} (record removed)"
+            ),
+            Err(e) => xdp_warn!(
+                FI_LOG_EP_CTRL,
+                "{record}: its process is gone, but removing the rule failed: {e}"
+            ),
+        }
+    }
 }
 
 fn link_errno(e: &LinkError) -> Errno {
@@ -108,17 +154,37 @@ struct Xsk {
     shared: Arc<Mutex<Shared>>,
     /// The interface queue the socket is bound to.
     queue: u32,
+    /// Receive queues the interface has.
+    queues: u32,
     slot: u32,
     port: u16,
+    /// The ntuple rule sending our port to `queue`, when the driver took one.
+    rule: Option<InstalledRule>,
 }
 
 impl Drop for Xsk {
     fn drop(&mut self) {
+        // The rule goes first: from then on RSS spreads our port again, and
+        // the program still passes what lands elsewhere to the kernel.
+        self.rule = None;
         let mut s = lock(&self.shared);
         let _ = s.steering.unsteer_port(self.port);
         let _ = s.steering.clear_socket(self.slot);
         s.slots &= !(1 << self.slot);
+        s.queues.retain(|q| *q != self.queue);
     }
+}
+
+/// Datagrams each path delivered, for the statistics file and the closing
+/// log line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounts {
+    /// Through the kernel UDP socket, from peers on this host.
+    pub kernel_local: u64,
+    /// Through the kernel UDP socket, from other hosts: on the AF_XDP path
+    /// these arrived on another receive queue than the socket's (the
+    /// steering program's `other_queue`).
+    pub kernel_remote: u64,
 }
 
 /// Where one outgoing datagram is built: a UMEM frame, or (kernel path)
@@ -146,6 +212,10 @@ pub struct Port {
     max_payload: usize,
     /// MACs learnt from received frames or the neighbour table.
     macs: HashMap<SocketAddr, [u8; 6]>,
+    /// Remote peers whose MAC is not known yet (their datagrams came in
+    /// through the kernel socket, from another queue), with how many sends
+    /// to them went through the kernel socket meanwhile.
+    unresolved: HashMap<SocketAddr, u32>,
     scratch: Vec<u8>,
     rx_buf: Vec<u8>,
     pass: u32,
@@ -153,6 +223,10 @@ pub struct Port {
     /// Both sockets' readiness as one fd, for FI_WAIT_FD (AF_XDP path
     /// only; made by the first [`Port::wait_fd`]).
     epoll: OnceLock<Epoll>,
+    counts: PathCounts,
+    /// For the log lines: the interface and our port.
+    ifname: String,
+    local_port: u16,
 }
 
 /// A datagram's sender as either path saw it (a MAC only from AF_XDP).
@@ -233,12 +307,21 @@ impl Port {
             local_ips,
             max_payload,
             macs: HashMap::new(),
+            unresolved: HashMap::new(),
             scratch: vec![0; max_payload],
             rx_buf: vec![0; 1 << 16],
             pass: 0,
             kernel_busy: 0,
             epoll: OnceLock::new(),
+            counts: PathCounts::default(),
+            ifname: args.iface.name.clone(),
+            local_port: args.local.port,
         })
+    }
+
+    /// Datagrams the kernel UDP socket delivered so far.
+    pub fn path_counts(&self) -> PathCounts {
+        self.counts
     }
 
     /// Largest datagram payload, the same on both paths: what this port's
@@ -309,20 +392,55 @@ impl Port {
 
     /// Send the first `len` bytes of `b` to `to` and give `b` back. A peer
     /// on this host, or any peer when we have no AF_XDP socket, goes through
-    /// the kernel socket; others need a MAC (`to.mac` or a learnt one).
+    /// the kernel socket; others through AF_XDP, which needs their MAC
+    /// (`to.mac` or a learnt one). A peer whose MAC we do not know yet —
+    /// its datagrams reached us through the kernel socket, from another
+    /// receive queue, so no frame told us — is sent to through the kernel
+    /// socket too (the kernel resolves it) until the neighbour table has it.
     pub fn send(
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
-        let r = if self.xsk.is_none() || self.is_local(&to.ip) {
+        let r = if self.xsk.is_none() || self.is_local(&to.ip) || !self.knows_mac(to) {
             self.send_kernel(b, to, len)
         } else {
             self.send_xsk(b, to, len)
         };
         self.release_tx(b);
         r
+    }
+
+    /// Sends through the kernel socket to a peer without a known MAC, each
+    /// this many, look the neighbour table up again (a netlink dump).
+    const NEIGHBOUR_RETRY: u32 = 64;
+
+    /// Whether AF_XDP can address `to`: its MAC is given or learnt, or the
+    /// neighbour table has it by now (asked every [`Self::NEIGHBOUR_RETRY`]
+    /// sends, never waited for).
+    fn knows_mac(&mut self, to: &XdpAddr) -> bool {
+        let sa = to.socket_addr();
+        if to.mac.is_some() || self.macs.contains_key(&sa) {
+            return true;
+        }
+        let tries = self.unresolved.entry(sa).or_insert(0);
+        *tries = tries.wrapping_add(1);
+        if *tries % Self::NEIGHBOUR_RETRY != 1 {
+            return false;
+        }
+        let found = self
+            .xsk
+            .as_ref()
+            .and_then(|x| x.link.neighbour(to.ip).ok().flatten());
+        match found {
+            Some(mac) => {
+                self.unresolved.remove(&sa);
+                self.macs.insert(sa, mac);
+                true
+            }
+            None => false,
+        }
     }
 
     fn send_kernel(
@@ -420,6 +538,11 @@ impl Port {
             match self.udp.recv_from(&mut self.rx_buf) {
                 Ok((n, from)) => {
                     self.kernel_busy = KERNEL_BUSY_PASSES;
+                    if self.local_ips.contains(&from.ip()) {
+                        self.counts.kernel_local += 1;
+                    } else {
+                        self.count_other_queue(from);
+                    }
                     // A datagram larger than the buffer arrives truncated
                     // to it; the protocol rejects it.
                     f(
@@ -430,6 +553,26 @@ impl Port {
                 }
                 Err(_) => break,
             }
+        }
+    }
+
+    /// A datagram from another host came through the kernel socket: with
+    /// AF_XDP that means it arrived on another receive queue than ours
+    /// (said once per port at `info`, then counted).
+    fn count_other_queue(&mut self, from: SocketAddr) {
+        self.counts.kernel_remote += 1;
+        if self.counts.kernel_remote == 1
+            && let Some(x) = &self.xsk
+        {
+            crate::xdp_info!(
+                FI_LOG_EP_DATA,
+                "{}: port {}: datagrams from {from} arrive on another receive queue than \
+                 AF_XDP queue {} (of {}): they take the kernel UDP socket",
+                self.ifname,
+                self.local_port,
+                x.queue,
+                x.queues
+            );
         }
     }
 
@@ -452,7 +595,9 @@ impl Port {
     /// Remember a peer's MAC (from a received frame).
     pub fn learn(&mut self, a: &XdpAddr) {
         if let Some(mac) = a.mac {
-            self.macs.entry(a.socket_addr()).or_insert(mac);
+            let sa = a.socket_addr();
+            self.macs.entry(sa).or_insert(mac);
+            self.unresolved.remove(&sa);
         }
     }
 
@@ -489,6 +634,37 @@ impl Port {
         }
     }
 
+    /// One line for the log: which path carried this port's datagrams.
+    fn path_summary(&mut self) -> String {
+        let c = self.counts;
+        let kernel = format!(
+            "{} through the kernel UDP socket ({} from this host, {} from other hosts)",
+            c.kernel_local + c.kernel_remote,
+            c.kernel_local,
+            c.kernel_remote
+        );
+        match self.xsk.as_mut() {
+            Some(x) => {
+                let rx = x.link.stats().map(|s| s.rx_packets).unwrap_or(0);
+                let rule = match &x.rule {
+                    Some(r) => format!(
+                        ", ntuple rule at location {}",
+                        r.location().map_or("?".to_owned(), |l| l.to_string())
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "{rx} datagrams received through AF_XDP (queue {} of {}, {} mode{rule}), \
+                     {kernel}",
+                    x.queue,
+                    x.queues,
+                    x.link.bind_mode()
+                )
+            }
+            None => format!("kernel UDP path only: {kernel}"),
+        }
+    }
+
     /// The AF_XDP link's counters (`None` on the kernel UDP path).
     pub fn link_stats(&mut self) -> Option<LinkStats> {
         self.xsk.as_mut().and_then(|x| x.link.stats().ok())
@@ -503,6 +679,18 @@ impl Port {
     }
 }
 
+impl Drop for Port {
+    fn drop(&mut self) {
+        let summary = self.path_summary();
+        crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{}: port {} closed: {summary}",
+            self.ifname,
+            self.local_port
+        );
+    }
+}
+
 /// Why the AF_XDP half could not be opened.
 enum XskError {
     /// The queue or the XDP hook is taken: run on the kernel path.
@@ -514,8 +702,86 @@ use XskError::{Busy, Failed};
 
 fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     let cfg = &args.cfg;
+    let ifname = &args.iface.name;
+    let lc = link_config(args)?;
+    let shared = steering_for(ifname, cfg.attach_mode)?;
+    if cfg.fault_drop_one_in > 0 {
+        let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
+        lock(&shared)
+            .steering
+            .set_fault_injection(cfg.fault_drop_one_in, seed)
+            .map_err(|e| {
+                xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
+                Failed(Errno::OTHER)
+            })?;
+        xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
+            cfg.fault_drop_one_in
+        );
+    }
+    let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
+    let link = bind_a_queue(&lc, cfg.queue, queues, &shared)?;
+    let queue = link.queue();
+    let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
+    crate::xdp_info!(
+        FI_LOG_EP_CTRL,
+        "{ifname}: AF_XDP socket on queue {queue} of {queues}, bound in {mode} mode, XDP \
+         attached in {attach} mode, port {}",
+        args.local.port
+    );
+    match link.busy_polling() {
+        Ok(true) => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: busy polling ({} us, budget {}); the interface's \
+             napi_defer_hard_irqs and gro_flush_timeout keep its interrupts off meanwhile",
+            cfg.busy_poll_usecs,
+            cfg.busy_poll_budget
+        ),
+        Ok(false) => {}
+        Err(why) => xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: FI_XDP_BUSY_POLL asked, but the kernel refused {why}; polling as usual"
+        ),
+    }
+    let rule = steer_to_queue(args, queue, queues);
+    let slot = {
+        let mut s = lock(&shared);
+        let free = (!s.slots).trailing_zeros();
+        if free >= Steering::MAX_SLOTS {
+            return Err(Busy(format!(
+                "all {} XSKMAP slots in use",
+                Steering::MAX_SLOTS
+            )));
+        }
+        s.steering.set_socket(free, link.fd(), queue).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.steering.steer_port(args.local.port, free).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.slots |= 1 << free;
+        s.queues.push(queue);
+        free
+    };
+    Ok(Xsk {
+        link,
+        shared,
+        queue,
+        queues,
+        slot,
+        port: args.local.port,
+        rule,
+    })
+}
+
+/// The link's configuration for this endpoint; the queue is set by
+/// [`bind_a_queue`].
+fn link_config(args: &OpenArgs) -> std::result::Result<LinkConfig, XskError> {
+    let cfg = &args.cfg;
     let mut lc = LinkConfig::new(args.iface.name.clone(), args.local.port);
-    lc.queue_id = cfg.queue;
     lc.ip = Some(args.local.ip);
     lc.frame_size = u32::try_from(cfg.frame_size).map_err(|_| Failed(Errno::INVAL))?;
     lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Failed(Errno::INVAL))?;
@@ -547,68 +813,97 @@ fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         ZeroCopy::Required => BindPreference::ZeroCopy,
         ZeroCopy::Off => BindPreference::Copy,
     };
-    let link = match Link::open(&lc) {
-        Ok(l) => l,
-        Err(e @ LinkError::QueueBusy { .. }) => return Err(Busy(e.to_string())),
-        Err(e) => {
-            return Err(Failed(link_err(
-                &format!("opening AF_XDP on {}", args.iface.name),
-                e,
-            )));
+    lc.busy_poll = (cfg.busy_poll_usecs > 0).then_some(BusyPoll {
+        usecs: cfg.busy_poll_usecs,
+        budget: cfg.busy_poll_budget,
+    });
+    Ok(lc)
+}
+
+/// Binds the socket to `wanted` (FI_XDP_QUEUE), or else to the first of the
+/// interface's `queues` that no socket of this process uses and that the
+/// kernel gives us.
+fn bind_a_queue(
+    lc: &LinkConfig,
+    wanted: Option<u32>,
+    queues: u32,
+    shared: &Mutex<Shared>,
+) -> std::result::Result<Link, XskError> {
+    let ifname = &lc.ifname;
+    let candidates: Vec<u32> = match wanted {
+        Some(q) => vec![q],
+        None => {
+            let used = lock(shared).queues.clone();
+            (0..queues).filter(|q| !used.contains(q)).collect()
         }
     };
-    crate::xdp_info!(
-        FI_LOG_EP_CTRL,
-        "{}: AF_XDP socket on queue {} bound in {} mode, port {}",
-        args.iface.name,
-        cfg.queue,
-        link.bind_mode(),
-        args.local.port
-    );
-    let shared = steering_for(&args.iface.name, cfg.attach_mode)?;
-    if cfg.fault_drop_one_in > 0 {
-        let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
-        lock(&shared)
-            .steering
-            .set_fault_injection(cfg.fault_drop_one_in, seed)
-            .map_err(|e| {
-                xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
-                Failed(Errno::OTHER)
-            })?;
-        xdp_warn!(
-            FI_LOG_EP_CTRL,
-            "{}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
-            args.iface.name,
-            cfg.fault_drop_one_in
-        );
+    let mut lc = lc.clone();
+    let mut busy = Vec::new();
+    for q in candidates {
+        lc.queue_id = q;
+        match Link::open(&lc) {
+            Ok(l) => return Ok(l),
+            Err(e @ LinkError::QueueBusy { .. }) => busy.push(e.to_string()),
+            Err(e) => {
+                return Err(Failed(link_err(&format!("opening AF_XDP on {ifname}"), e)));
+            }
+        }
     }
-    let slot = {
-        let mut s = lock(&shared);
-        let free = (!s.slots).trailing_zeros();
-        if free >= Steering::MAX_SLOTS {
-            return Err(Busy(format!(
-                "all {} XSKMAP slots in use",
-                Steering::MAX_SLOTS
-            )));
-        }
-        s.steering.set_socket(free, link.fd()).map_err(|e| {
-            xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
-            Failed(Errno::OTHER)
-        })?;
-        s.steering.steer_port(args.local.port, free).map_err(|e| {
-            xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
-            Failed(Errno::OTHER)
-        })?;
-        s.slots |= 1 << free;
-        free
+    Err(Busy(if busy.is_empty() {
+        format!("every receive queue of {ifname} already has an AF_XDP socket of this process")
+    } else {
+        busy.join("; ")
+    }))
+}
+
+/// On an interface with several receive queues, asks the driver to send
+/// UDP to our (IP, port) to `queue` (FI_XDP_NTUPLE). Where it cannot, says
+/// at `info` what that costs: datagrams RSS puts elsewhere take the kernel
+/// socket.
+fn steer_to_queue(args: &OpenArgs, queue: u32, queues: u32) -> Option<InstalledRule> {
+    let ifname = &args.iface.name;
+    let port = args.local.port;
+    if queues <= 1 {
+        return None;
+    }
+    let elsewhere = format!(
+        "datagrams that RSS puts on the other {} receive queues reach port {port} through the \
+         kernel UDP socket (slower; counted as other_queue)",
+        queues - 1
+    );
+    if !args.cfg.ntuple {
+        crate::xdp_info!(FI_LOG_EP_CTRL, "{ifname}: FI_XDP_NTUPLE=0: {elsewhere}");
+        return None;
+    }
+    let rule = FlowRule {
+        dst: SocketAddr::new(args.local.ip, port),
+        queue,
     };
-    Ok(Xsk {
-        link,
-        shared,
-        queue: cfg.queue,
-        slot,
-        port: args.local.port,
-    })
+    let dir = std::path::Path::new(ntuple::DEFAULT_DIR);
+    match ntuple::install(ifname, args.iface.index, rule, dir) {
+        Ok(r) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: ntuple rule at location {} steers {rule}",
+                r.location().map_or("?".to_owned(), |l| l.to_string())
+            );
+            Some(r)
+        }
+        Err(e) => {
+            let hint = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => " (the driver has no flow steering rules)",
+                Some(libc::EINVAL) => {
+                    " (drivers that have rules take them after `ethtool -K IF ntuple on`)"
+                }
+                _ => "",
+            };
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: no ntuple rule for port {port}: {e}{hint}; {elsewhere}"
+            );
+            None
+        }
+    }
 }
 
 /// Receive buffer we ask for on the kernel UDP socket. The default

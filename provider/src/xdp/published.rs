@@ -18,6 +18,7 @@ use ofi_xdp_reliability::Stats;
 
 use crate::datapath::OpenArgs;
 use crate::sys::FI_LOG_EP_CTRL;
+use crate::xdp::port::PathCounts;
 
 /// Longest a published figure lags behind the endpoint's own (10 ms).
 pub const REFRESH_NS: u64 = 10_000_000;
@@ -96,8 +97,10 @@ impl Published {
 }
 
 /// The AF_XDP link's counters every endpoint publishes (zero on the kernel
-/// UDP path).
-const LINK_COUNTERS: [&str; 7] = [
+/// UDP path), then what its kernel UDP socket received: from this host, and
+/// from other hosts (on the AF_XDP path: datagrams that arrived on another
+/// receive queue than the socket's).
+const LINK_COUNTERS: [&str; 9] = [
     "link_rx_packets",
     "link_tx_packets",
     "link_rx_malformed",
@@ -105,10 +108,12 @@ const LINK_COUNTERS: [&str; 7] = [
     "link_fill_ring_empty",
     "kernel_rx_dropped",
     "kernel_rx_ring_full",
+    "udp_socket_rx_local",
+    "udp_socket_rx_remote",
 ];
 
-fn link_values(l: Option<&LinkStats>) -> [u64; LINK_COUNTERS.len()] {
-    l.map_or([0; LINK_COUNTERS.len()], |l| {
+fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len()] {
+    let [a, b, d, e, f, g, h] = l.map_or([0; 7], |l| {
         [
             l.rx_packets,
             l.tx_packets,
@@ -118,7 +123,8 @@ fn link_values(l: Option<&LinkStats>) -> [u64; LINK_COUNTERS.len()] {
             l.kernel.rx_dropped,
             l.kernel.rx_ring_full,
         ]
-    })
+    });
+    [a, b, d, e, f, g, h, c.kernel_local, c.kernel_remote]
 }
 
 /// An RDM endpoint's figures: the engine's [`Stats`], datagrams from sources
@@ -156,13 +162,20 @@ pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[4],
     LINK_COUNTERS[5],
     LINK_COUNTERS[6],
+    LINK_COUNTERS[7],
+    LINK_COUNTERS[8],
 ];
 
 /// Which of [`RDM_COUNTERS`] are levels rather than counts.
 pub const RDM_GAUGES: [&str; 3] = ["unexpected_bytes", "unexpected_bytes_max", "reorder_bytes"];
 
 /// The values of [`RDM_COUNTERS`], in order.
-pub fn rdm_values(e: &Stats, unknown_sources_dropped: u64, l: Option<&LinkStats>) -> Vec<u64> {
+pub fn rdm_values(
+    e: &Stats,
+    unknown_sources_dropped: u64,
+    l: Option<&LinkStats>,
+    c: PathCounts,
+) -> Vec<u64> {
     let mut v = vec![
         e.rx_datagrams,
         e.tx_datagrams,
@@ -190,7 +203,7 @@ pub fn rdm_values(e: &Stats, unknown_sources_dropped: u64, l: Option<&LinkStats>
         e.unexpected_bytes_max,
         e.reorder_bytes,
     ];
-    v.extend(link_values(l));
+    v.extend(link_values(l, c));
     v
 }
 
@@ -205,11 +218,13 @@ pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[4],
     LINK_COUNTERS[5],
     LINK_COUNTERS[6],
+    LINK_COUNTERS[7],
+    LINK_COUNTERS[8],
 ];
 
 /// The values of [`DGRAM_COUNTERS`], in order.
-pub fn dgram_values(no_receive_dropped: u64, l: Option<&LinkStats>) -> Vec<u64> {
+pub fn dgram_values(no_receive_dropped: u64, l: Option<&LinkStats>, c: PathCounts) -> Vec<u64> {
     let mut v = vec![no_receive_dropped];
-    v.extend(link_values(l));
+    v.extend(link_values(l, c));
     v
 }

@@ -687,6 +687,7 @@ impl DataPath for Rdm {
                 &self.engine.stats(),
                 self.unknown_sources_dropped,
                 link.as_ref(),
+                self.port.path_counts(),
             ));
         }
     }

@@ -13,16 +13,19 @@
 //! - **pins** of our programs and links (and of maps of our programs) that
 //!   no process holds.
 //! - **statistics files** of endpoints whose process is gone.
+//! - **ntuple rules** steering an endpoint's port to its queue, whose
+//!   record names a process that is gone (`ofi_xdp_link::ntuple`): removed
+//!   when the driver still holds exactly that rule, the record with it.
 //!
-//! Every leftover is a [`Leftover`]; kinds of state added later (such as
-//! ntuple rules steering an endpoint's port to its queue) join as variants,
-//! each with the same two questions: is it ours, and is its owner gone.
+//! Every leftover is a [`Leftover`], each kind with the same two questions:
+//! is it ours, and is its owner gone.
 //! Programs that are not ours are never touched; programs of ours that a
 //! live process holds are in use and left alone.
 
 use std::collections::HashMap;
 
 use ofi_xdp_bpf::inspect::{self, Hook, ObjectKind, Pin};
+use ofi_xdp_link::ntuple::{self, RuleRecord};
 
 use crate::host;
 use crate::status::{self, Scope};
@@ -46,6 +49,9 @@ enum Leftover {
     Pin(Pin),
     /// The statistics file of an endpoint whose process is gone.
     StatsFile { path: std::path::PathBuf, pid: u32 },
+    /// An ntuple rule whose owner is gone (with its record), on an
+    /// interface where `keep` are the locations of live owners' rules.
+    NtupleRule { record: RuleRecord, keep: Vec<u32> },
 }
 
 impl Leftover {
@@ -72,6 +78,7 @@ impl Leftover {
             Leftover::StatsFile { path, pid } => {
                 format!("endpoint statistics {} (pid {pid} is gone)", path.display())
             }
+            Leftover::NtupleRule { record, .. } => format!("{record} (the process is gone)"),
         }
     }
 
@@ -91,6 +98,15 @@ impl Leftover {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
                 _ => Ok(()),
             },
+            Leftover::NtupleRule { record, keep } => {
+                // The interface, by the index the record names: gone with
+                // its rules, or renamed since.
+                if let Some(ifname) = ifname_of(record.ifindex) {
+                    let table = ntuple::Ethtool { ifname };
+                    ntuple::remove_rule(&table, record, keep).map_err(|e| e.to_string())?;
+                }
+                record.remove().map_err(|e| e.to_string())
+            }
         }
     }
 }
@@ -147,6 +163,7 @@ fn find(scope: &Scope) -> Result<Findings, String> {
     if scope.dev.is_none() {
         find_pins(&mut f, &detached_links)?;
     }
+    find_rules(&mut f, scope);
     for e in status::stale_endpoint_files(scope) {
         if scope.wants(&e.identity.ifname) {
             f.leftovers.push(Leftover::StatsFile {
@@ -156,6 +173,48 @@ fn find(scope: &Scope) -> Result<Findings, String> {
         }
     }
     Ok(f)
+}
+
+/// The name of the interface with `ifindex` in this network namespace.
+fn ifname_of(ifindex: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes into buf.
+    let name = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: on success buf holds a NUL-terminated name.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// ntuple rule records of this network namespace: those of processes that
+/// are gone are leftovers, the others in use.
+fn find_rules(f: &mut Findings, scope: &Scope) {
+    let Some(netns) = ofi_xdp_epstats::netns_inode() else {
+        return;
+    };
+    let here: Vec<RuleRecord> = RuleRecord::list(std::path::Path::new(ntuple::DEFAULT_DIR))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|r| r.netns == netns && scope.wants(&r.ifname))
+        .collect();
+    for r in &here {
+        if r.alive() {
+            f.kept
+                .push(format!("{r}: in use by {}", host::describe_pid(r.pid)));
+            continue;
+        }
+        let keep = here
+            .iter()
+            .filter(|o| o.ifindex == r.ifindex && o.alive())
+            .filter_map(|o| o.location)
+            .collect();
+        f.leftovers.push(Leftover::NtupleRule {
+            record: r.clone(),
+            keep,
+        });
+    }
 }
 
 /// Pins of our programs, of links of our programs and of our programs'

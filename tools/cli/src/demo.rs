@@ -46,7 +46,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         let link = Link::open(&LinkConfig::new(&b_if, PORT_B)).map_err(|e| e.to_string())?;
         let mut s = Steering::attach(&b_if, mode).map_err(|e| e.to_string())?;
         s.steer_port(PORT_B, 0).map_err(|e| e.to_string())?;
-        s.set_socket(0, link.fd()).map_err(|e| e.to_string())?;
+        s.set_socket(0, link.fd(), 0).map_err(|e| e.to_string())?;
         Ok((link, s))
     })?;
     println!(

@@ -88,7 +88,7 @@ pub fn open_steered(ifname: &str, port: u16, mode: AttachMode) -> Result<(Link, 
         .map_err(|e| format!("attaching XDP ({mode}) to {ifname}: {e}"))?;
     steering
         .steer_port(port, 0)
-        .and_then(|()| steering.set_socket(0, link.fd()))
+        .and_then(|()| steering.set_socket(0, link.fd(), 0))
         .map_err(|e| format!("steering port {port}: {e}"))?;
     Ok((link, steering))
 }

@@ -70,9 +70,11 @@ pub struct Attached {
     pub link: Option<XdpLink>,
     /// Processes holding the link (or, for a netlink attachment, the program).
     pub holders: Vec<u32>,
-    /// Our program's maps, read.
-    pub ports: Vec<(u16, u32)>,
+    /// Our program's maps, read: `(UDP port, XSKMAP slot, the slot's queue)`.
+    pub ports: Vec<(u16, u32, u32)>,
     pub counters: Option<Counters>,
+    /// Frames of steered ports by the receive queue they arrived on.
+    pub queue_counts: Vec<u64>,
     pub fault_one_in: u32,
     /// Why the maps could not be read.
     pub error: Option<String>,
@@ -85,6 +87,8 @@ pub struct Snapshot {
     pub endpoints: Vec<EndpointStats>,
     pub elsewhere: usize,
     pub stats_errors: Vec<String>,
+    /// Records of the ntuple rules endpoints installed in this namespace.
+    pub rules: Vec<ofi_xdp_link::ntuple::RuleRecord>,
 }
 
 /// Every XDP program on the interfaces in scope, and how each is held.
@@ -113,18 +117,13 @@ pub fn attachments(scope: &Scope) -> Result<Vec<(InterfaceXdp, Vec<Attached>)>, 
                 holders: held.cloned().unwrap_or_default(),
                 ports: Vec::new(),
                 counters: None,
+                queue_counts: Vec::new(),
                 fault_one_in: 0,
                 error: None,
             };
             if let Some(p) = a.program.as_ref().filter(|p| p.ours) {
-                match SteeringMaps::open(p)
-                    .and_then(|m| Ok((m.ports()?, m.counters()?, m.fault_injection()?)))
-                {
-                    Ok((ports, counters, fault)) => {
-                        a.ports = ports;
-                        a.counters = Some(counters);
-                        a.fault_one_in = fault;
-                    }
+                match SteeringMaps::open(p).and_then(|m| read_maps(&m, &mut a)) {
+                    Ok(()) => {}
                     Err(e) => a.error = Some(e.to_string()),
                 }
             }
@@ -133,6 +132,19 @@ pub fn attachments(scope: &Scope) -> Result<Vec<(InterfaceXdp, Vec<Attached>)>, 
         out.push((iface, attached));
     }
     Ok(out)
+}
+
+/// Our program's ports (with each slot's queue), counters and fault rate.
+fn read_maps(m: &SteeringMaps, a: &mut Attached) -> Result<(), ofi_xdp_bpf::BpfError> {
+    a.ports = m
+        .ports()?
+        .into_iter()
+        .map(|(port, slot)| Ok((port, slot, m.slot_queue(slot)?)))
+        .collect::<Result<_, ofi_xdp_bpf::BpfError>>()?;
+    a.counters = Some(m.counters()?);
+    a.queue_counts = m.queue_counts()?;
+    a.fault_one_in = m.fault_injection()?;
+    Ok(())
 }
 
 fn snapshot(scope: &Scope) -> Result<Snapshot, String> {
@@ -148,12 +160,20 @@ fn snapshot(scope: &Scope) -> Result<Snapshot, String> {
             Err(e) => stats_errors.push(e),
         }
     }
+    let rules = ofi_xdp_link::ntuple::RuleRecord::list(std::path::Path::new(
+        ofi_xdp_link::ntuple::DEFAULT_DIR,
+    ))
+    .into_iter()
+    .filter_map(Result::ok)
+    .filter(|r| Some(r.netns) == netns && scope.wants(&r.ifname))
+    .collect();
     Ok(Snapshot {
         taken: Instant::now(),
         interfaces,
         endpoints,
         elsewhere,
         stats_errors,
+        rules,
     })
 }
 
@@ -213,6 +233,18 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
             .filter(|e| e.identity.ifindex == iface.ifindex)
             .collect();
         render_endpoints(&mut o, &on_iface, before);
+        for r in snap.rules.iter().filter(|r| r.ifindex == iface.ifindex) {
+            let at = r.location.map_or_else(
+                || "location pending".to_owned(),
+                |l| format!("location {l}"),
+            );
+            let owner = if r.alive() {
+                host::describe_pid(r.pid)
+            } else {
+                format!("pid {} (gone: `ofi-xdp cleanup` removes it)", r.pid)
+            };
+            let _ = writeln!(o, "  ntuple rule {} at {at}, {owner}", r.rule);
+        }
     }
     let unlisted: Vec<&EndpointStats> = snap
         .endpoints
@@ -293,28 +325,31 @@ fn render_program(
     } else {
         let _ = writeln!(o, "    steered UDP ports:");
     }
-    for (port, slot) in &a.ports {
+    for (port, slot, queue) in &a.ports {
         let endpoint = snap.endpoints.iter().find(|e| {
             e.identity.ifindex == iface.ifindex
                 && e.identity.slot == Some(*slot)
                 && e.identity.address.ends_with(&format!(":{port}"))
         });
-        let queue = match endpoint {
+        let owner = match endpoint {
             Some(e) => format!(
-                " queue {} ({} {} endpoint)",
-                e.identity.queue.map(|q| q.to_string()).unwrap_or_default(),
+                " ({} {} endpoint)",
                 host::describe_pid(e.pid),
                 e.identity.endpoint
             ),
             None => String::new(),
         };
-        let _ = writeln!(o, "      UDP port {port} -> XSKMAP slot {slot}{queue}");
+        let _ = writeln!(
+            o,
+            "      UDP port {port} -> XSKMAP slot {slot} queue {queue}{owner}"
+        );
     }
     if let Some(c) = a.counters {
         let then = before.and_then(|b| b.counters(iface.ifindex, p.id));
         let _ = writeln!(o, "    counters:");
         let rows = [
             ("steered", c.steered, then.map(|t| t.steered)),
+            ("other_queue", c.other_queue, then.map(|t| t.other_queue)),
             ("passed", c.passed, then.map(|t| t.passed)),
             ("malformed", c.malformed, then.map(|t| t.malformed)),
             ("no_socket", c.no_socket, then.map(|t| t.no_socket)),
@@ -328,6 +363,20 @@ fn render_program(
             let rate = before.map(|b| b.rate(now, then)).unwrap_or_default();
             let _ = writeln!(o, "      {name:<16} {now:>14} {rate:>12}");
         }
+    }
+    if !a.queue_counts.is_empty() {
+        let by_queue: Vec<String> = a
+            .queue_counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(q, n)| format!("{q}:{n}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "    frames of steered ports by RX queue: {}",
+            by_queue.join(" ")
+        );
     }
     let fault = match a.fault_one_in {
         0 => "off".to_owned(),

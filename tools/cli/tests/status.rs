@@ -429,3 +429,134 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
     drop(live);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGKILL an endpoint holding all the provider makes on a four-queue
+/// interface — the steering program (native), the AF_XDP socket on queue
+/// 2, its statistics file, and, on drivers that take them, an ntuple rule
+/// with its record — and nothing is left that a new endpoint cannot clean
+/// up: the program went with the process (bpf_link), a new endpoint binds
+/// the same queue on AF_XDP (not the kernel path) and reaps rule records of
+/// the dead (veth takes no rules, so there are none here: the unit tests of
+/// `ofi_xdp_link::ntuple` drive that path, and README.md has the check for
+/// NICs that take rules), and `ofi-xdp cleanup` removes the statistics file.
+#[test]
+fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
+    let pair = HostPair::with_queues(1500, 4).unwrap();
+    let port = (22000 + std::process::id() % 20000).to_string();
+    let env = [
+        ("FI_XDP_QUEUE", "2"),
+        ("FI_XDP_ATTACH_MODE", "native"),
+        ("FI_LOG_LEVEL", "info"),
+    ];
+    let start = |host: &Host, server: Option<&Host>, log: &Path| {
+        let mut cmd = host.command("fi_pingpong");
+        cmd.args(["-p", "xdp", "-e", "rdm", "-m", "tagged", "-S", "64"])
+            .args(["-I", "100000000", "-B", &port, "-P", &port])
+            .env("FI_PROVIDER_PATH", provider_dir())
+            .env_remove("FI_PROVIDER")
+            .envs(env)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap());
+        if let Some(s) = server {
+            cmd.arg(s.ipv4().to_string());
+        }
+        Pingpong(cmd.spawn().expect("run fi_pingpong (libfabric-bin)"))
+    };
+    let logs = std::env::temp_dir().join(format!("ofi-xdp-sigkill-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let run = |round: u32| -> (Pingpong, Pingpong, String) {
+        let log = logs.join(format!("server-{round}.log"));
+        let server = start(&pair.a, None, &log);
+        let t0 = Instant::now();
+        while !listening(&pair.a, &port) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no server");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let client = start(
+            &pair.b,
+            Some(&pair.a),
+            &logs.join(format!("client-{round}.log")),
+        );
+        let t0 = Instant::now();
+        loop {
+            let s = status(&pair.a);
+            if s.contains("(ours)") && counter(&s, "steered") > 50 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "no traffic:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let server_log = std::fs::read_to_string(&log).unwrap();
+        (server, client, server_log)
+    };
+
+    let (mut server, mut client, first_log) = run(1);
+    assert!(
+        first_log.contains("AF_XDP socket on queue 2 of 4"),
+        "{first_log}"
+    );
+    assert!(status(&pair.a).contains("queue 2"));
+    server.kill9();
+    client.kill9();
+    assert!(
+        !ip_link_shows_xdp(&pair.a),
+        "the killed server's program stayed"
+    );
+
+    // The record of a rule a killed endpoint left, as on a NIC that takes
+    // rules (veth takes none, so the record is planted): status marks it.
+    let left = dead_rule_record(&pair.a, &port);
+    let s = status(&pair.a);
+    assert!(s.contains("(gone: `ofi-xdp cleanup` removes it)"), "{s}");
+
+    // A new endpoint on the same queue: bound on AF_XDP, not pushed to the
+    // kernel path by anything the dead one held, and it reaps the record
+    // (there is no rule left on the device: veth says EOPNOTSUPP).
+    let (mut server, mut client, second_log) = run(2);
+    assert!(
+        !left.exists(),
+        "the new endpoint left the dead rule's record"
+    );
+    assert!(
+        second_log.contains("AF_XDP socket on queue 2 of 4")
+            && !second_log.contains("uses the kernel UDP path"),
+        "{second_log}"
+    );
+    let s = status(&pair.a);
+    assert!(!s.contains("(gone: `ofi-xdp cleanup` removes it)"), "{s}");
+    server.kill9();
+    client.kill9();
+    // Without a new endpoint, `ofi-xdp cleanup` removes such a record.
+    let left = dead_rule_record(&pair.a, &port);
+    for h in [&pair.a, &pair.b] {
+        let cleaned = stdout_of(&ofi_xdp(&["cleanup", "--netns", h.netns()]));
+        assert!(!cleaned.contains("failed"), "{cleaned}");
+        assert!(!ip_link_shows_xdp(h), "XDP program left on {h}");
+        if std::ptr::eq(h, &pair.a) {
+            assert!(cleaned.contains("ntuple rule"), "{cleaned}");
+        }
+    }
+    assert!(!left.exists(), "cleanup left the dead rule's record");
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// Writes, in `host`'s namespace, the record of an ntuple rule steering
+/// `port` to queue 2 whose owner is gone; returns the record's file.
+fn dead_rule_record(host: &Host, port: &str) -> PathBuf {
+    use ofi_xdp_link::ntuple::{DEFAULT_DIR, FlowRule, RuleRecord};
+    let dst = std::net::SocketAddr::new(host.ipv4().into(), port.parse().unwrap());
+    let ifname = host.ifname().to_owned();
+    host.run(move || {
+        let name = std::ffi::CString::new(ifname.clone()).unwrap();
+        // SAFETY: a valid NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(ifindex, 0, "{ifname}");
+        let rule = FlowRule { dst, queue: 2 };
+        let mut rec = RuleRecord::ours(Path::new(DEFAULT_DIR), &ifname, ifindex, rule).unwrap();
+        rec.pid = u32::MAX - 1; // beyond pid_max: no such process
+        rec.location = Some(1023);
+        std::fs::create_dir_all(DEFAULT_DIR).unwrap();
+        rec.write().unwrap();
+        rec.file
+    })
+}

@@ -8,6 +8,9 @@
 //! best-effort reaper removes leftovers of processes that died without
 //! unwinding (SIGKILL, abort) whenever a new pair is created.
 //!
+//! With [`nics::NICS_ENV`] set, pairs are made of two real NICs moved into
+//! the namespaces instead of a veth pair (`nics.rs`).
+//!
 //! Addresses live only inside the namespaces: IPv4 from 198.18.0.0/15 (RFC
 //! 2544, reserved for benchmarking, never routed) as a /30 per pair, and IPv6
 //! from the ULA prefix fd6f:6678:6470::/48 (RFC 4193) as a /64 per pair. Both
@@ -31,6 +34,7 @@ mod segment;
 pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
 pub use raw::RawPort;
 pub use segment::Segment;
+pub mod nics;
 
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
@@ -39,9 +43,9 @@ const VETH_PREFIX: &str = "ox";
 /// Where `ip netns add` puts its bind mounts.
 const NETNS_RUN_DIR: &str = "/run/netns";
 /// Per-process counter: only its value mod 10000 appears in interface names.
-static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
+pub(crate) static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
 /// Names fit IFNAMSIZ with a 7-digit PID and a 4-digit counter.
-const COUNTER_MODULUS: u32 = 10_000;
+pub(crate) const COUNTER_MODULUS: u32 = 10_000;
 
 /// One end of a [`HostPair`]: a network namespace holding one veth end.
 #[derive(Debug, Clone)]
@@ -62,6 +66,8 @@ pub struct Host {
 pub struct HostPair {
     pub a: Host,
     pub b: Host,
+    /// Set when the pair is made of real NICs ([`nics`]).
+    nics: Option<nics::Lease>,
 }
 
 impl Host {
@@ -158,6 +164,67 @@ impl Host {
     }
 }
 
+/// What a veth end's receive queue counted (`ethtool -S`, veth's per-queue
+/// statistics: filled only while native XDP runs on the end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Frames the XDP program ran on.
+    pub xdp_packets: u64,
+    /// Frames redirected (into an AF_XDP socket).
+    pub xdp_redirect: u64,
+    /// Frames dropped: `drops` (a redirect that failed included) plus
+    /// `xdp_drops`.
+    pub drops: u64,
+}
+
+impl Host {
+    /// Per receive queue of this host's veth end, what it counted so far.
+    pub fn queue_stats(&self) -> io::Result<Vec<QueueStats>> {
+        let out = self
+            .command("ethtool")
+            .args(["-S", &self.ifname])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -S {}: {}",
+                self.ifname,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(parse_queue_stats(&String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+/// `rx_queue_<n>_<name>: <value>` lines of `ethtool -S` on a veth end.
+fn parse_queue_stats(text: &str) -> Vec<QueueStats> {
+    let mut queues: Vec<QueueStats> = Vec::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        let Some(rest) = key.strip_prefix("rx_queue_") else {
+            continue;
+        };
+        let Some((n, name)) = rest.split_once('_') else {
+            continue;
+        };
+        let (Ok(n), Ok(v)) = (n.parse::<usize>(), value.trim().parse::<u64>()) else {
+            continue;
+        };
+        if queues.len() <= n {
+            queues.resize(n + 1, QueueStats::default());
+        }
+        let q = &mut queues[n];
+        match name {
+            "xdp_packets" => q.xdp_packets = v,
+            "xdp_redirect" => q.xdp_redirect = v,
+            "drops" | "xdp_drops" => q.drops += v,
+            _ => {}
+        }
+    }
+    queues
+}
+
 impl fmt::Display for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -180,8 +247,27 @@ impl HostPair {
 
     /// Creates two namespaces joined by a veth pair with the given MTU on both
     /// ends. Native-mode XDP on veth needs MTU ≤ ~3500 (one page per frame).
+    ///
+    /// Each end has one queue: every frame then arrives on rx queue 0, where
+    /// AF_XDP sockets bind by default.
     pub fn with_mtu(mtu: u32) -> io::Result<HostPair> {
+        Self::with_queues(mtu, 1)
+    }
+
+    /// Like [`HostPair::with_mtu`], with `queues` receive and transmit
+    /// queues on each end. With native XDP attached to an end, a frame
+    /// arrives on the receive queue numbered as the transmit queue the peer
+    /// sent it from (veth_xmit keeps the skb's queue mapping): an AF_XDP
+    /// socket's copy-mode transmit uses its own queue, the kernel's stack
+    /// one picked by the flow's hash.
+    ///
+    /// With [`nics::NICS_ENV`] set, the pair is made of those two NICs
+    /// instead, with the queues they have.
+    pub fn with_queues(mtu: u32, queues: u32) -> io::Result<HostPair> {
         reap_stale();
+        if let Some(nics) = nics::from_env() {
+            return nics::pair(mtu, nics);
+        }
         let pid = std::process::id();
         let n = NEXT_PAIR.fetch_add(1, Ordering::Relaxed) % COUNTER_MODULUS;
         let names = Names::new(pid, n);
@@ -199,15 +285,14 @@ impl HostPair {
         let mac_a = addr.mac(0);
         let mac_b = addr.mac(1);
         // Create both ends directly inside their namespaces, so nothing ever
-        // appears in the caller's namespace. One queue each on purpose (veth
-        // defaults to one per CPU): every frame then arrives on rx queue 0,
-        // where AF_XDP sockets bind — a redirect to a socket bound to another
-        // queue is dropped by the kernel.
+        // appears in the caller's namespace. The queue count is explicit
+        // (veth defaults to one per CPU), so tests know where frames land.
         guard.veth_in_root = Some(names.veth_a.clone());
         add_veth(
             (&names.veth_a, &names.netns_a, mac_a),
             (&names.veth_b, &names.netns_b, mac_b),
             mtu,
+            queues,
         )?;
         guard.veth_in_root = None;
 
@@ -237,7 +322,7 @@ impl HostPair {
         }
         // Everything exists: ownership moves to the HostPair's Drop.
         guard.netns.clear();
-        Ok(HostPair { a, b })
+        Ok(HostPair { a, b, nics: None })
     }
 
     /// Bound on waiting for a new veth's carrier (it takes a linkwatch round, well under 1 s).
@@ -252,6 +337,12 @@ impl HostPair {
         }
     }
 
+    /// True when the pair is made of real NICs ([`nics::NICS_ENV`]), not a
+    /// veth pair: tests of veth's own behaviour skip themselves.
+    pub fn on_nics(&self) -> bool {
+        self.nics.is_some()
+    }
+
     /// Namespaces of the pair, for checks that they are gone after drop.
     pub fn netns_names(&self) -> [String; 2] {
         [self.a.netns.clone(), self.b.netns.clone()]
@@ -260,6 +351,9 @@ impl HostPair {
 
 impl Drop for HostPair {
     fn drop(&mut self) {
+        if let Some(lease) = &mut self.nics {
+            lease.release();
+        }
         // Deleting a namespace destroys the veth end inside it, and destroying
         // one veth end destroys its peer.
         for ns in [&self.a.netns, &self.b.netns] {
@@ -295,9 +389,11 @@ pub(crate) fn add_veth(
     (name_a, ns_a, mac_a): (&str, &str, [u8; 6]),
     (name_b, ns_b, mac_b): (&str, &str, [u8; 6]),
     mtu: u32,
+    queues: u32,
 ) -> io::Result<()> {
     let mtu = mtu.to_string();
-    // One end's settings: its address, MTU, one queue each way, namespace.
+    let queues = queues.max(1).to_string();
+    // One end's settings: its address, MTU, queues each way, namespace.
     let end = |mac: &str, ns: &str| {
         [
             "address",
@@ -305,9 +401,9 @@ pub(crate) fn add_veth(
             "mtu",
             &mtu,
             "numtxqueues",
-            "1",
+            &queues,
             "numrxqueues",
-            "1",
+            &queues,
             "netns",
             ns,
         ]
@@ -351,7 +447,12 @@ pub(crate) fn veth_to(
     let other = format!("{VETH_PREFIX}{pid}.{k}{}", letter.to_ascii_uppercase());
     let mut other_mac = mac;
     other_mac[5] |= 0x80;
-    add_veth((&ifname, host_ns, mac), (&other, other_ns, other_mac), mtu)?;
+    add_veth(
+        (&ifname, host_ns, mac),
+        (&other, other_ns, other_mac),
+        mtu,
+        1,
+    )?;
     Ok((ifname, other))
 }
 
@@ -706,6 +807,28 @@ mod tests {
             assert_eq!(a.ipv6(0).segments()[0], 0xfd6f);
             assert_eq!(a.mac(0)[0] & 0x03, 0x02, "locally administered unicast");
         }
+    }
+
+    #[test]
+    fn reads_veth_queue_statistics() {
+        let text = "NIC statistics:\n     peer_ifindex: 2\n     rx_queue_0_xdp_packets: 5\n     \
+                    rx_queue_0_drops: 1\n     rx_queue_0_xdp_redirect: 4\n     \
+                    rx_queue_1_xdp_drops: 2\n     rx_queue_1_xdp_packets: 7\n";
+        assert_eq!(
+            parse_queue_stats(text),
+            vec![
+                QueueStats {
+                    xdp_packets: 5,
+                    xdp_redirect: 4,
+                    drops: 1
+                },
+                QueueStats {
+                    xdp_packets: 7,
+                    xdp_redirect: 0,
+                    drops: 2
+                },
+            ]
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::error::LinkError;
 use crate::iface::{self, IfaceInfo};
 use crate::ring::Ring;
 use crate::umem::Umem;
-use crate::wire::{EncodeOptions, LinkAddr};
+use crate::wire::{EncodeOptions, LinkAddr, MacAddr};
 use open::getsockopt;
 
 /// Largest burst handled per ring operation.
@@ -98,9 +98,16 @@ pub struct Link {
     iface: IfaceInfo,
     local: LinkAddr,
     mode: BindMode,
+    queue: u32,
     opts: EncodeOptions,
     verify: bool,
     stats: LinkStats,
+    /// Busy polling is on: every receive pass that finds the RX ring empty
+    /// and every flush call into the socket, which runs the driver's poll.
+    busy_poll: bool,
+    /// Why busy polling was asked for and is off (the kernel refused an
+    /// option).
+    busy_poll_error: Option<String>,
 }
 
 impl Link {
@@ -112,6 +119,20 @@ impl Link {
     /// The mode the kernel bound the socket in.
     pub fn bind_mode(&self) -> BindMode {
         self.mode
+    }
+
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Whether the socket busy-polls (`LinkConfig::busy_poll` asked and the
+    /// kernel took every option), or why not when it was asked.
+    pub fn busy_polling(&self) -> Result<bool, &str> {
+        match &self.busy_poll_error {
+            Some(e) => Err(e),
+            None => Ok(self.busy_poll),
+        }
     }
 
     /// The socket descriptor: put it into the XSKMAP, and `poll()` it.
@@ -148,6 +169,12 @@ impl Link {
             tx_ring_empty_descs: k.tx_ring_empty_descs,
         };
         Ok(self.stats)
+    }
+
+    /// A peer's MAC if the kernel neighbour table has it now (one
+    /// `RTM_GETNEIGH` dump, no resolution started, no waiting).
+    pub fn neighbour(&self, ip: IpAddr) -> Result<Option<MacAddr>, LinkError> {
+        iface::neighbour_lookup(self.iface.index, ip).map_err(LinkError::Neighbour)
     }
 
     /// Resolves a peer's MAC through the kernel neighbour table (triggering

@@ -223,6 +223,9 @@ impl Link {
             },
             verify: cfg.verify_checksums,
             stats: LinkStats::default(),
+            queue: cfg.queue_id,
+            busy_poll: false,
+            busy_poll_error: None,
         };
         // Prime the fill ring before binding so the first packets have room.
         link.refill();
@@ -239,6 +242,7 @@ impl Link {
                     if !link.rx_pieces {
                         link.gather.reserve(slot);
                     }
+                    link.start_busy_poll(cfg);
                     return Ok(link);
                 }
                 // Kernels before 6.6 refuse the flag (EINVAL), and so does a
@@ -249,7 +253,44 @@ impl Link {
             }
         }
         link.bind(cfg, 0)?;
+        link.start_busy_poll(cfg);
         Ok(link)
+    }
+
+    /// Sets the busy-polling options when asked (after `bind`: the socket's
+    /// NAPI context comes from the queue it receives on). A kernel that
+    /// refuses one (before 5.11: no `SO_PREFER_BUSY_POLL`) leaves the link
+    /// working without busy polling, and [`Link::busy_polling`] says why.
+    fn start_busy_poll(&mut self, cfg: &LinkConfig) {
+        let Some(bp) = cfg.busy_poll else { return };
+        let fd = self.fd.as_raw_fd();
+        let int = |v: u32| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+        let options = [
+            (libc::SO_PREFER_BUSY_POLL, 1, "SO_PREFER_BUSY_POLL"),
+            (libc::SO_BUSY_POLL, int(bp.usecs), "SO_BUSY_POLL"),
+            (
+                libc::SO_BUSY_POLL_BUDGET,
+                libc::c_int::from(bp.budget),
+                "SO_BUSY_POLL_BUDGET",
+            ),
+        ];
+        for (name, value, what) in options {
+            // SAFETY: setsockopt with a valid fd and a c_int option value.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    name,
+                    (&value as *const libc::c_int).cast(),
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                self.busy_poll_error = Some(format!("{what}: {}", io::Error::last_os_error()));
+                return;
+            }
+        }
+        self.busy_poll = true;
     }
 
     fn bind(&mut self, cfg: &LinkConfig, extra_flags: u16) -> Result<(), LinkError> {

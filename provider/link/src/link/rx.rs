@@ -292,8 +292,11 @@ impl Link {
         n as usize
     }
 
+    /// Calls into the socket when the kernel asked (`need_wakeup` on the
+    /// fill ring), or always when busy polling: the call runs the driver's
+    /// receive poll in our context.
     fn wake_rx_if_needed(&mut self) {
-        if self.fill.needs_wakeup() {
+        if self.busy_poll || self.fill.needs_wakeup() {
             // SAFETY: zero-length non-blocking recvfrom is the documented RX
             // wakeup (af_xdp.rst, XDP_USE_NEED_WAKEUP); errors are harmless.
             unsafe {

@@ -137,9 +137,15 @@ impl Link {
     /// Wakes the kernel to transmit what is queued, when it asked for it
     /// (`need_wakeup`; always the case in copy mode, where `sendto` does the
     /// transmit work, at most 32 descriptors per call — hence the loop).
+    /// Busy polling calls once more even when not asked: the call runs the
+    /// driver's poll, which sends and completes in our context.
     pub fn flush(&mut self) -> Result<(), LinkError> {
+        let mut busy_kick = self.busy_poll;
         for _ in 0..(self.tx.size() / 16).max(8) {
-            if self.tx.outstanding() == 0 || !self.tx.needs_wakeup() {
+            if self.tx.outstanding() == 0 {
+                return Ok(());
+            }
+            if !self.tx.needs_wakeup() && !std::mem::take(&mut busy_kick) {
                 return Ok(());
             }
             self.stats.tx_kicks += 1;
