@@ -229,6 +229,16 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.arg("incast");
         run(cmd)
     };
+    // Streaming bandwidth and message rate at MTU 1500 and 9000: tables, ratios, SVG plots
+    // and a CSV in target/bench.
+    let stream = || -> Result<(), String> {
+        build()?;
+        let dir = target_dir().join("bench");
+        let mut cmd = tool();
+        cmd.arg("stream-bench").arg("--out").arg(dir);
+        cmd.args(&args[1.min(args.len())..]);
+        run(cmd)
+    };
     let latency_path = || -> Result<(), String> {
         build()?;
         let mut cmd = tool();
@@ -240,14 +250,16 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "link" => link(),
         "engine" => engine(),
         "provider" => provider(),
+        "stream" => stream(),
         "latency-path" => latency_path(),
         "incast" => incast(),
         "all" => link()
             .and_then(|()| engine())
             .and_then(|()| provider())
+            .and_then(|()| stream())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, incast, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, incast, latency-path or all)"
         )),
     }
 }

@@ -12,6 +12,7 @@ use ofi_xdp_testhosts::HostPair;
 use crate::args::Args;
 use crate::fi_pingpong::{self, Row, Run};
 use crate::pingpong::Measured;
+use crate::stats::{ratios, spread};
 
 /// The providers the demo shows side by side: ours first, the baseline second.
 const DEMO_PROVIDERS: [&str; 2] = ["xdp", "tcp"];
@@ -331,27 +332,6 @@ impl Rounds {
     }
 }
 
-/// Round-by-round quotients `a[i] / b[i]`.
-fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
-    a.iter().zip(b).map(|(x, y)| x / y).collect()
-}
-
-/// "median [min - max]" of `v` (two decimals), or "-" when empty.
-fn spread(v: &[f64]) -> String {
-    if v.is_empty() {
-        return "-".into();
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    format!("{median:.2} [{:.2} - {:.2}]", s[0], s[n - 1])
-}
-
 /// The raw AF_XDP link ping-pong (generic attach, the faster mode on veth) from
 /// `ofi-xdp link-pingpong --driver`, run as a child so its test hosts are its own.
 fn link_floor() -> Result<Measured, String> {
@@ -370,21 +350,4 @@ fn link_floor() -> Result<Measured, String> {
         .filter_map(Measured::parse)
         .find(|m| !m.label.starts_with("kernel"))
         .ok_or_else(|| "link-pingpong printed no link result".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spread_is_median_and_range() {
-        assert_eq!(spread(&[3.0, 1.0, 2.0]), "2.00 [1.00 - 3.00]");
-        assert_eq!(spread(&[4.0, 1.0, 2.0, 3.0]), "2.50 [1.00 - 4.00]");
-        assert_eq!(spread(&[]), "-");
-    }
-
-    #[test]
-    fn ratios_pair_rounds() {
-        assert_eq!(ratios(&[2.0, 9.0], &[4.0, 3.0]), vec![0.5, 3.0]);
-    }
 }

@@ -6,13 +6,12 @@
 //! default, `-B`/`-P`) and then ping-pongs over the provider; the client prints one row per
 //! transfer size: `bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec`.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi_xdp_testhosts::HostPair;
 
-use crate::child::ChildGuard;
+use crate::child::{ChildGuard, wait_output};
 
 /// One `fi_pingpong` invocation: provider, endpoint type, mode and sizes.
 #[derive(Debug, Clone)]
@@ -109,7 +108,7 @@ pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<
                 .spawn()
                 .map_err(|e| format!("cannot start fi_pingpong client: {e}"))?,
         );
-        let out = wait_output(client, deadline)?;
+        let out = wait_output(client, deadline, "fi_pingpong")?;
         // A client that could not reach the control port yet fails at once; the server is
         // still waiting, so try again.
         let refused = !out.success && out.stderr.contains("Connection refused");
@@ -119,7 +118,7 @@ pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<
         }
         break out;
     };
-    let server_out = wait_output(server, deadline)?;
+    let server_out = wait_output(server, deadline, "fi_pingpong")?;
     if !client_out.success || !server_out.success {
         return Err(format!(
             "fi_pingpong -p {} failed\n--- client ---\n{}{}\n--- server ---\n{}{}",
@@ -180,54 +179,6 @@ fn parse_scaled(text: &str, base: u64) -> Option<u64> {
     }
     let value: f64 = digits.parse().ok()?;
     Some((value * scale as f64) as u64)
-}
-
-struct Output {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Waits for the child until `deadline`, then kills it; collects its output.
-fn wait_output(mut guard: ChildGuard, deadline: Instant) -> Result<Output, String> {
-    let child = &mut guard.0;
-    // Read the pipes on threads so a chatty child cannot block on a full pipe.
-    let stdout = child.stdout.take().map(reader);
-    let stderr = child.stderr.take().map(reader);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for fi_pingpong: {e}")),
-        }
-    };
-    let collect = |h: Option<std::thread::JoinHandle<String>>| {
-        h.and_then(|h| h.join().ok()).unwrap_or_default()
-    };
-    let (stdout, stderr) = (collect(stdout), collect(stderr));
-    match status {
-        Some(status) => Ok(Output {
-            success: status.success(),
-            stdout,
-            stderr,
-        }),
-        None => Err(format!(
-            "fi_pingpong did not finish in time; killed\n{stdout}{stderr}"
-        )),
-    }
-}
-
-fn reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
 }
 
 /// True when Debian's `fi_pingpong` is on PATH.

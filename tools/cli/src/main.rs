@@ -8,6 +8,8 @@
 //! - `demo` — Debian's `fi_pingpong` over the `xdp` provider beside `tcp`.
 //! - `provider-bench` — the provider's latency and bandwidth beside `tcp`, `udp;ofi_rxd` and
 //!   the raw link floor, with the ratios the targets compare.
+//! - `stream-bench` — streaming bandwidth and message rate with a window of messages in flight,
+//!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
 //! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
@@ -26,7 +28,9 @@ mod fi_pingpong;
 mod host;
 mod incast;
 mod pingpong;
+mod stats;
 mod status;
+mod stream;
 mod wire;
 
 const USAGE: &str = "\
@@ -51,6 +55,12 @@ commands:
   provider-bench  64 B latency and 1 MiB bandwidth of xdp beside tcp,
                   udp;ofi_rxd and the raw link floor, in interleaved rounds
                   [--rounds 5] [--iters 10000] [--big-iters 200]
+  stream-bench    streaming bandwidth (a window of tagged messages in flight,
+                  as fi_rdm_tagged_bw) and 64 B message rate of xdp beside tcp,
+                  udp;ofi_rxd and the raw link's packet rate, at MTU 1500 and
+                  9000; prints tables and ratios, writes SVG plots and a CSV
+                  [--rounds 3] [--mtus 1500,9000] [--sizes …] [--windows 1,16,64]
+                  [--providers xdp,tcp,udp;ofi_rxd] [--out DIR]
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
@@ -72,6 +82,7 @@ fn main() {
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
         "incast" => incast::main(rest),
+        "stream-bench" => stream::main(rest),
         "status" => status::main(rest),
         "cleanup" => cleanup::main(rest),
         "-h" | "--help" | "help" => {

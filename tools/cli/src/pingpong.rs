@@ -30,7 +30,7 @@ use crate::child::ChildGuard;
 use crate::wire::{KernelPath, LinkPath, Path};
 
 const USAGE: &str = "\
-usage: ofi-xdp link-pingpong --driver [--modes generic,native] [--size 64]
+usage: ofi-xdp link-pingpong --driver [--modes generic,native] [--size 64] [--mtu 1500]
                              [--iters 20000] [--warmup 1000] [--rate-count 200000]
        ofi-xdp link-pingpong --server --ifname IF [--mode generic] [--port 47200]
                              [--kernel-port 47201]
@@ -80,6 +80,10 @@ fn parse_mode(a: &Args) -> Result<AttachMode, String> {
 /// `port` into the link's socket.
 pub fn open_steered(ifname: &str, port: u16, mode: AttachMode) -> Result<(Link, Steering), String> {
     let mut cfg = LinkConfig::new(ifname, port);
+    // The provider's UMEM layout: 4 KiB chunks, datagrams above one chunk (jumbo frames)
+    // spread over several (multi-buffer), so the floor is measured as the provider runs.
+    cfg.frame_size = 4096;
+    cfg.multi_buffer = true;
     cfg.frame_count = 4096;
     cfg.rx_frames = 2048;
     cfg.ring_size = 2048;
@@ -488,8 +492,9 @@ fn driver(a: &Args) -> Result<(), String> {
         .split(',')
         .map(|m| m.parse().map_err(|e| format!("--modes: {e}")))
         .collect::<Result<_, _>>()?;
-    let pair = HostPair::new().map_err(|e| format!("creating test hosts: {e}"))?;
-    eprintln!("test hosts: {} <-> {}", pair.a, pair.b);
+    let mtu: u32 = a.get("mtu", 1500)?;
+    let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
+    eprintln!("test hosts (MTU {mtu}): {} <-> {}", pair.a, pair.b);
     let mut results = Vec::new();
     for (i, mode) in modes.iter().enumerate() {
         let mut srv = pair.b.command(&exe);
@@ -512,7 +517,7 @@ fn driver(a: &Args) -> Result<(), String> {
             .args(["--peer-ip", &pair.b.ipv4().to_string(), "--no-table"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if i > 0 {
+        if i > 0 || a.flag("no-kernel") {
             cli.arg("--no-kernel");
         }
         pass_through(a, &mut cli)?;

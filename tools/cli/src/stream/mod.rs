@@ -1,0 +1,399 @@
+//! `ofi-xdp stream-bench`: streaming bandwidth and message rate as users measure them — a window
+//! of tagged messages in flight, with the semantics of libfabric's `fi_rdm_tagged_bw` (see
+//! `stream_bw.c`) — for `xdp`, `tcp` and `udp;ofi_rxd`, beside the raw AF_XDP link's one-way
+//! packet rate, at MTU 1500 and 9000, in alternating rounds between the same two test hosts.
+//!
+//! The machines are shared and noisy: every ratio is taken within a round (both sides measured
+//! seconds apart) and the median over rounds is reported with its range, as `provider-bench`
+//! does for latency.
+
+mod plot;
+mod table;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ofi_xdp_testhosts::HostPair;
+
+use crate::args::Args;
+use crate::child::{ChildGuard, wait_output};
+use crate::pingpong::Measured;
+
+pub use table::Results;
+
+/// The test program, compiled against the installed libfabric when the benchmark starts.
+const SOURCE: &str = include_str!("stream_bw.c");
+
+/// Mebibytes one bandwidth run moves by default (at least [`MIN_WINDOWS`] windows): long
+/// enough that the start-up and the final acknowledgement do not count, short enough for many
+/// rounds. The message-rate run sends [`RATE_MESSAGES_PER_MIB`] messages per mebibyte of it.
+const MIB_PER_RUN: usize = 48;
+const MIN_WINDOWS: usize = 8;
+const RATE_MESSAGES_PER_MIB: usize = 2_000;
+/// Datagrams of one raw-link rate burst.
+const LINK_BURST: u64 = 300_000;
+/// One run that takes longer than this has hung: both processes are ended.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+/// Control ports of successive runs (a fresh one each time, as TIME_WAIT may hold the last).
+const CONTROL_PORT_BASE: u16 = 47_610;
+const CONTROL_PORTS: u16 = 200;
+
+/// One measured case: message size and window (messages in flight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Case {
+    pub bytes: usize,
+    pub window: u32,
+}
+
+impl Case {
+    /// The message-rate case: 64 B, a window of 64.
+    pub const RATE: Case = Case {
+        bytes: 64,
+        window: 64,
+    };
+
+    /// Messages of one run of `mib` mebibytes' worth.
+    fn iterations(self, mib: usize) -> usize {
+        if self == Case::RATE {
+            return RATE_MESSAGES_PER_MIB * mib;
+        }
+        let window = self.window as usize;
+        ((mib << 20) / self.bytes).max(window * MIN_WINDOWS)
+    }
+
+    pub fn label(self) -> String {
+        format!("{} w{}", fmt_bytes(self.bytes), self.window)
+    }
+}
+
+/// The bandwidth cases: every size with every window, then the message-rate case.
+pub fn cases(sizes: &[usize], windows: &[u32]) -> Vec<Case> {
+    let mut out: Vec<Case> = sizes
+        .iter()
+        .flat_map(|&bytes| windows.iter().map(move |&window| Case { bytes, window }))
+        .collect();
+    out.push(Case::RATE);
+    out
+}
+
+/// "4 KiB", "1 MiB", "64 B".
+pub fn fmt_bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// One run's figures, as the sender printed them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub mb_per_s: f64,
+    pub msgs_per_s: f64,
+}
+
+impl Sample {
+    /// Parses `RESULT bytes=… window=… iters=… secs=… mb_per_s=… msgs_per_s=…`.
+    fn parse(text: &str) -> Option<Sample> {
+        let line = text.lines().find(|l| l.starts_with("RESULT "))?;
+        let field = |key: &str| -> Option<f64> {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?
+                .parse()
+                .ok()
+        };
+        Some(Sample {
+            mb_per_s: field("mb_per_s")?,
+            msgs_per_s: field("msgs_per_s")?,
+        })
+    }
+}
+
+const USAGE: &str = "\
+usage: ofi-xdp stream-bench [--rounds 3] [--mtus 1500,9000] [--providers xdp,tcp,udp;ofi_rxd]
+                            [--sizes 4096,65536,1048576] [--windows 1,16,64] [--out DIR]
+                            [--mib-per-run 48] [--no-link]
+                            [--check] (every message's data verified: a test, not a benchmark)";
+
+/// `ofi-xdp stream-bench`: see the module documentation.
+pub fn main(args: &[String]) -> Result<(), String> {
+    let a = Args::parse(args, &["help", "check", "no-link"])?;
+    if a.flag("help") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    let rounds: usize = a.get("rounds", 3)?;
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    let mtus: Vec<u32> = list(&a, "mtus", "1500,9000")?;
+    let providers: Vec<String> = list(&a, "providers", "xdp,tcp,udp;ofi_rxd")?;
+    let sizes: Vec<usize> = list(&a, "sizes", "4096,65536,1048576")?;
+    let windows: Vec<u32> = list(&a, "windows", "1,16,64")?;
+    if windows.contains(&0) || sizes.contains(&0) {
+        return Err("--sizes and --windows must be positive".into());
+    }
+    let out_dir = PathBuf::from(a.get("out", ".".to_owned())?);
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let mut tool = Tool::build()?;
+    tool.check = a.flag("check");
+    tool.mib = a.get("mib-per-run", MIB_PER_RUN)?;
+    if tool.mib == 0 {
+        return Err("--mib-per-run must be at least 1".into());
+    }
+    let cases = cases(&sizes, &windows);
+
+    let mut all = Vec::new();
+    let mut failures = Vec::new();
+    for &mtu in &mtus {
+        let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
+        eprintln!(
+            "stream-bench: test hosts (MTU {mtu}): {} <-> {}",
+            pair.a, pair.b
+        );
+        let mut results = Results::new(mtu, &providers, &cases);
+        let started = Instant::now();
+        for round in 1..=rounds {
+            eprintln!(
+                "stream-bench: MTU {mtu}, round {round} of {rounds} ({:.0} s in)",
+                started.elapsed().as_secs_f64()
+            );
+            if !a.flag("no-link") {
+                match link_rate(mtu) {
+                    Ok(pps) => results.link_pps.push(pps),
+                    Err(e) => failures.push(format!("MTU {mtu} raw link: {e}")),
+                }
+            }
+            for &case in &cases {
+                for provider in &providers {
+                    match tool.run(&pair, provider, case) {
+                        Ok(s) => results.record(provider, case, round, s),
+                        Err(e) => {
+                            eprintln!("{e}");
+                            failures.push(format!("MTU {mtu} {provider} {}", case.label()));
+                        }
+                    }
+                }
+            }
+        }
+        results.print(rounds);
+        let svg = out_dir.join(format!("stream-mtu{mtu}.svg"));
+        std::fs::write(&svg, plot::bandwidth(&results))
+            .map_err(|e| format!("{}: {e}", svg.display()))?;
+        println!("plot: {}", svg.display());
+        all.push(results);
+    }
+    let csv = out_dir.join(format!("stream-{}.csv", stamp()));
+    let text: String = std::iter::once(table::CSV_HEADER.to_owned())
+        .chain(all.iter().map(Results::csv_rows))
+        .collect();
+    std::fs::write(&csv, text).map_err(|e| format!("{}: {e}", csv.display()))?;
+    println!("every figure of every round (CSV): {}", csv.display());
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("runs that failed: {}", failures.join("; ")))
+    }
+}
+
+/// A comma-separated option (`;` belongs to provider names such as `udp;ofi_rxd`).
+fn list<T: std::str::FromStr>(a: &Args, key: &str, default: &str) -> Result<Vec<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
+    a.get(key, default.to_owned())?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| format!("--{key} {s:?}: {e}")))
+        .collect()
+}
+
+fn stamp() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The compiled test program, in a directory of its own that goes when the benchmark ends.
+struct Tool {
+    dir: PathBuf,
+    exe: PathBuf,
+    next_port: std::cell::Cell<u16>,
+    /// Verify every message's contents (`-c`).
+    check: bool,
+    /// Mebibytes per bandwidth run.
+    mib: usize,
+}
+
+impl Tool {
+    fn build() -> Result<Tool, String> {
+        let dir = std::env::temp_dir().join(format!("ofi-xdp-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tool = Tool {
+            exe: dir.join("ofi-xdp-stream"),
+            dir,
+            next_port: std::cell::Cell::new(0),
+            check: false,
+            mib: MIB_PER_RUN,
+        };
+        let src = tool.dir.join("stream_bw.c");
+        std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
+        let out = Command::new("cc")
+            .args(["-O2", "-Wall", "-o"])
+            .arg(&tool.exe)
+            .arg(&src)
+            .arg("-lfabric")
+            .output()
+            .map_err(|e| format!("cannot run cc (package build-essential): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "compiling the stream test program failed (package libfabric-dev?):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(tool)
+    }
+
+    fn port(&self) -> u16 {
+        let n = self.next_port.get();
+        self.next_port.set((n + 1) % CONTROL_PORTS);
+        CONTROL_PORT_BASE + n
+    }
+
+    /// One run: the receiver in `pair.a`, the sender in `pair.b`; the sender's figures.
+    fn run(&self, pair: &HostPair, provider: &str, case: Case) -> Result<Sample, String> {
+        let port = self.port().to_string();
+        let (bytes, window) = (case.bytes.to_string(), case.window.to_string());
+        let iters = case.iterations(self.mib).to_string();
+        let command = |host: &ofi_xdp_testhosts::Host| {
+            let mut cmd = host.command(&self.exe);
+            cmd.args(["-p", provider, "-S", &bytes, "-W", &window, "-I", &iters])
+                .args(["-P", &port])
+                .args(self.check.then_some("-c"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd
+        };
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let spawn = |mut cmd: Command| -> Result<ChildGuard, String> {
+            cmd.spawn()
+                .map(ChildGuard)
+                .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+        };
+        let receiver = spawn(command(&pair.a))?;
+        let mut sender_cmd = command(&pair.b);
+        sender_cmd.arg(pair.a.ipv4().to_string());
+        let sender = wait_output(spawn(sender_cmd)?, deadline, "the stream sender")?;
+        let receiver = wait_output(receiver, deadline, "the stream receiver")?;
+        let what = format!("{provider} {} at MTU {}", case.label(), pair_mtu(pair));
+        if !sender.success || !receiver.success {
+            return Err(format!(
+                "{what} failed\n--- sender ---\n{}{}\n--- receiver ---\n{}{}",
+                sender.stdout, sender.stderr, receiver.stdout, receiver.stderr
+            ));
+        }
+        Sample::parse(&sender.stdout).ok_or_else(|| format!("{what}: no RESULT line"))
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pair_mtu(pair: &HostPair) -> String {
+    std::fs::read_to_string(
+        Path::new("/sys/class/net")
+            .join(pair.a.ifname())
+            .join("mtu"),
+    )
+    .map(|s| s.trim().to_owned())
+    .unwrap_or_else(|_| "?".into())
+}
+
+/// The raw AF_XDP link's one-way packet rate with datagrams that fill an `mtu`-byte packet
+/// (generic attach, as the provider runs on veth), from `ofi-xdp link-pingpong --driver`
+/// run as a child so its test hosts are its own.
+fn link_rate(mtu: u32) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let out = Command::new(exe)
+        .args([
+            "link-pingpong",
+            "--driver",
+            "--modes",
+            "generic",
+            "--no-kernel",
+        ])
+        .args(["--mtu", &mtu.to_string()])
+        .args(["--size", &udp_payload(mtu).to_string()])
+        .args(["--iters", "200", "--warmup", "50"])
+        .args(["--rate-count", &LINK_BURST.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running link-pingpong: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("link-pingpong failed: {}", out.status));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(Measured::parse)
+        .find(|m| !m.label.starts_with("kernel"))
+        .map(|m| m.rx_pps)
+        .ok_or_else(|| "link-pingpong printed no link result".to_owned())
+}
+
+/// The UDP payload of a full `mtu`-byte IPv4 packet.
+pub fn udp_payload(mtu: u32) -> usize {
+    (mtu as usize).saturating_sub(20 + 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_result_line() {
+        let text = "noise\nRESULT bytes=65536 window=16 iters=2000 secs=1.5 mb_per_s=87.38 \
+                    msgs_per_s=1333\n";
+        let s = Sample::parse(text).unwrap();
+        assert_eq!(s.mb_per_s, 87.38);
+        assert_eq!(s.msgs_per_s, 1333.0);
+        assert!(Sample::parse("RESULT bytes=1\n").is_none());
+    }
+
+    #[test]
+    fn every_size_with_every_window_then_the_rate_case() {
+        let c = cases(&[4096, 1 << 20], &[1, 16]);
+        assert_eq!(c.len(), 5);
+        assert_eq!(
+            c[1],
+            Case {
+                bytes: 4096,
+                window: 16
+            }
+        );
+        assert_eq!(c[4], Case::RATE);
+        assert_eq!(c[2].label(), "1 MiB w1");
+    }
+
+    #[test]
+    fn runs_move_enough_data_in_whole_windows() {
+        let big = Case {
+            bytes: 1 << 20,
+            window: 64,
+        };
+        assert_eq!(big.iterations(48), 64 * MIN_WINDOWS);
+        let small = Case {
+            bytes: 4096,
+            window: 1,
+        };
+        assert_eq!(small.iterations(48), 48 * 256);
+        assert_eq!(Case::RATE.iterations(2), 2 * RATE_MESSAGES_PER_MIB);
+    }
+}
