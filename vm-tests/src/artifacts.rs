@@ -292,8 +292,8 @@ pub const NOT_IN_VM: &[(&str, &str, &str)] = &[
         "ofi-xdp-provider",
         "attack",
         "floods an authenticated transfer for a minute and a half with forged datagrams; what \
-         it tests (the frames, the engine's verdicts) does not depend on the kernel, whose \
-         paths the C suite's impaired runs exercise there; runs in `cargo xtask test`",
+         it tests (the frames, the engine's verdicts) does not depend on the kernel; runs in \
+         `cargo xtask test`",
     ),
     (
         "ofi-xdp-provider",

@@ -44,7 +44,7 @@ usage: ofi-xdp-vm-tests [options]    (normally: cargo xtask vm-test [options])
                            test always runs)
   --accel auto|kvm|tcg     QEMU accelerator (default auto: KVM when it works, else TCG)
   --timeout SECONDS        whole-VM limit, boot to power-off (default 1500)
-  --suite-timeout SECONDS  per-suite limit inside the guest (default 420)
+  --suite-timeout SECONDS  per-suite limit inside the guest (default 600)
   --test-threads N         --test-threads for the Rust test binaries (default 1)
   --memory SIZE            guest memory (default 2G)
   --smp N                  guest CPUs (default 2)
@@ -80,7 +80,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         suite_filters: Vec::new(),
         accel: None,
         timeout: Duration::from_secs(1500),
-        suite_timeout: 420,
+        suite_timeout: 600,
         test_threads: 1,
         memory: "2G".to_owned(),
         smp: 2,
@@ -413,10 +413,23 @@ fn nic_suites(o: &Options, artifacts: &Artifacts) -> Vec<Suite> {
 
 /// Tests of an executable left out of the plain VM run, each with the reason in README.md:
 /// the C suite's four-queue veth tests (`c_data_rdm_four_queues_same_queue` failed in the 6.1
-/// guest, cause not found yet; they pass on the host, where `cargo xtask test` runs them).
+/// guest, cause not found yet; they pass on the host, where `cargo xtask test` runs them); its
+/// runs through the impairing forwarder (`impaired_*`) and its RMA and atomic programs
+/// (`c_rma_*`, `c_atomic_*`), whose subject is the engine and the provider above the kernel
+/// paths the C data suite already covers in the guest, and which would take the suite past its
+/// time limit under emulation; they run on the host in `cargo xtask test`.
 fn skipped_in_vm(t: &artifacts::TestExe) -> &'static [&'static str] {
     if t.suite_name() == "provider/c_suite" {
-        &["--skip", "four_queues"]
+        &[
+            "--skip",
+            "four_queues",
+            "--skip",
+            "impaired_",
+            "--skip",
+            "c_rma_",
+            "--skip",
+            "c_atomic_",
+        ]
     } else {
         &[]
     }
