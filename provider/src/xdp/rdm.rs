@@ -9,7 +9,12 @@
 //! into a table of addresses, stable for the endpoint's lifetime. Sending
 //! to ourselves feeds our own datagrams straight back into the engine.
 
+// What the engine reaches by token (`buffers.rs`); the engine's flags and
+// errors in libfabric's terms (`codes.rs`); FI_EP_MSG's connection
+// (`connection.rs`); RMA and atomics (`rma.rs`).
 mod buffers;
+mod codes;
+mod connection;
 mod rma;
 
 use std::sync::Arc;
@@ -19,6 +24,7 @@ use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
 use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
+use codes::{completion_level, fabric_flags, op_errno, post_errno};
 
 use super::connected::Connected;
 use super::monotonic_ns;
@@ -100,46 +106,6 @@ fn trace(dir: &str, key: u32, d: &[u8]) {
     }
 }
 
-fn fabric_flags(f: rel::Flags) -> u64 {
-    let mut o = 0;
-    for (e, fl) in [
-        (rel::Flags::SEND, FI_SEND),
-        (rel::Flags::RECV, FI_RECV),
-        (rel::Flags::MSG, FI_MSG),
-        (rel::Flags::TAGGED, FI_TAGGED),
-        (rel::Flags::REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA),
-        (rel::Flags::MULTI_RECV, FI_MULTI_RECV),
-        (rel::Flags::RMA, FI_RMA),
-        (rel::Flags::ATOMIC, FI_ATOMIC),
-        (rel::Flags::READ, FI_READ),
-        (rel::Flags::WRITE, FI_WRITE),
-        (rel::Flags::REMOTE_WRITE, FI_REMOTE_WRITE),
-        // PEEK, CLAIM and DISCARD stay inside: fi_cq(3) defines none of them
-        // as a completion flag (FI_CLAIM only for FI_BUFFERED_RECV).
-    ] {
-        if f.contains(e) {
-            o |= fl;
-        }
-    }
-    o
-}
-
-fn op_errno(e: rel::OpError) -> libc::c_int {
-    match e {
-        rel::OpError::Truncated => FI_ETRUNC,
-        rel::OpError::Canceled => FI_ECANCELED,
-        rel::OpError::NoMessage => FI_ENOMSG,
-        rel::OpError::PeerUnreachable => FI_EHOSTUNREACH,
-        rel::OpError::PeerRestarted | rel::OpError::PeerReset | rel::OpError::PeerClosed => {
-            libc::ECONNRESET
-        }
-        // The target refused an RMA or atomic (PROTOCOL.md §8.5).
-        rel::OpError::RemoteKey => FI_EKEYREJECTED,
-        rel::OpError::RemoteRange | rel::OpError::RemoteAccess => FI_EACCES,
-        rel::OpError::RemoteInvalid => FI_EOPNOTSUPP,
-    }
-}
-
 /// Sends and receives an endpoint accepts before -FI_EAGAIN. Far above the
 /// advertised tx/rx `size`: MPI posts every receive an application asks for,
 /// retrying on -FI_EAGAIN with progress, so two ranks that each pre-post more
@@ -161,13 +127,6 @@ const MAX_UNEXPECTED: usize = 1 << 20;
 const MAX_UNEXPECTED_PER_PEER: usize = 1 << 16;
 const UNEXPECTED_BUDGET: usize = 64 << 20;
 const UNEXPECTED_PEER_BUDGET: usize = 8 << 20;
-
-fn post_errno(e: rel::PostError) -> Errno {
-    match e {
-        rel::PostError::QueueFull | rel::PostError::TooManyPeers => Errno::AGAIN,
-        rel::PostError::TooLarge | rel::PostError::Invalid => Errno::INVAL,
-    }
-}
 
 impl Rdm {
     pub fn new(port: Port, args: &OpenArgs) -> Rdm {
@@ -428,25 +387,6 @@ impl Rdm {
                 .and_then(|peer| self.peers.addrs.get(peer as usize).copied()),
             report,
         })
-    }
-}
-
-/// The completion level of a send (fi_cq(3), "Completion event semantics").
-/// FI_DELIVERY_COMPLETE and FI_TRANSMIT_COMPLETE are honoured as asked.
-/// Otherwise — FI_INJECT_COMPLETE or no level, the provider's default — a
-/// send of at most `inject_size` bytes is inject complete: it is copied and
-/// completes at once, as the libfabric programmer's guide describes ("a
-/// provider can meet the requirement for inject complete by copying the
-/// application's buffer into a network buffer"), and the engine still
-/// retransmits the copy until the peer acknowledges it. Larger sends complete
-/// when acknowledged (transmit complete), which is stronger than asked.
-fn completion_level(flags: u64, len: usize, inject_size: usize) -> rel::CompletionLevel {
-    if flags & FI_DELIVERY_COMPLETE != 0 {
-        rel::CompletionLevel::Delivery
-    } else if flags & FI_TRANSMIT_COMPLETE != 0 || len > inject_size {
-        rel::CompletionLevel::Transmit
-    } else {
-        rel::CompletionLevel::Inject
     }
 }
 
@@ -733,34 +673,11 @@ impl DataPath for Rdm {
     }
 
     fn connect(&mut self, to: XdpAddr, param: &[u8]) -> Result<()> {
-        let mut to = to;
-        // The listener's MAC, resolved now, outside the progress loop.
-        if let Some(mac) = self.port.resolve(&to)? {
-            to.mac = Some(mac);
-        }
-        let now = self.now();
-        let c = self.conn.as_mut().ok_or(Errno::NOSYS)?;
-        c.connect(now, to, param)?;
-        c.transmit(&mut self.port);
-        Ok(())
+        self.conn_connect(to, param)
     }
 
     fn accept(&mut self, req: &ConnRequest, param: &[u8]) -> Result<()> {
-        let now = self.now();
-        let mut from = req.from;
-        if from.mac.is_none()
-            && let Some(mac) = self.port.resolve(&from)?
-        {
-            from.mac = Some(mac);
-        }
-        let req = ConnRequest {
-            from,
-            ..req.clone()
-        };
-        let c = self.conn.as_mut().ok_or(Errno::NOSYS)?;
-        c.accept(now, &req, param)?;
-        c.transmit(&mut self.port);
-        Ok(())
+        self.conn_accept(req, param)
     }
 
     fn shutdown(&mut self, out: &mut dyn FnMut(DpCompletion)) -> Result<()> {
@@ -772,13 +689,7 @@ impl DataPath for Rdm {
     }
 
     fn poll_conn(&mut self) -> Option<ConnEvent> {
-        let ev = self.conn.as_mut()?.poll_event()?;
-        if ev == ConnEvent::Shutdown {
-            // As the tcp provider flushes its queues when a connection
-            // ends: receives still posted will never be matched.
-            self.cancel_receives();
-        }
-        Some(ev)
+        self.conn_poll()
     }
 }
 
@@ -795,37 +706,6 @@ impl Rdm {
             }
         }
         now
-    }
-
-    /// fi_shutdown of a connected endpoint (fi_cm(3)): what was reported
-    /// sent is delivered first (as on close), posted receives complete
-    /// with FI_ECANCELED through `out`, the session ends with CLOSE
-    /// (PROTOCOL.md §4.5) and the peer hears DISCONNECT (§9.3); other
-    /// outstanding operations are discarded, as fi_cm(3) allows.
-    fn disconnect(&mut self, out: &mut dyn FnMut(DpCompletion)) {
-        self.linger(out);
-        self.cancel_receives();
-        while let Some(ev) = self.engine.poll_event() {
-            if let Event::Completion(c) = ev
-                && let Some(d) = self.completion(c)
-            {
-                out(d);
-            }
-        }
-        let now = self.close_sessions();
-        if let Some(c) = self.conn.as_mut() {
-            c.shutdown(now);
-            c.transmit(&mut self.port);
-        }
-    }
-
-    /// Every posted receive completes with FI_ECANCELED (at the next
-    /// drain of the engine's events): the connection they were for is over.
-    fn cancel_receives(&mut self) {
-        let tokens: Vec<u64> = self.recvs.keys().copied().collect();
-        for t in tokens {
-            self.engine.cancel_recv(t);
-        }
     }
 
     /// After a retransmission timeout, see whether the network refused
