@@ -1,0 +1,152 @@
+//! The kernel UDP socket's settings and the errors the network reports on
+//! it: its receive buffer, and ICMP port unreachable (a peer's process is
+//! gone).
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use crate::sys::*;
+use crate::xdp_warn;
+
+/// Receive buffer we ask for on the kernel UDP socket. The default
+/// (net.core.rmem_default, ≈ 208 KiB) holds about a dozen jumbo datagrams,
+/// far below an RDM window, and with manual progress the socket fills
+/// whenever the application is busy elsewhere.
+pub(super) const KERNEL_RCVBUF: libc::c_int = 8 << 20;
+
+/// Raise the socket's receive buffer to [`KERNEL_RCVBUF`]: SO_RCVBUFFORCE
+/// (we hold CAP_NET_ADMIN) passes net.core.rmem_max; plain SO_RCVBUF,
+/// capped by it, is the fallback (socket(7)).
+pub(super) fn grow_receive_buffer(udp: &UdpSocket) {
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with a valid fd and a c_int option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                udp.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&KERNEL_RCVBUF as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+}
+
+/// Full-size datagrams the UDP socket's receive buffer holds. The kernel
+/// charges each its buffer's true size: for a jumbo datagram a
+/// power-of-two allocation plus the skb, against the doubled value
+/// SO_RCVBUF reports (socket(7)).
+pub(super) fn kernel_rx_capacity(udp: &UdpSocket, max_payload: usize) -> Option<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt with a valid fd, a c_int buffer and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            udp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || v <= 0 {
+        return None;
+    }
+    let truesize = (max_payload + 128).next_power_of_two() + 768;
+    Some(v as usize / truesize)
+}
+
+/// Ask the kernel to queue ICMP errors for our datagrams on the socket's
+/// error queue (ip(7) IP_RECVERR, ipv6(7) IPV6_RECVERR), unconnected as it is.
+pub(super) fn report_icmp_errors(udp: &UdpSocket, v6: bool) {
+    let on: libc::c_int = 1;
+    let (level, name) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR)
+    };
+    // SAFETY: setsockopt with a valid fd and a c_int option value.
+    let rc = unsafe {
+        libc::setsockopt(
+            udp.as_raw_fd(),
+            level,
+            name,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "IP_RECVERR: {}; dead peers are found by retries only",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// One entry of the socket's error queue: `Ok(Some(dst))` for a port
+/// unreachable (ECONNREFUSED) about a datagram to `dst`, `Ok(None)` for
+/// another error, `Err` when the queue is empty.
+pub(super) fn read_refused(udp: &UdpSocket) -> io::Result<Option<SocketAddr>> {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+    let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut data = [0u8; 64];
+    let mut control = [0u64; 64];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; pointers are filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control);
+    // SAFETY: msg points at live buffers of the stated sizes.
+    let n = unsafe {
+        libc::recvmsg(
+            udp.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut refused = false;
+    // SAFETY: walking the control messages recvmsg just wrote, with the
+    // kernel's CMSG macros; each IP_RECVERR/IPV6_RECVERR one starts with a
+    // sock_extended_err (ip(7)).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h = &*c;
+            let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
+                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
+            if is_err {
+                let ee = libc::CMSG_DATA(c)
+                    .cast::<libc::sock_extended_err>()
+                    .read_unaligned();
+                refused |= ee.ee_errno == libc::ECONNREFUSED as u32;
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if !refused {
+        return Ok(None);
+    }
+    // SAFETY: recvmsg wrote msg_namelen bytes of the original destination.
+    let name = unsafe {
+        std::slice::from_raw_parts(
+            (&name as *const libc::sockaddr_storage).cast::<u8>(),
+            (msg.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>()),
+        )
+    };
+    Ok(crate::addr::decode_any(name).map(|(a, _)| a.socket_addr()))
+}

@@ -1,0 +1,234 @@
+//! Opening a port's AF_XDP half: the link's configuration from the
+//! endpoint's, the queue it binds (and the ntuple rule steering its port
+//! there, where the driver takes one), and why it may fall back to the
+//! kernel path.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use ofi_xdp_bpf::Steering;
+use ofi_xdp_link::ntuple::{self, FlowRule, InstalledRule};
+use ofi_xdp_link::{BindPreference, BusyPoll, Link, LinkConfig, LinkError};
+
+use crate::abi::{Errno, lock};
+use crate::datapath::OpenArgs;
+use crate::params::ZeroCopy;
+use crate::sys::*;
+use crate::xdp_warn;
+
+use super::*;
+
+/// Why the AF_XDP half could not be opened.
+pub(super) enum XskError {
+    /// The queue or the XDP hook is taken: run on the kernel path.
+    Busy(String),
+    /// Anything else: the endpoint cannot be enabled.
+    Failed(Errno),
+}
+use XskError::{Busy, Failed};
+
+pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
+    let cfg = &args.cfg;
+    let ifname = &args.iface.name;
+    let lc = link_config(args)?;
+    let shared = steering_for(ifname, cfg.attach_mode)?;
+    if cfg.fault_drop_one_in > 0 {
+        let seed = u64::from(args.local.incarnation) << 16 | u64::from(args.local.port);
+        lock(&shared)
+            .steering
+            .set_fault_injection(cfg.fault_drop_one_in, seed)
+            .map_err(|e| {
+                xdp_warn!(FI_LOG_EP_CTRL, "fault injection: {e}");
+                Failed(Errno::OTHER)
+            })?;
+        xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: dropping one in {} received frames (FI_XDP_FAULT_DROP)",
+            cfg.fault_drop_one_in
+        );
+    }
+    let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
+    let link = bind_a_queue(&lc, cfg.queue, queues, &shared)?;
+    let queue = link.queue();
+    let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
+    crate::xdp_info!(
+        FI_LOG_EP_CTRL,
+        "{ifname}: AF_XDP socket on queue {queue} of {queues}, bound in {mode} mode, XDP \
+         attached in {attach} mode, port {}",
+        args.local.port
+    );
+    match link.busy_polling() {
+        Ok(true) => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: busy polling ({} us, budget {}); the interface's \
+             napi_defer_hard_irqs and gro_flush_timeout keep its interrupts off meanwhile",
+            cfg.busy_poll_usecs,
+            cfg.busy_poll_budget
+        ),
+        Ok(false) => {}
+        Err(why) => xdp_warn!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: FI_XDP_BUSY_POLL asked, but the kernel refused {why}; polling as usual"
+        ),
+    }
+    let rule = steer_to_queue(args, queue, queues);
+    let slot = {
+        let mut s = lock(&shared);
+        let free = (!s.slots).trailing_zeros();
+        if free >= Steering::MAX_SLOTS {
+            return Err(Busy(format!(
+                "all {} XSKMAP slots in use",
+                Steering::MAX_SLOTS
+            )));
+        }
+        s.steering.set_socket(free, link.fd(), queue).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.steering.steer_port(args.local.port, free).map_err(|e| {
+            xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
+            Failed(Errno::OTHER)
+        })?;
+        s.slots |= 1 << free;
+        s.queues.push(queue);
+        free
+    };
+    Ok(Xsk {
+        link,
+        shared,
+        queue,
+        queues,
+        slot,
+        port: args.local.port,
+        rule,
+    })
+}
+
+/// The link's configuration for this endpoint; the queue is set by
+/// [`bind_a_queue`].
+pub(super) fn link_config(args: &OpenArgs) -> std::result::Result<LinkConfig, XskError> {
+    let cfg = &args.cfg;
+    let mut lc = LinkConfig::new(args.iface.name.clone(), args.local.port);
+    lc.ip = Some(args.local.ip);
+    lc.frame_size = u32::try_from(cfg.frame_size).map_err(|_| Failed(Errno::INVAL))?;
+    lc.frame_count = u32::try_from(cfg.umem_frames).map_err(|_| Failed(Errno::INVAL))?;
+    lc.rx_frames = lc.frame_count / 2;
+    lc.ring_size = u32::try_from(cfg.ring_size).map_err(|_| Failed(Errno::INVAL))?;
+    // Jumbo frames for the engine's endpoints (RDM, MSG) only: their datagram size is internal (segments,
+    // negotiated per peer in HELLO), while a DGRAM endpoint's max_msg_size is
+    // promised by fi_getinfo before any socket exists, so it stays at what
+    // one frame holds on every kernel.
+    lc.multi_buffer = cfg.multi_buffer && args.reliable();
+    // The engine takes such a datagram in its chunks (one copy, straight
+    // into the receive buffer: one userspace copy per direction).
+    lc.rx_pieces = args.reliable();
+    // The engine's congestion control reacts to CE marks (PROTOCOL.md §12.3):
+    // say so to routers and switches (RFC 3168 ECT(0)).
+    lc.ecn_capable = cfg.ecn && cfg.congestion && args.reliable();
+    // The engine's datagrams (RDM, MSG; connection management too) carry a CRC-32C over header and payload
+    // (reliability/PROTOCOL.md), checked end to end, so over IPv4 they go
+    // without the optional UDP checksum (RFC 768: zero = none) — one
+    // pass over every payload less on each side. IPv6 keeps it
+    // (mandatory, RFC 8200 §8.1), and so do DGRAM datagrams, whose
+    // payload is the application's own.
+    lc.udp_checksum_ipv4 = !args.reliable();
+    // For the same reason they do not verify UDP checksums on receive: the
+    // CRC-32C already covers what they would (IPv6 peers always send them).
+    lc.verify_checksums = !args.reliable();
+    lc.bind = match cfg.zerocopy {
+        ZeroCopy::Auto => BindPreference::Auto,
+        ZeroCopy::Required => BindPreference::ZeroCopy,
+        ZeroCopy::Off => BindPreference::Copy,
+    };
+    lc.busy_poll = (cfg.busy_poll_usecs > 0).then_some(BusyPoll {
+        usecs: cfg.busy_poll_usecs,
+        budget: cfg.busy_poll_budget,
+    });
+    Ok(lc)
+}
+
+/// Binds the socket to `wanted` (FI_XDP_QUEUE), or else to the first of the
+/// interface's `queues` that no socket of this process uses and that the
+/// kernel gives us.
+pub(super) fn bind_a_queue(
+    lc: &LinkConfig,
+    wanted: Option<u32>,
+    queues: u32,
+    shared: &Mutex<Shared>,
+) -> std::result::Result<Link, XskError> {
+    let ifname = &lc.ifname;
+    let candidates: Vec<u32> = match wanted {
+        Some(q) => vec![q],
+        None => {
+            let used = lock(shared).queues.clone();
+            (0..queues).filter(|q| !used.contains(q)).collect()
+        }
+    };
+    let mut lc = lc.clone();
+    let mut busy = Vec::new();
+    for q in candidates {
+        lc.queue_id = q;
+        match Link::open(&lc) {
+            Ok(l) => return Ok(l),
+            Err(e @ LinkError::QueueBusy { .. }) => busy.push(e.to_string()),
+            Err(e) => {
+                return Err(Failed(link_err(&format!("opening AF_XDP on {ifname}"), e)));
+            }
+        }
+    }
+    Err(Busy(if busy.is_empty() {
+        format!("every receive queue of {ifname} already has an AF_XDP socket of this process")
+    } else {
+        busy.join("; ")
+    }))
+}
+
+/// On an interface with several receive queues, asks the driver to send
+/// UDP to our (IP, port) to `queue` (FI_XDP_NTUPLE). Where it cannot, says
+/// at `info` what that costs: datagrams RSS puts elsewhere take the kernel
+/// socket.
+pub(super) fn steer_to_queue(args: &OpenArgs, queue: u32, queues: u32) -> Option<InstalledRule> {
+    let ifname = &args.iface.name;
+    let port = args.local.port;
+    if queues <= 1 {
+        return None;
+    }
+    let elsewhere = format!(
+        "datagrams that RSS puts on the other {} receive queues reach port {port} through the \
+         kernel UDP socket (slower; counted as other_queue)",
+        queues - 1
+    );
+    if !args.cfg.ntuple {
+        crate::xdp_info!(FI_LOG_EP_CTRL, "{ifname}: FI_XDP_NTUPLE=0: {elsewhere}");
+        return None;
+    }
+    let rule = FlowRule {
+        dst: SocketAddr::new(args.local.ip, port),
+        queue,
+    };
+    let dir = std::path::Path::new(ntuple::DEFAULT_DIR);
+    match ntuple::install(ifname, args.iface.index, rule, dir) {
+        Ok(r) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: ntuple rule at location {} steers {rule}",
+                r.location().map_or("?".to_owned(), |l| l.to_string())
+            );
+            Some(r)
+        }
+        Err(e) => {
+            let hint = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => " (the driver has no flow steering rules)",
+                Some(libc::EINVAL) => {
+                    " (drivers that have rules take them after `ethtool -K IF ntuple on`)"
+                }
+                _ => "",
+            };
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: no ntuple rule for port {port}: {e}{hint}; {elsewhere}"
+            );
+            None
+        }
+    }
+}
