@@ -178,21 +178,23 @@ fn ranks_on(pair: &HostPair, bin: &str, in_a: usize, in_b: usize) -> Vec<String>
 /// kernel UDP path, same protocol).
 #[test]
 fn mpi_one_sided_two_hosts() {
-    let bin = mpi_onesided().display().to_string();
-    let pair = HostPair::new().expect("test hosts");
-    wait_running(&pair);
-    let ranks = ranks_on(&pair, &bin, 1, 1);
-    assert_ranks_passed(&mpirun(&pair, ONE_SIDED, &ranks), "mpi_onesided", 2);
+    one_sided(1, 1);
 }
 
 /// One-sided MPI on four ranks, two per host.
 #[test]
 fn mpi_one_sided_four_ranks() {
+    one_sided(2, 2);
+}
+
+/// `mpi_onesided` with `in_a` ranks in one host and `in_b` in the other.
+fn one_sided(in_a: usize, in_b: usize) {
     let bin = mpi_onesided().display().to_string();
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
-    let ranks = ranks_on(&pair, &bin, 2, 2);
-    assert_ranks_passed(&mpirun(&pair, ONE_SIDED, &ranks), "mpi_onesided", 4);
+    let ranks = ranks_on(&pair, &bin, in_a, in_b);
+    let out = mpirun(&pair, ONE_SIDED, &ranks);
+    assert_ranks_passed(&out, "mpi_onesided", in_a + in_b);
 }
 
 /// One rank on each side of the impairment element (5 % loss, 2 %
