@@ -296,6 +296,12 @@ pub const NOT_IN_VM: &[(&str, &str, &str)] = &[
          `cargo xtask test`",
     ),
     (
+        "ofi-xdp-tools",
+        "stream",
+        "compiles the stream benchmark's C program at run time (the guest has no compiler); \
+         the data paths it drives are the C suite's; runs in `cargo xtask test`",
+    ),
+    (
         "ofi-xdp-provider",
         "mpi",
         "needs Open MPI (mpicc, mpirun, PMIx and their libraries), which the guest image \
