@@ -381,6 +381,14 @@ fn c_msg_ep() {
     run_pair("msg_ep", &[], &[("FI_XDP_PEER_TIMEOUT", "2")]);
 }
 
+/// The same with a job key on both sides: the connection's session
+/// datagrams are authenticated as RDM's are (the connection messages are not).
+#[test]
+fn c_msg_ep_authenticated() {
+    let key = ("FI_XDP_AUTH_KEY", AUTH_KEY);
+    run_pair("msg_ep", &[key], &[("FI_XDP_PEER_TIMEOUT", "2"), key]);
+}
+
 /// FI_PROGRESS_AUTO: a receiver that makes no libfabric call for 3 s still
 /// answers a rendezvous and acknowledges it; a MUTEX_COND CQ's waiter is
 /// woken by the progress thread.
