@@ -10,14 +10,15 @@
 //! provider logs when an endpoint closes (`FI_LOG_LEVEL=info`), for `tcp` the
 //! senders' namespaces' `Tcp: OutSegs RetransSegs` (/proc/net/snmp).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ofi_xdp_testhosts::{Host, Segment};
 
 use crate::args::Args;
-use crate::child::ChildGuard;
+use crate::c_program::CProgram;
+use crate::child::{ChildGuard, wait_output};
 
 /// The program, compiled at run time.
 const SOURCE: &str = include_str!("incast.c");
@@ -49,29 +50,6 @@ impl Outcome {
     pub fn retransmitted_pct(&self) -> f64 {
         100.0 * self.retransmitted as f64 / self.sent.max(1) as f64
     }
-}
-
-/// Compiles `incast.c` into a fresh directory; the binary's path.
-fn compile() -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!("ofi-xdp-incast-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let src = dir.join("incast.c");
-    std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
-    let bin = dir.join("incast");
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .arg("-lfabric")
-        .output()
-        .map_err(|e| format!("running cc: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cc incast.c failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(bin)
 }
 
 /// `Tcp:` OutSegs and RetransSegs of `host`'s namespace.
@@ -182,16 +160,20 @@ pub fn run(
     }
     let mut out = Outcome::default();
     for (i, c) in clients.into_iter().enumerate() {
-        let done = wait(c, Duration::from_secs(300))?;
-        let r = rate(&done.0, "client").ok_or_else(|| {
+        let done = wait_output(
+            c,
+            Instant::now() + Duration::from_secs(300),
+            "incast sender",
+        )?;
+        let r = rate(&done.stdout, "client").ok_or_else(|| {
             format!(
                 "incast sender {i} over {provider} failed: {}",
-                done.1.trim()
+                done.stderr.trim()
             )
         })?;
         out.per_sender.push(r);
         let (sent, rtx) = if provider == "xdp" {
-            engine_segments(&done.1)
+            engine_segments(&done.stderr)
         } else {
             let (s1, r1) = tcp_segments(&seg.hosts[1 + i]);
             (s1 - before[i].0, r1 - before[i].1)
@@ -199,30 +181,18 @@ pub fn run(
         out.sent += sent;
         out.retransmitted += rtx;
     }
-    let done = wait(server, Duration::from_secs(60))?;
-    out.aggregate = rate(&done.0, "server")
-        .ok_or_else(|| format!("incast receiver over {provider} failed: {}", done.1.trim()))?;
+    let done = wait_output(
+        server,
+        Instant::now() + Duration::from_secs(60),
+        "incast receiver",
+    )?;
+    out.aggregate = rate(&done.stdout, "server").ok_or_else(|| {
+        format!(
+            "incast receiver over {provider} failed: {}",
+            done.stderr.trim()
+        )
+    })?;
     Ok(out)
-}
-
-/// Waits for `c` (at most `limit`): its stdout and stderr.
-fn wait(mut c: ChildGuard, limit: Duration) -> Result<(String, String), String> {
-    use std::io::Read;
-    let deadline = std::time::Instant::now() + limit;
-    while !c.exited() {
-        if std::time::Instant::now() > deadline {
-            return Err("incast process timed out".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let (mut o, mut e) = (String::new(), String::new());
-    if let Some(s) = c.0.stdout.as_mut() {
-        let _ = s.read_to_string(&mut o);
-    }
-    if let Some(s) = c.0.stderr.as_mut() {
-        let _ = s.read_to_string(&mut e);
-    }
-    Ok((o, e))
 }
 
 /// `ofi-xdp incast [--senders 4,8] [--msgs 32] [--size 1048576]
@@ -238,7 +208,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .map(|s| s.trim().parse().map_err(|_| format!("bad --senders {s:?}")))
         .collect::<Result<_, _>>()?;
     let most = counts.iter().copied().max().unwrap_or(1);
-    let bin = compile()?;
+    let prog = CProgram::build("incast", SOURCE)?;
+    let bin = &prog.exe;
     let seg = Segment::new(most + 1, MTU).map_err(|e| format!("creating test hosts: {e}"))?;
     println!(
         "incast: N senders stream {msgs} × {size} B each to one receiver at once, {} test hosts \
@@ -257,7 +228,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     );
     let mut failed = Vec::new();
     for provider in providers.split(',') {
-        let alone = match run(&bin, &seg, provider, 1, msgs, size, &[]) {
+        let alone = match run(bin, &seg, provider, 1, msgs, size, &[]) {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("{e}");
@@ -266,7 +237,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
             }
         };
         for &n in &counts {
-            match run(&bin, &seg, provider, n, msgs, size, &[]) {
+            match run(bin, &seg, provider, n, msgs, size, &[]) {
                 Ok(o) => {
                     let min = o.per_sender.iter().cloned().fold(f64::MAX, f64::min);
                     let max = o.per_sender.iter().cloned().fold(0.0, f64::max);
@@ -286,7 +257,6 @@ pub fn main(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(bin.parent().unwrap_or(Path::new("/nonexistent")));
     if failed.is_empty() {
         Ok(())
     } else {

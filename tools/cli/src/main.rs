@@ -20,6 +20,7 @@
 //!   pinned links and objects, statistics files), never anything that is not ours.
 
 mod args;
+mod c_program;
 mod child;
 mod cleanup;
 mod compare;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use ofi_xdp_testhosts::HostPair;
 
 use crate::args::Args;
+use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
 use crate::pingpong::Measured;
 
@@ -217,10 +218,9 @@ fn stamp() -> u64 {
         .unwrap_or(0)
 }
 
-/// The compiled test program, in a directory of its own that goes when the benchmark ends.
+/// The compiled test program and how the benchmark runs it.
 struct Tool {
-    dir: PathBuf,
-    exe: PathBuf,
+    prog: CProgram,
     next_port: std::cell::Cell<u16>,
     /// Verify every message's contents (`-c`).
     check: bool,
@@ -230,31 +230,12 @@ struct Tool {
 
 impl Tool {
     fn build() -> Result<Tool, String> {
-        let dir = std::env::temp_dir().join(format!("ofi-xdp-stream-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let tool = Tool {
-            exe: dir.join("ofi-xdp-stream"),
-            dir,
+        Ok(Tool {
+            prog: CProgram::build("stream_bw", SOURCE)?,
             next_port: std::cell::Cell::new(0),
             check: false,
             mib: MIB_PER_RUN,
-        };
-        let src = tool.dir.join("stream_bw.c");
-        std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
-        let out = Command::new("cc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(&tool.exe)
-            .arg(&src)
-            .arg("-lfabric")
-            .output()
-            .map_err(|e| format!("cannot run cc (package build-essential): {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "compiling the stream test program failed (package libfabric-dev?):\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(tool)
+        })
     }
 
     fn port(&self) -> u16 {
@@ -269,7 +250,7 @@ impl Tool {
         let (bytes, window) = (case.bytes.to_string(), case.window.to_string());
         let iters = case.iterations(self.mib).to_string();
         let command = |host: &ofi_xdp_testhosts::Host| {
-            let mut cmd = host.command(&self.exe);
+            let mut cmd = host.command(&self.prog.exe);
             cmd.args(["-p", provider, "-S", &bytes, "-W", &window, "-I", &iters])
                 .args(["-P", &port])
                 .args(self.check.then_some("-c"))
@@ -282,7 +263,7 @@ impl Tool {
         let spawn = |mut cmd: Command| -> Result<ChildGuard, String> {
             cmd.spawn()
                 .map(ChildGuard)
-                .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+                .map_err(|e| format!("cannot start {}: {e}", self.prog.exe.display()))
         };
         let receiver = spawn(command(&pair.a))?;
         let mut sender_cmd = command(&pair.b);
@@ -297,12 +278,6 @@ impl Tool {
             ));
         }
         Sample::parse(&sender.stdout).ok_or_else(|| format!("{what}: no RESULT line"))
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
