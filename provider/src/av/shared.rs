@@ -25,6 +25,14 @@
 //! Writers serialise on `flock(2)` of the shared-memory fd; an entry is
 //! filled before its state turns valid and before `len` covers it
 //! (release stores), so readers never see half an address.
+//!
+//! A creator killed with SIGKILL cannot remove the name. So that a later
+//! job does not inherit its addresses, every opener holds a shared
+//! open-file-description lock (`F_OFD_SETLK`, fcntl(2); independent of the
+//! writers' `flock`) on byte [`ATTACHED`] for as long as it has the table
+//! open; the kernel drops it when the process dies. An initialised table
+//! nobody holds that lock on is stale: the next opener removes the name
+//! (and, unless FI_READ, creates a fresh table).
 
 use std::ffi::CString;
 use std::io;
@@ -49,6 +57,10 @@ const MIN_CAPACITY: usize = 1024;
 const MAX_CAPACITY: usize = 1 << 20;
 /// Longest name we accept (shm_open names are file names).
 const MAX_NAME: usize = 200;
+
+/// The byte every opener holds a shared lock on while it has the table
+/// open (see the module comment).
+const ATTACHED: libc::off_t = 1;
 
 /// Entry states (an untouched entry is 0: empty).
 const VALID: u32 = 1;
@@ -122,6 +134,28 @@ impl SharedTable {
         count: usize,
     ) -> Result<SharedTable> {
         let shm = shm_name(name)?;
+        // A stale table is removed at most once per attempt; the second
+        // attempt then creates (or, read-only, finds nothing).
+        for _ in 0..3 {
+            match Self::open_once(&shm, read_only, format, av_type, count)? {
+                Some(t) => return Ok(t),
+                None => continue,
+            }
+        }
+        crate::xdp_warn!(FI_LOG_AV, "shared AV {shm:?}: keeps turning stale");
+        Err(Errno::AGAIN)
+    }
+
+    /// One attempt of [`SharedTable::open`]; `None` when the existing table
+    /// was stale and has been removed.
+    fn open_once(
+        shm: &CString,
+        read_only: bool,
+        format: u32,
+        av_type: c_int,
+        count: usize,
+    ) -> Result<Option<SharedTable>> {
+        let shm = shm.clone();
         let capacity = count.clamp(MIN_CAPACITY, MAX_CAPACITY);
         // SAFETY: plain syscall with a valid C string; result checked.
         let created_fd = (!read_only).then(|| unsafe {
@@ -158,6 +192,18 @@ impl SharedTable {
         };
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if !created && remove_if_stale(&fd, &shm, read_only)? {
+            return Ok(None);
+        }
+        // Held until `fd` closes (with the table, or with the process).
+        match ofd_lock(&fd, libc::F_RDLCK) {
+            Ok(()) => {}
+            // Another opener found it stale and is removing it: look again.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(os_err("attaching (F_OFD_SETLK)", e)),
+        }
         let size = if created {
             let size = size_for(capacity);
             // SAFETY: our fd; the size fits off_t.
@@ -208,7 +254,7 @@ impl SharedTable {
         } else {
             t.capacity = t.check(format, av_type)?;
         }
-        Ok(t)
+        Ok(Some(t))
     }
 
     fn header(&self) -> &Header {
@@ -358,6 +404,108 @@ impl SharedTable {
     }
 }
 
+/// A lock of `kind` on the [`ATTACHED`] byte.
+fn attached_byte(kind: c_int) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid starting value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = ATTACHED;
+    fl.l_len = 1;
+    fl
+}
+
+/// Takes (without waiting) an open-file-description lock of `kind` on the
+/// [`ATTACHED`] byte of `fd`.
+fn ofd_lock(fd: &OwnedFd, kind: c_int) -> io::Result<()> {
+    let fl = attached_byte(kind);
+    // SAFETY: our fd and a valid flock; F_OFD_SETLK does not block.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &fl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether some process holds the attach lock of the object behind `fd`
+/// (asked without taking a lock, so it works on a read-only descriptor).
+fn has_users(fd: &OwnedFd) -> io::Result<bool> {
+    let mut fl = attached_byte(libc::F_WRLCK);
+    // SAFETY: our fd and a valid flock the kernel fills in.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// Whether the existing table behind `fd` was left by processes that are
+/// all gone (initialised, and nobody holds the attach lock); if so, its
+/// name is removed (when it still names this object) and `true` returned.
+///
+/// A read-only opener does not remove anything: for it a stale table is a
+/// table that does not exist (fi_av(3) FI_READ: "the AV must exist").
+fn remove_if_stale(fd: &OwnedFd, shm: &CString, read_only: bool) -> Result<bool> {
+    // A creator takes the attach lock right after creating, before it
+    // sizes and initialises the table: an uninitialised table may be
+    // someone's fresh one, so only an initialised one can be stale.
+    if !initialised(fd) {
+        return Ok(false);
+    }
+    if read_only {
+        return match has_users(fd) {
+            Ok(true) => Ok(false),
+            Ok(false) => {
+                crate::xdp_warn!(
+                    FI_LOG_AV,
+                    "shared AV {shm:?}: left by processes that are all gone (FI_READ needs a live one)"
+                );
+                Err(Errno::INVAL)
+            }
+            Err(e) => Err(os_err("checking for users (F_OFD_GETLK)", e)),
+        };
+    }
+    match ofd_lock(fd, libc::F_WRLCK) {
+        Ok(()) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(os_err("checking for users (F_OFD_SETLK)", e)),
+    }
+    let path = format!("/dev/shm{}", shm.to_string_lossy());
+    let same = match (std::fs::metadata(&path), fd_identity(fd)) {
+        (Ok(m), Some(ours)) => {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino()) == ours
+        }
+        _ => false,
+    };
+    if same {
+        crate::xdp_info!(
+            FI_LOG_AV,
+            "shared AV {shm:?}: every process that had it open is gone; starting afresh"
+        );
+        // SAFETY: a valid C string naming the stale object.
+        unsafe { libc::shm_unlink(shm.as_ptr()) };
+    }
+    // Whether or not we removed it, the name is worth another look.
+    Ok(true)
+}
+
+/// Whether the object behind `fd` holds an initialised table header.
+fn initialised(fd: &OwnedFd) -> bool {
+    let mut magic = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into our buffer.
+    let n = unsafe { libc::pread(fd.as_raw_fd(), magic.as_mut_ptr().cast(), 8, 0) };
+    n == 8 && u64::from_ne_bytes(magic) == MAGIC
+}
+
+/// (device, inode) of `fd`.
+fn fd_identity(fd: &OwnedFd) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is valid output space.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: our fd, a valid stat buffer.
+    (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
 /// The size of an existing shared-memory object, which must belong to us
 /// (our effective user; mode 0600 keeps others out).
 fn existing_size(fd: &OwnedFd, shm: &CString) -> Result<usize> {
@@ -438,5 +586,31 @@ mod tests {
             "creator removed it"
         );
         assert!(shm_name("../x").is_err() && shm_name("").is_err());
+    }
+
+    /// A table whose creator died without removing it (SIGKILL; here its
+    /// file is left behind by hand) is not inherited by the next opener.
+    #[test]
+    fn a_table_nobody_has_open_is_started_afresh() {
+        let name = format!("unit-stale-{}", std::process::id());
+        let a = SharedTable::open(&name, false, 1, FI_AV_MAP, 0).unwrap();
+        a.insert(&addr(5)).unwrap();
+        // Forget the creator without removing the name, as a killed one.
+        let mut a = a;
+        a.created = None;
+        drop(a);
+        assert_eq!(
+            SharedTable::open(&name, true, 1, FI_AV_MAP, 0).err(),
+            Some(Errno::INVAL),
+            "a read-only opener finds no live table"
+        );
+        let b = SharedTable::open(&name, false, 1, FI_AV_MAP, 0).unwrap();
+        assert_eq!(b.version(), (0, 0), "the stale addresses are gone");
+        assert!(b.created.is_some(), "the new opener owns the name");
+        // While `b` has it open, another opener joins instead.
+        let c = SharedTable::open(&name, false, 1, FI_AV_MAP, 0).unwrap();
+        b.insert(&addr(6)).unwrap();
+        assert_eq!(c.get(0), Some(addr(6)));
+        assert!(c.created.is_none());
     }
 }
