@@ -156,7 +156,7 @@ pub fn max_payload(frame_size: u32, mtu: u32, ip: &IpAddr) -> usize {
 }
 
 /// The largest UDP payload of an `mtu`-byte IP packet from `ip`.
-pub(crate) fn payload_within_mtu(mtu: u32, ip: &IpAddr) -> usize {
+pub fn payload_within_mtu(mtu: u32, ip: &IpAddr) -> usize {
     (mtu as usize).saturating_sub(wire::header_len(ip) - wire::ETH_HLEN)
 }
 

@@ -64,6 +64,7 @@ mod wire;
 
 pub use config::{
     BindMode, BindPreference, BusyPoll, LinkConfig, XDP_PACKET_HEADROOM, max_payload,
+    payload_within_mtu,
 };
 pub use error::LinkError;
 pub use frames::FrameError;

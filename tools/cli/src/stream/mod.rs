@@ -323,9 +323,10 @@ fn link_rate(mtu: u32) -> Result<f64, String> {
         .ok_or_else(|| "link-pingpong printed no link result".to_owned())
 }
 
-/// The UDP payload of a full `mtu`-byte IPv4 packet.
+/// The UDP payload of a full `mtu`-byte IPv4 packet (the test hosts'
+/// addresses are IPv4).
 pub fn udp_payload(mtu: u32) -> usize {
-    (mtu as usize).saturating_sub(20 + 8)
+    ofi_xdp_link::payload_within_mtu(mtu, &std::net::Ipv4Addr::UNSPECIFIED.into())
 }
 
 #[cfg(test)]
