@@ -25,6 +25,11 @@ fn mpi_check() -> PathBuf {
     BIN.get_or_init(|| mpicc("mpi_check")).clone()
 }
 
+fn mpi_dead_rank() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| mpicc("mpi_dead_rank")).clone()
+}
+
 fn mpi_onesided() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| mpicc("mpi_onesided")).clone()
@@ -95,6 +100,11 @@ fn mpirun(pair: &HostPair, mca: &[&str], ranks: &[String]) -> Output {
 
 /// `mpirun` inside `host`'s namespace (see [`mpirun`]).
 fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
+    mpirun_with(host, mca, ranks, &[])
+}
+
+/// [`mpirun_on`] with more environment (pass each name with `-x` in `mca`).
+fn mpirun_with(host: &Host, mca: &[&str], ranks: &[String], env: &[(&str, &str)]) -> Output {
     let ifname = host.ifname();
     let mut cmd = host.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
@@ -109,7 +119,8 @@ fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
         // out-of-band channel over the veth pair, not over loopback.
         .env("PMIX_MCA_ptl_tcp_remote_connections", "1")
         .env("PMIX_MCA_ptl_tcp_if_include", ifname)
-        .env("OMPI_MCA_oob_tcp_if_include", ifname);
+        .env("OMPI_MCA_oob_tcp_if_include", ifname)
+        .envs(env.iter().copied());
     cmd.output()
         .expect("run mpirun (xtask installs openmpi-bin)")
 }
@@ -213,4 +224,69 @@ fn mpi_two_hosts_impaired() {
     let stderr = assert_ranks_passed(&mpirun_on(&pair.a, TWO_SIDED, &ranks), "mpi_check", 2);
     assert!(!stderr.contains(" lost: "), "a session was lost:\n{stderr}");
     println!("forwarder: {:?}", pair.counts());
+}
+
+/// Eight ranks, four on each host: a node's worth of ranks on each side,
+/// every pair exchanging verified messages.
+#[test]
+fn mpi_eight_ranks_two_hosts() {
+    let bin = mpi_check().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks = ranks_on(&pair, &bin, 4, 4);
+    assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 8);
+}
+
+/// Four ranks on one host, none elsewhere.
+#[test]
+fn mpi_four_ranks_one_host() {
+    let bin = mpi_check().display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let ranks = ranks_on(&pair, &bin, 4, 0);
+    assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 4);
+}
+
+/// A rank killed with SIGKILL mid-run (`tests/mpi/mpi_dead_rank.c`), on
+/// two hosts (the victim on the second) and on one: rank 0's send to it
+/// returns an error once the peer timeout passes instead of hanging, and
+/// the other ranks keep exchanging verified messages. Open MPI is told to
+/// keep the job running when a rank dies (`orte_enable_recovery`).
+#[test]
+fn mpi_rank_killed() {
+    for (in_a, in_b) in [(2, 2), (4, 0)] {
+        let bin = mpi_dead_rank().display().to_string();
+        let pair = HostPair::new().expect("test hosts");
+        wait_running(&pair);
+        let ranks = ranks_on(&pair, &bin, in_a, in_b);
+        let mut mca = TWO_SIDED.to_vec();
+        mca.extend([
+            "--mca",
+            "orte_enable_recovery",
+            "1",
+            "--mca",
+            "orte_abort_on_non_zero_status",
+            "0",
+            "-x",
+            "FI_XDP_PEER_TIMEOUT",
+        ]);
+        let out = mpirun_with(&pair.a, &mca, &ranks, &[("FI_XDP_PEER_TIMEOUT", "3")]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let n = in_a + in_b;
+        println!("{in_a}+{in_b} ranks:\n{stdout}");
+        assert_ne!(
+            out.status.code(),
+            Some(124),
+            "{in_a}+{in_b} ranks: mpirun hung:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stdout.contains("send to the killed rank returned an error"),
+            "{in_a}+{in_b} ranks: rank 0 did not see the error:\n{stdout}\n{stderr}"
+        );
+        for r in 0..n - 1 {
+            let line = format!("mpi_dead_rank rank {r} of {n}: 0 failures");
+            assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
+        }
+    }
 }
