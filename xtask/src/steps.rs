@@ -239,6 +239,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
+    // Intel MPI Benchmarks under Open MPI, xdp beside tcp; needs `--imb PATH/IMB-MPI1` (IMB is
+    // built from its sources, which CI does not have: without it the step says it is skipped).
+    let imb = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("imb-bench");
+        cmd.args(&args[1.min(args.len())..]);
+        run(cmd)
+    };
     let latency_path = || -> Result<(), String> {
         build()?;
         let mut cmd = tool();
@@ -253,13 +262,14 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "stream" => stream(),
         "latency-path" => latency_path(),
         "incast" => incast(),
+        "imb" => imb(),
         "all" => link()
             .and_then(|()| engine())
             .and_then(|()| provider())
             .and_then(|()| stream())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, stream, incast, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, incast, imb, latency-path or all)"
         )),
     }
 }

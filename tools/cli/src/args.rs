@@ -48,6 +48,23 @@ impl Args {
         }
     }
 
+    /// The comma-separated values of `--name`, each parsed, or those of
+    /// `default` (`;` is not a separator: it belongs to provider names
+    /// such as `udp;ofi_rxd`).
+    pub fn list<T: FromStr>(&self, name: &str, default: &str) -> Result<Vec<T>, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.values
+            .get(name)
+            .map_or(default, String::as_str)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().map_err(|e| format!("--{name} {s:?}: {e}")))
+            .collect()
+    }
+
     /// The value of `--name` as given, if any.
     pub fn value(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)

@@ -199,14 +199,10 @@ pub fn run(
 /// [--providers xdp,tcp]`: prints one line per provider and sender count.
 pub fn main(args: &[String]) -> Result<(), String> {
     let a = Args::parse(args, &[])?;
-    let senders: String = a.get("senders", "4,8".to_owned())?;
     let msgs: u32 = a.get("msgs", 32)?;
     let size: usize = a.get("size", 1 << 20)?;
-    let providers: String = a.get("providers", "xdp,tcp".to_owned())?;
-    let counts: Vec<usize> = senders
-        .split(',')
-        .map(|s| s.trim().parse().map_err(|_| format!("bad --senders {s:?}")))
-        .collect::<Result<_, _>>()?;
+    let providers: Vec<String> = a.list("providers", "xdp,tcp")?;
+    let counts: Vec<usize> = a.list("senders", "4,8")?;
     let most = counts.iter().copied().max().unwrap_or(1);
     let prog = CProgram::build("incast", SOURCE)?;
     let bin = &prog.exe;
@@ -227,7 +223,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         "retransmitted"
     );
     let mut failed = Vec::new();
-    for provider in providers.split(',') {
+    for provider in providers.iter().map(String::as_str) {
         let alone = match run(bin, &seg, provider, 1, msgs, size, &[]) {
             Ok(o) => o,
             Err(e) => {

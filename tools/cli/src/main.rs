@@ -27,6 +27,7 @@ mod compare;
 mod demo;
 mod fi_pingpong;
 mod host;
+mod imb;
 mod incast;
 mod pingpong;
 mod stats;
@@ -65,6 +66,9 @@ commands:
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
+  imb-bench       Intel MPI Benchmarks (PingPong, Uniband) under Open MPI, one
+                  rank per test host, xdp beside tcp at MTU 1500 and 9000
+                  --imb PATH/IMB-MPI1 [--rounds 3] [--sizes …] [--providers …]
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
                   xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
@@ -84,6 +88,7 @@ fn main() {
         "latency-path" => compare::latency_path(rest),
         "incast" => incast::main(rest),
         "stream-bench" => stream::main(rest),
+        "imb-bench" => imb::main(rest),
         "status" => status::main(rest),
         "cleanup" => cleanup::main(rest),
         "-h" | "--help" | "help" => {

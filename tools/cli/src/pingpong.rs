@@ -487,11 +487,7 @@ fn pass_through(a: &Args, cmd: &mut Command) -> Result<(), String> {
 
 fn driver(a: &Args) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let modes: String = a.get("modes", "generic,native".to_string())?;
-    let modes: Vec<AttachMode> = modes
-        .split(',')
-        .map(|m| m.parse().map_err(|e| format!("--modes: {e}")))
-        .collect::<Result<_, _>>()?;
+    let modes: Vec<AttachMode> = a.list("modes", "generic,native")?;
     let mtu: u32 = a.get("mtu", 1500)?;
     let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
     eprintln!("test hosts (MTU {mtu}): {} <-> {}", pair.a, pair.b);

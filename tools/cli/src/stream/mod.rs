@@ -128,10 +128,10 @@ pub fn main(args: &[String]) -> Result<(), String> {
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
-    let mtus: Vec<u32> = list(&a, "mtus", "1500,9000")?;
-    let providers: Vec<String> = list(&a, "providers", "xdp,tcp,udp;ofi_rxd")?;
-    let sizes: Vec<usize> = list(&a, "sizes", "4096,65536,1048576")?;
-    let windows: Vec<u32> = list(&a, "windows", "1,16,64")?;
+    let mtus: Vec<u32> = a.list("mtus", "1500,9000")?;
+    let providers: Vec<String> = a.list("providers", "xdp,tcp,udp;ofi_rxd")?;
+    let sizes: Vec<usize> = a.list("sizes", "4096,65536,1048576")?;
+    let windows: Vec<u32> = a.list("windows", "1,16,64")?;
     if windows.contains(&0) || sizes.contains(&0) {
         return Err("--sizes and --windows must be positive".into());
     }
@@ -197,18 +197,6 @@ pub fn main(args: &[String]) -> Result<(), String> {
     } else {
         Err(format!("runs that failed: {}", failures.join("; ")))
     }
-}
-
-/// A comma-separated option (`;` belongs to provider names such as `udp;ofi_rxd`).
-fn list<T: std::str::FromStr>(a: &Args, key: &str, default: &str) -> Result<Vec<T>, String>
-where
-    T::Err: std::fmt::Display,
-{
-    a.get(key, default.to_owned())?
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().map_err(|e| format!("--{key} {s:?}: {e}")))
-        .collect()
 }
 
 fn stamp() -> u64 {
