@@ -16,6 +16,7 @@
 //! program and reads its maps from another process (`ofi-xdp status`), and
 //! removes what a killed process left (`ofi-xdp cleanup`).
 
+mod adopt;
 mod error;
 pub mod inspect;
 mod netlink;
@@ -299,7 +300,9 @@ pub struct Steering {
     counters: PerCpuArray<MapData, u64>,
     config: Array<MapData, u32>,
     rng: PerCpuArray<MapData, u64>,
-    ebpf: Ebpf,
+    /// The loaded object; `None` when the program was attached by another
+    /// process and adopted ([`Steering::adopt`]).
+    ebpf: Option<Ebpf>,
     ifname: String,
     ifindex: u32,
     mode: AttachMode,
@@ -318,7 +321,7 @@ impl fmt::Debug for Steering {
 
 impl Steering {
     /// Size of the XSKMAP: valid slots are `0..MAX_SLOTS`.
-    pub const MAX_SLOTS: u32 = 64;
+    pub const MAX_SLOTS: u32 = 512;
 
     /// Loads the steering program and attaches it to `ifname` in `mode`.
     ///
@@ -376,7 +379,7 @@ impl Steering {
             counters,
             config,
             rng,
-            ebpf,
+            ebpf: Some(ebpf),
             ifname: ifname.to_string(),
             ifindex,
             mode,
@@ -539,6 +542,8 @@ impl Steering {
         }
         let program: &Xdp = self
             .ebpf
+            .as_ref()
+            .ok_or_else(|| BpfError::Load("an adopted program is not ours to test-run".into()))?
             .program(PROGRAM_NAME)
             .ok_or_else(|| BpfError::Load(format!("program {PROGRAM_NAME} missing")))?
             .try_into()

@@ -72,27 +72,19 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         ),
     }
     let rule = steer_to_queue(args, queue, queues);
-    let slot = {
+    let slot = xskmap_slot(queue, 0)?;
+    {
         let mut s = lock(&shared);
-        let free = (!s.slots).trailing_zeros();
-        if free >= Steering::MAX_SLOTS {
-            return Err(Busy(format!(
-                "all {} XSKMAP slots in use",
-                Steering::MAX_SLOTS
-            )));
-        }
-        s.steering.set_socket(free, link.fd(), queue).map_err(|e| {
+        s.steering.set_socket(slot, link.fd(), queue).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
             Failed(Errno::OTHER)
         })?;
-        s.steering.steer_port(args.local.port, free).map_err(|e| {
+        s.steering.steer_port(args.local.port, slot).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
             Failed(Errno::OTHER)
         })?;
-        s.slots |= 1 << free;
         s.queues.push(queue);
-        free
-    };
+    }
     Ok(Xsk {
         link,
         shared,
@@ -102,6 +94,24 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         port: args.local.port,
         rule,
     })
+}
+
+/// Sockets that may share one queue (one UMEM group): each process's
+/// socket on `queue` takes XSKMAP slot `queue * SOCKETS_PER_QUEUE + member`,
+/// so processes sharing the steering program never pick the same slot
+/// without having to agree on it.
+pub(super) const SOCKETS_PER_QUEUE: u32 = 8;
+
+/// The XSKMAP slot of member `member` of `queue`'s group.
+fn xskmap_slot(queue: u32, member: u32) -> std::result::Result<u32, XskError> {
+    let slot = queue * SOCKETS_PER_QUEUE + member;
+    if member >= SOCKETS_PER_QUEUE || slot >= Steering::MAX_SLOTS {
+        return Err(Busy(format!(
+            "queue {queue} is beyond the {} queues the steering program's XSKMAP serves",
+            Steering::MAX_SLOTS / SOCKETS_PER_QUEUE
+        )));
+    }
+    Ok(slot)
 }
 
 /// The link's configuration for this endpoint; the queue is set by
