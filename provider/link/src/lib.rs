@@ -55,6 +55,7 @@ mod config;
 mod error;
 pub mod ethtool;
 mod frames;
+pub mod group;
 mod iface;
 mod link;
 pub mod ntuple;
@@ -68,5 +69,5 @@ pub use config::{
 pub use error::LinkError;
 pub use frames::FrameError;
 pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};
-pub use link::{Link, LinkStats, RxDatagram, TxFrame, XdpStatistics};
+pub use link::{GroupJoin, Link, LinkStats, RxDatagram, SharedOpen, TxFrame, XdpStatistics};
 pub use wire::{LinkAddr, MacAddr};

@@ -1,0 +1,149 @@
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use super::*;
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-group-test-{}", process::own_pid()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn member(pid: i32, port: u32) -> Member {
+    Member {
+        pid,
+        xsk_fd: 3,
+        umem_fd: 4,
+        port,
+        start_time: process::start_time(pid).unwrap_or(0),
+    }
+}
+
+#[test]
+fn file_is_private_and_shared_between_openers() {
+    let path = temp_path("shared");
+    let a = Group::open_path(&path).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let b = Group::open_path(&path).unwrap();
+    let g = Geometry {
+        frame_size: 4096,
+        frame_count: 6144,
+        rx_frames: 2048,
+        slot_chunks: 1,
+        tx_per_member: 512,
+        ring_size: 256,
+        ..Geometry::default()
+    };
+    {
+        let mut l = a.lock().unwrap();
+        assert!(!l.owner_died());
+        l.reset(g);
+        assert_eq!(l.add(member(process::own_pid(), 7)), Some(0));
+        assert_eq!(l.add(member(process::own_pid(), 8)), Some(1));
+    }
+    let l = b.lock().unwrap();
+    assert_eq!(l.geometry(), g);
+    assert_eq!(l.live_member().map(|m| m.port), Some(7));
+    assert_eq!(g.member_of_tx_slot(511), Some(0));
+    assert_eq!(g.member_of_tx_slot(512), Some(1));
+    assert_eq!(g.member_of_tx_slot(512 * 8), None);
+    drop(l);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn another_users_or_a_linked_file_is_refused() {
+    let path = temp_path("mode");
+    drop(Group::open_path(&path).unwrap());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Group::open_path(&path).err().unwrap();
+    assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    let link = temp_path("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let e = Group::open_path(&link).err().unwrap();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&link);
+}
+
+#[test]
+fn a_dead_member_is_reclaimed_with_its_mailbox() {
+    let path = temp_path("dead");
+    let g = Group::open_path(&path).unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    {
+        let mut l = g.lock().unwrap();
+        l.reset(Geometry::default());
+        assert_eq!(l.add(member(process::own_pid(), 1)), Some(0));
+        assert_eq!(l.add(member(pid, 2)), Some(1));
+        assert!(l.reclaim_dead(256).is_empty());
+    }
+    assert!(g.mailbox(1).post(4096));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut l = g.lock().unwrap();
+    let gone = l.reclaim_dead(256);
+    assert_eq!(gone.len(), 1);
+    assert_eq!((gone[0].index, gone[0].member.port), (1, 2));
+    assert_eq!(l.reclaim_counts(), (1, 256));
+    assert!(g.mailbox(1).is_empty());
+    // Its entry is free again; we are still there.
+    assert_eq!(l.live_member().map(|m| m.port), Some(1));
+    assert_eq!(l.add(member(process::own_pid(), 3)), Some(1));
+    drop(l);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A holder killed while holding the lock does not hang the others: the
+/// next lock says so, and the one after is clean.
+#[test]
+fn a_holder_dying_with_the_lock_is_survived() {
+    let path = temp_path("robust");
+    let g = Group::open_path(&path).unwrap();
+    // SAFETY: the header is in our live mapping.
+    let m = unsafe { std::ptr::addr_of_mut!((*g.header()).mutex) };
+    // SAFETY: the child only locks the inherited shared mutex and exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: in the child: lock and die holding it.
+        unsafe {
+            libc::pthread_mutex_lock(m);
+            libc::_exit(0);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let l = g.lock().unwrap();
+    assert!(l.owner_died());
+    drop(l);
+    assert!(!g.lock().unwrap().owner_died());
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn mailbox_posts_drains_and_refuses_when_full() {
+    let mut mem = vec![0u64; (Mailbox::bytes(4) / 8) + 8];
+    let p = mem.as_mut_ptr().cast::<u8>();
+    // SAFETY: the buffer holds a 4-entry mailbox and outlives it (8-byte
+    // alignment is enough for its atomics).
+    let mb = unsafe { Mailbox::at(p, 4) };
+    assert!(mb.is_empty());
+    for a in 0..4 {
+        assert!(mb.post(a * 4096));
+    }
+    assert!(!mb.post(99));
+    let mut got = vec![];
+    assert_eq!(mb.drain(|a| got.push(a)), 4);
+    assert_eq!(got, vec![0, 4096, 8192, 12288]);
+    assert!(mb.post(5));
+    mb.reset();
+    assert!(mb.is_empty());
+}
