@@ -452,6 +452,22 @@ impl Steering {
         }
     }
 
+    /// Stops steering every port mapped to `slot` (a slot taken over from
+    /// a member that is gone); the ports it unsteered.
+    pub fn unsteer_slot(&mut self, slot: u32) -> Result<Vec<u16>, BpfError> {
+        let mut ports = Vec::new();
+        for entry in self.ports.iter() {
+            let (port, s) = entry.map_err(|e| map_error("reading the port map", e))?;
+            if s == slot {
+                ports.push(u16::try_from(port).unwrap_or(u16::MAX));
+            }
+        }
+        for p in &ports {
+            self.unsteer_port(*p)?;
+        }
+        Ok(ports)
+    }
+
     /// Puts the AF_XDP socket `xsk_fd`, bound to this interface's `queue`,
     /// into `XSKMAP[slot]`. Frames of the slot's ports are redirected into it
     /// only when they arrive on `queue`; on other queues they go to the

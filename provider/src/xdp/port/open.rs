@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use ofi_xdp_bpf::Steering;
+use ofi_xdp_link::group::{self, Group};
 use ofi_xdp_link::ntuple::{self, FlowRule, InstalledRule};
-use ofi_xdp_link::{BindPreference, BusyPoll, Link, LinkConfig, LinkError};
+use ofi_xdp_link::{BindPreference, BusyPoll, GroupJoin, Link, LinkConfig, LinkError, SharedOpen};
 
 use crate::abi::{Errno, lock};
 use crate::datapath::OpenArgs;
@@ -48,7 +49,7 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         );
     }
     let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
-    let link = bind_a_queue(&lc, cfg.queue, queues, &shared)?;
+    let (link, group) = bind_a_queue(&lc, args.iface.index, cfg.queue, queues, &shared)?;
     let queue = link.queue();
     let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
     crate::xdp_info!(
@@ -72,9 +73,12 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         ),
     }
     let rule = steer_to_queue(args, queue, queues);
-    let slot = xskmap_slot(queue, 0)?;
+    let slot = xskmap_slot(queue, group.as_ref().map_or(0, |g| g.member as u32))?;
     {
         let mut s = lock(&shared);
+        if let Some(g) = &group {
+            reclaim_steering(&mut s.steering, ifname, queue, g, slot);
+        }
         s.steering.set_socket(slot, link.fd(), queue).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
             Failed(Errno::OTHER)
@@ -97,10 +101,49 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
 }
 
 /// Sockets that may share one queue (one UMEM group): each process's
-/// socket on `queue` takes XSKMAP slot `queue * SOCKETS_PER_QUEUE + member`,
-/// so processes sharing the steering program never pick the same slot
-/// without having to agree on it.
-pub(super) const SOCKETS_PER_QUEUE: u32 = 8;
+/// socket on `queue` takes XSKMAP slot `queue * SOCKETS_PER_QUEUE + member`
+/// (its index in the group's member table), so processes sharing the
+/// steering program never pick the same slot without having to agree on it.
+pub(super) const SOCKETS_PER_QUEUE: u32 = group::MAX_MEMBERS as u32;
+
+/// What members of our queue's group that died left in the steering
+/// program: their ports (steered to slots whose socket is gone, or about to
+/// be ours) and their XSKMAP slots.
+fn reclaim_steering(
+    steering: &mut Steering,
+    ifname: &str,
+    queue: u32,
+    group: &SharedOpen,
+    ours: u32,
+) {
+    let dead = group
+        .reclaimed
+        .iter()
+        .filter_map(|r| xskmap_slot(queue, r.index as u32).ok());
+    for slot in dead.chain([ours]) {
+        if slot != ours {
+            let _ = steering.clear_socket(slot);
+        }
+        match steering.unsteer_slot(slot) {
+            Ok(ports) if !ports.is_empty() => crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: ports {ports:?} of a process that died no longer steered (XSKMAP slot \
+                 {slot})"
+            ),
+            Ok(_) => {}
+            Err(e) => xdp_warn!(FI_LOG_EP_CTRL, "{ifname}: unsteering slot {slot}: {e}"),
+        }
+    }
+    let (dead, stranded) = group.reclaim_counts;
+    if !group.reclaimed.is_empty() {
+        crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: queue {queue}: {} member(s) of the AF_XDP group died; {dead} so far, \
+             up to {stranded} receive frames stranded with them",
+            group.reclaimed.len()
+        );
+    }
+}
 
 /// The XSKMAP slot of member `member` of `queue`'s group.
 fn xskmap_slot(queue: u32, member: u32) -> std::result::Result<u32, XskError> {
@@ -159,13 +202,15 @@ pub(super) fn link_config(args: &OpenArgs) -> std::result::Result<LinkConfig, Xs
 
 /// Binds the socket to `wanted` (FI_XDP_QUEUE), or else to the first of the
 /// interface's `queues` that no socket of this process uses and that the
-/// kernel gives us.
+/// kernel gives us: in the queue's UMEM group (created, or joined when
+/// other processes of our user use the queue), with what the group told.
 pub(super) fn bind_a_queue(
     lc: &LinkConfig,
+    ifindex: u32,
     wanted: Option<u32>,
     queues: u32,
     shared: &Mutex<Shared>,
-) -> std::result::Result<Link, XskError> {
+) -> std::result::Result<(Link, Option<SharedOpen>), XskError> {
     let ifname = &lc.ifname;
     let candidates: Vec<u32> = match wanted {
         Some(q) => vec![q],
@@ -178,9 +223,11 @@ pub(super) fn bind_a_queue(
     let mut busy = Vec::new();
     for q in candidates {
         lc.queue_id = q;
-        match Link::open(&lc) {
+        match open_in_group(&lc, ifindex) {
             Ok(l) => return Ok(l),
-            Err(e @ LinkError::QueueBusy { .. }) => busy.push(e.to_string()),
+            Err(e @ (LinkError::QueueBusy { .. } | LinkError::ShareRefused { .. })) => {
+                busy.push(e.to_string())
+            }
             Err(e) => {
                 return Err(Failed(link_err(&format!("opening AF_XDP on {ifname}"), e)));
             }
@@ -191,6 +238,48 @@ pub(super) fn bind_a_queue(
     } else {
         busy.join("; ")
     }))
+}
+
+/// The socket on `lc`'s queue in the queue's UMEM group; without a group
+/// file (no /dev/shm, or the name taken by another user's file), a socket
+/// of its own as before groups, which no other process can share.
+fn open_in_group(
+    lc: &LinkConfig,
+    ifindex: u32,
+) -> std::result::Result<(Link, Option<SharedOpen>), LinkError> {
+    let netns = ofi_xdp_epstats::netns_inode().unwrap_or(0);
+    let dir = std::path::Path::new(group::DEFAULT_DIR);
+    let group = match Group::open(dir, netns, ifindex, lc.queue_id) {
+        Ok(g) => g,
+        Err(e) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{}: queue {}: no AF_XDP group file ({e}); the socket will not be shared \
+                 with other processes",
+                lc.ifname,
+                lc.queue_id
+            );
+            return Link::open(lc).map(|l| (l, None));
+        }
+    };
+    let (link, open) = Link::open_shared(lc, group)?;
+    match open.how {
+        GroupJoin::Created => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{}: queue {}: AF_XDP group created (UMEM shared with later processes of this user)",
+            lc.ifname,
+            lc.queue_id
+        ),
+        GroupJoin::Joined { pid } => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{}: queue {}: joined the AF_XDP group of process {pid} as member {} \
+             (XDP_SHARED_UMEM)",
+            lc.ifname,
+            lc.queue_id,
+            open.member
+        ),
+    }
+    Ok((link, Some(open)))
 }
 
 /// On an interface with several receive queues, asks the driver to send
