@@ -674,7 +674,11 @@ impl Port {
         );
         match self.xsk.as_mut() {
             Some(x) => {
-                let rx = x.link.stats().map(|s| s.rx_packets).unwrap_or(0);
+                let (rx, tx) = x
+                    .link
+                    .stats()
+                    .map(|s| (s.rx_packets, s.tx_packets))
+                    .unwrap_or_default();
                 let rule = match &x.rule {
                     Some(r) => format!(
                         ", ntuple rule at location {}",
@@ -683,8 +687,8 @@ impl Port {
                     None => String::new(),
                 };
                 format!(
-                    "{rx} datagrams received through AF_XDP (queue {} of {}, {} mode{rule}), \
-                     {kernel}",
+                    "{rx} datagrams received and {tx} sent through AF_XDP (queue {} of {}, {} \
+                     mode{rule}), {kernel}",
                     x.queue,
                     x.queues,
                     x.link.bind_mode()

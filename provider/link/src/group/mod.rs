@@ -338,10 +338,16 @@ impl GroupGuard<'_> {
         }
     }
 
-    /// Removes member `index` (it leaves).
+    /// Removes member `index` (it leaves). The last one out removes the
+    /// file, so files of namespaces that are gone do not pile up in
+    /// /dev/shm (a process that opened it meanwhile makes its group in the
+    /// unlinked file, and the next one finds the queue busy: kernel path).
     pub fn remove(&mut self, index: usize) {
         if let Some(e) = self.header_mut().members.get_mut(index) {
             *e = Member::default();
+        }
+        if self.header().members.iter().all(|m| m.pid == 0) {
+            let _ = std::fs::remove_file(&self.group.path);
         }
     }
 }

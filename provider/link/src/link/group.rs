@@ -71,6 +71,8 @@ impl Link {
                 .lock()
                 .map_err(|e| share_err(format!("locking {}: {e}", group.path().display())))?;
             let reclaimed = guard.reclaim_dead(cfg.ring_size);
+            // Before a new group's reset clears them.
+            let reclaim_counts = guard.reclaim_counts();
             let (link, index, how, geometry) = match guard.live_member() {
                 None => {
                     let link = Link::open_with(cfg, Some(MAX_MEMBERS as u32))?;
@@ -112,7 +114,7 @@ impl Link {
                 member: index,
                 how,
                 reclaimed,
-                reclaim_counts: guard.reclaim_counts(),
+                reclaim_counts,
             };
             (link, open, geometry)
         };
