@@ -34,7 +34,13 @@ fn rendezvous(pair: &HostPair) -> PathBuf {
     dir
 }
 
-fn spawn(host: &Host, peer: &Host, role: &str, rv: &str, name: &str, ms: u32) -> Child {
+fn spawn(
+    host: &Host,
+    peer: &Host,
+    role: &str,
+    (rv, name, ms): (&str, &str, u32),
+    env: &[(&str, &str)],
+) -> Child {
     host.command(compile("pingpong"))
         .arg(host.ifname())
         .arg(host.ipv4().to_string())
@@ -44,6 +50,7 @@ fn spawn(host: &Host, peer: &Host, role: &str, rv: &str, name: &str, ms: u32) ->
         .env("FI_LOG_LEVEL", "info")
         .env_remove("FI_PROVIDER")
         .env_remove("FI_XDP_IFACE")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -52,11 +59,16 @@ fn spawn(host: &Host, peer: &Host, role: &str, rv: &str, name: &str, ms: u32) ->
 
 /// Starts pair `name`: its client pings for `ms` milliseconds.
 fn start(pair: &HostPair, name: &str, ms: u32) -> Pingpong {
+    start_with(pair, name, ms, &[])
+}
+
+/// As [`start`], both processes with `env`.
+fn start_with(pair: &HostPair, name: &str, ms: u32, env: &[(&str, &str)]) -> Pingpong {
     let rv = rendezvous(pair).to_string_lossy().into_owned();
     Pingpong {
         name: name.to_owned(),
-        server: spawn(&pair.b, &pair.a, "server", &rv, name, 0),
-        client: spawn(&pair.a, &pair.b, "client", &rv, name, ms),
+        server: spawn(&pair.b, &pair.a, "server", (&rv, name, 0), env),
+        client: spawn(&pair.a, &pair.b, "client", (&rv, name, ms), env),
     }
 }
 
@@ -120,6 +132,11 @@ fn closing_lines(log: &str) -> Vec<Result<Paths, String>> {
 /// Both processes of `p` passed, and each endpoint's inter-host datagrams
 /// went through AF_XDP; the client's one-way latency (µs) and both logs.
 fn finish(p: Pingpong) -> (f64, String) {
+    finish_on(p, true)
+}
+
+/// As [`finish`]; the path checked only when `af_xdp`.
+fn finish_on(p: Pingpong, af_xdp: bool) -> (f64, String) {
     let client = wait(p.client);
     let server = wait(p.server);
     let text = |o: &Output| {
@@ -133,7 +150,10 @@ fn finish(p: Pingpong) -> (f64, String) {
     let name = &p.name;
     assert!(client.status.success(), "client {name}:\n{c}\nserver:\n{s}");
     assert!(server.status.success(), "server {name}:\n{s}\nclient:\n{c}");
-    for (who, log) in [("client", &c), ("server", &s)] {
+    for (who, log) in [("client", &c), ("server", &s)]
+        .into_iter()
+        .filter(|_| af_xdp)
+    {
         for l in log
             .lines()
             .filter(|l| l.contains("AF_XDP group") || l.contains("died"))
@@ -206,24 +226,55 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
 }
 
 /// 64-byte one-way latency of one pair alone, then of four pairs at once
-/// (each rank with a partner on the other host), in one run: figures for
-/// docs/performance.md. On a machine with fewer cores than the eight
-/// busy-polling processes, the four-pair figure mostly measures CPU
-/// sharing.
+/// (each rank with a partner on the other host) sharing each host's queue,
+/// then of the same four pairs on the kernel UDP path (what all but the
+/// first rank of a host used to get), in one run: figures for
+/// docs/performance.md. With fewer cores than the eight busy-polling
+/// processes, the four-pair figures mostly measure CPU sharing.
 #[test]
 #[ignore = "measurement: run with --ignored"]
 fn latency_one_pair_vs_four() {
     let pair = test_pair();
     let (one, _) = finish(start(&pair, "alone", 2000));
-    let pairs: Vec<Pingpong> = (0..4)
-        .map(|i| start(&pair, &format!("q{i}"), 2000))
+    // The group's own cost, without CPU sharing: one pair among three idle
+    // members per host (endpoints enabled, their processes asleep waiting
+    // for a partner that never comes).
+    let rv = rendezvous(&pair).to_string_lossy().into_owned();
+    let mut idle: Vec<Child> = (0..3)
+        .flat_map(|i| {
+            let (a, b) = (format!("idle-a{i}"), format!("idle-b{i}"));
+            [
+                spawn(&pair.a, &pair.b, "client", (&rv, &a, 0), &[]),
+                spawn(&pair.b, &pair.a, "server", (&rv, &b, 0), &[]),
+            ]
+        })
         .collect();
-    let four: Vec<f64> = pairs.into_iter().map(|p| finish(p).0).collect();
-    let mean = four.iter().sum::<f64>() / four.len() as f64;
+    std::thread::sleep(Duration::from_millis(1500));
+    let (among_idle, logs) = finish(start(&pair, "among-idle", 2000));
+    assert_eq!(logs.matches("joined the AF_XDP group").count(), 2, "{logs}");
+    for c in &mut idle {
+        c.kill().unwrap();
+        let _ = c.wait();
+    }
+    let four = |tag: &str, env: &[(&str, &str)], af_xdp: bool| -> Vec<f64> {
+        let pairs: Vec<Pingpong> = (0..4)
+            .map(|i| start_with(&pair, &format!("{tag}{i}"), 2000, env))
+            .collect();
+        pairs.into_iter().map(|p| finish_on(p, af_xdp).0).collect()
+    };
+    let shared = four("q", &[], true);
+    let kernel = four("k", &[("FI_XDP_KERNEL_PATH", "1")], false);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "64 B one-way latency: 1 pair {one:.2} us; 4 pairs at once {four:.2?} us (mean {mean:.2}); \
-         ratio 4 pairs / 1 pair = {:.2} ({cores} cores)",
-        mean / one
+        "64 B one-way latency ({cores} cores): 1 pair {one:.2} us; 1 pair among 3 idle group \
+         members per host {among_idle:.2} us ({:.2} x); 4 pairs sharing the AF_XDP \
+         queues {shared:.1?} us (mean {:.1}, {:.1} x one pair); 4 pairs on the kernel UDP path \
+         {kernel:.1?} us (mean {:.1}, {:.1} x one pair)",
+        among_idle / one,
+        mean(&shared),
+        mean(&shared) / one,
+        mean(&kernel),
+        mean(&kernel) / one
     );
 }
