@@ -175,8 +175,8 @@ fn ranks_on(pair: &HostPair, bin: &str, in_a: usize, in_b: usize) -> Vec<String>
 
 /// One-sided MPI, one rank per host: every put, get and atomic crosses
 /// the veth pair as the provider's RMA (the BTL's endpoint is the second
-/// on its interface in each process, beside the MTL's: it runs on the
-/// kernel UDP path, same protocol).
+/// on its interface in each process, beside the MTL's: it joins the MTL
+/// endpoint's queue group).
 #[test]
 fn mpi_one_sided_two_hosts() {
     one_sided(1, 1);

@@ -22,11 +22,12 @@
 //!   process left are removed when the program is next attached here.
 //! - **The kernel UDP socket** carries datagrams for peers on this host
 //!   (their IP is one of ours): an AF_XDP frame to our own address would
-//!   leave on the wire and never come back. When the interface's AF_XDP
-//!   queue or XDP hook is already taken — by another process, or another
-//!   endpoint of ours — the endpoint runs on this socket alone: slower, but
-//!   the same protocol and wire format, and its port is not steered, so the
-//!   kernel delivers its datagrams. FI_XDP_KERNEL_PATH=1 asks for that.
+//!   leave on the wire and never come back. When no AF_XDP queue can be had
+//!   — another user's socket or program on the interface, a full or
+//!   unjoinable UMEM group (`port/open.rs`) — the endpoint runs on this
+//!   socket alone: slower, but the same protocol and wire format, and its
+//!   port is not steered, so the kernel delivers its datagrams.
+//!   FI_XDP_KERNEL_PATH=1 asks for that.
 
 use std::collections::HashMap;
 use std::io;
@@ -57,7 +58,8 @@ use open::*;
 
 struct Shared {
     steering: Steering,
-    /// Queues this process's sockets are bound to on the interface.
+    /// Queues this process's sockets are bound to on the interface, once
+    /// per socket.
     queues: Vec<u32>,
 }
 
@@ -200,7 +202,10 @@ impl Drop for Xsk {
         let mut s = lock(&self.shared);
         let _ = s.steering.unsteer_port(self.port);
         let _ = s.steering.clear_socket(self.slot);
-        s.queues.retain(|q| *q != self.queue);
+        // One entry per socket: another endpoint of ours may share the queue.
+        if let Some(i) = s.queues.iter().position(|q| *q == self.queue) {
+            s.queues.swap_remove(i);
+        }
     }
 }
 

@@ -438,7 +438,8 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
 /// the same queue on AF_XDP (not the kernel path) and reaps rule records of
 /// the dead (veth takes no rules, so there are none here: the unit tests of
 /// `ofi_xdp_link::ntuple` drive that path, and README.md has the check for
-/// NICs that take rules), and `ofi-xdp cleanup` removes the statistics file.
+/// NICs that take rules), and `ofi-xdp cleanup` removes the statistics file
+/// and the killed endpoint's AF_XDP group file.
 #[test]
 fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
     let pair = HostPair::with_queues(1500, 4).unwrap();
@@ -535,6 +536,12 @@ fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
         if std::ptr::eq(h, &pair.a) {
             assert!(cleaned.contains("ntuple rule"), "{cleaned}");
         }
+        // The killed endpoint's AF_XDP group file (its queue's UMEM group,
+        // every member gone).
+        assert!(
+            cleaned.contains("AF_XDP group") && cleaned.contains("every member is gone"),
+            "{cleaned}"
+        );
     }
     assert!(!left.exists(), "cleanup left the dead rule's record");
     let _ = std::fs::remove_dir_all(&logs);

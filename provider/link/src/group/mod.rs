@@ -21,7 +21,8 @@
 //! consumed a frame returns it), then one range of TX slots per member
 //! table entry, so a member allocates TX frames without asking anyone.
 //!
-//! The file is created with mode 0600, opened with `O_NOFOLLOW`, and
+//! The file, `/dev/shm/ofi-xdp-umem-NETNS-PIDNS-IFINDEX-QUEUE-UID`, is
+//! created with mode 0600, opened with `O_NOFOLLOW`, and
 //! refused unless it belongs to us: another user cannot join (and
 //! `pidfd_getfd` needs ptrace rights over the member anyway).
 
@@ -145,11 +146,13 @@ unsafe impl Sync for Group {}
 
 impl Group {
     /// The group file of (network namespace `netns`, interface `ifindex`,
-    /// `queue`) for our user in `dir`, created (and initialised) if absent.
+    /// `queue`) for our user and PID namespace in `dir`, created (and
+    /// initialised) if absent. The PID namespace is part of the name
+    /// because members are told apart by pid: processes of another PID
+    /// namespace sharing this /dev/shm make a group of their own (and find
+    /// the queue busy) instead of taking our members for dead.
     pub fn open(dir: &Path, netns: u64, ifindex: u32, queue: u32) -> io::Result<Group> {
-        // SAFETY: geteuid cannot fail.
-        let uid = unsafe { libc::geteuid() };
-        let path = dir.join(format!("ofi-xdp-umem-{netns}-{ifindex}-{queue}-{uid}"));
+        let path = dir.join(format!("{}{ifindex}-{queue}-{}", prefix(netns), uid()));
         Group::open_path(&path)
     }
 
@@ -213,6 +216,35 @@ impl Group {
         Ok(map)
     }
 
+    /// The group files of network namespace `netns` and our user in `dir`.
+    pub fn files(dir: &Path, netns: u64) -> Vec<PathBuf> {
+        let prefix = prefix(netns);
+        let suffix = format!("-{}", uid());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&suffix))
+            })
+            .collect()
+    }
+
+    /// No member of the group lives: every process in its table is gone
+    /// (killed, since a member that leaves removes itself). Its file is a
+    /// leftover.
+    pub fn abandoned(&self) -> io::Result<bool> {
+        let guard = self.lock()?;
+        Ok(guard
+            .members()
+            .iter()
+            .all(|m| m.pid == 0 || !process::alive(m.pid, m.start_time)))
+    }
+
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
@@ -237,6 +269,21 @@ impl Group {
         // SAFETY: the mutex was initialised (magic set) and is in our mapping.
         let how = unsafe { mutex::lock(std::ptr::addr_of_mut!((*header).mutex))? };
         Ok(GroupGuard {
+            group: self,
+            owner_died: how == Locked::OwnerDied,
+        })
+    }
+}
+
+impl Group {
+    /// Takes the lock if it is free now (the data path: a refill or a reap
+    /// that finds it taken is done on a later pass, so no member ever
+    /// waits for another — not even for one stopped while holding it).
+    pub fn try_lock(&self) -> Option<GroupGuard<'_>> {
+        let header = self.header();
+        // SAFETY: as in `lock`.
+        let how = unsafe { mutex::try_lock(std::ptr::addr_of_mut!((*header).mutex)) };
+        how.ok().flatten().map(|how| GroupGuard {
             group: self,
             owner_died: how == Locked::OwnerDied,
         })
@@ -350,6 +397,18 @@ impl GroupGuard<'_> {
             let _ = std::fs::remove_file(&self.group.path);
         }
     }
+}
+
+fn uid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The start of the names of our group files in network namespace `netns`
+/// (and our PID namespace).
+fn prefix(netns: u64) -> String {
+    let pidns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
+    format!("ofi-xdp-umem-{netns}-{pidns}-")
 }
 
 fn flock(fd: RawFd, op: libc::c_int) -> io::Result<()> {

@@ -61,6 +61,24 @@ pub(crate) unsafe fn lock(m: *mut libc::pthread_mutex_t) -> io::Result<Locked> {
     }
 }
 
+/// Locks the mutex at `m` if it is free now; `None` when another holds it.
+///
+/// # Safety
+/// As for [`lock`].
+pub(crate) unsafe fn try_lock(m: *mut libc::pthread_mutex_t) -> io::Result<Option<Locked>> {
+    // SAFETY: per the caller.
+    match unsafe { libc::pthread_mutex_trylock(m) } {
+        0 => Ok(Some(Locked::Clean)),
+        libc::EBUSY => Ok(None),
+        libc::EOWNERDEAD => {
+            // SAFETY: we hold it (EOWNERDEAD returns with the lock held).
+            check(unsafe { libc::pthread_mutex_consistent(m) })?;
+            Ok(Some(Locked::OwnerDied))
+        }
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// Unlocks the mutex at `m`, which we hold.
 ///
 /// # Safety

@@ -97,6 +97,7 @@ fn a_dead_member_is_reclaimed_with_its_mailbox() {
     assert_eq!(l.live_member().map(|m| m.port), Some(1));
     assert_eq!(l.add(member(process::own_pid(), 3)), Some(1));
     drop(l);
+    assert!(!g.abandoned().unwrap());
     let _ = std::fs::remove_file(&path);
 }
 
@@ -121,8 +122,12 @@ fn a_holder_dying_with_the_lock_is_survived() {
     let mut status = 0;
     // SAFETY: waiting for our child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    let l = g.lock().unwrap();
+    let l = g.try_lock().unwrap();
     assert!(l.owner_died());
+    // Taken: a second try finds it so (the data path skips a pass).
+    std::thread::scope(|s| {
+        s.spawn(|| assert!(g.try_lock().is_none()));
+    });
     drop(l);
     assert!(!g.lock().unwrap().owner_died());
     let _ = std::fs::remove_file(&path);
@@ -146,4 +151,24 @@ fn mailbox_posts_drains_and_refuses_when_full() {
     assert!(mb.post(5));
     mb.reset();
     assert!(mb.is_empty());
+}
+
+#[test]
+fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
+    let dir = temp_path("list").with_file_name("list-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let g = Group::open(&dir, 77, 3, 1).unwrap();
+    drop(Group::open(&dir, 78, 3, 1).unwrap());
+    assert_eq!(Group::files(&dir, 77), vec![g.path().to_owned()]);
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    g.lock().unwrap().reset(Geometry::default());
+    g.lock().unwrap().add(member(child.id() as i32, 9));
+    assert!(!g.abandoned().unwrap());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(g.abandoned().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }

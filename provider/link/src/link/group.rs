@@ -286,15 +286,26 @@ impl Link {
     }
 
     /// [`Link::refill`] in a group: our free RX frames onto the shared fill
-    /// ring, under the lock.
+    /// ring, under the lock (if free now: else on a later pass).
     pub(super) fn refill_shared(&mut self) -> usize {
+        self.refill_in_group(false)
+    }
+
+    /// [`Link::refill_shared`]; `wait`: for the lock if taken (leaving),
+    /// else skip this pass.
+    fn refill_in_group(&mut self, wait: bool) -> usize {
         let Some(m) = &self.membership else {
             return 0;
         };
         if self.umem.pool.rx_free() == 0 {
             return 0;
         }
-        let Ok(mut guard) = m.group.lock() else {
+        let guard = if wait {
+            m.group.lock().ok()
+        } else {
+            m.group.try_lock()
+        };
+        let Some(mut guard) = guard else {
             return 0;
         };
         if guard.owner_died() {
@@ -340,7 +351,7 @@ impl Link {
         if !self.comp.looks_nonempty() {
             return total;
         }
-        let Ok(mut guard) = m.group.lock() else {
+        let Some(mut guard) = m.group.try_lock() else {
             return total;
         };
         if guard.owner_died() {
@@ -393,7 +404,7 @@ impl Link {
             }
         }
         self.rx.release(avail);
-        self.refill_shared();
+        self.refill_in_group(true);
         if let Some(m) = &self.membership
             && let Ok(mut guard) = m.group.lock()
         {

@@ -202,8 +202,10 @@ pub(super) fn link_config(args: &OpenArgs) -> std::result::Result<LinkConfig, Xs
 
 /// Binds the socket to `wanted` (FI_XDP_QUEUE), or else to the first of the
 /// interface's `queues` that no socket of this process uses and that the
-/// kernel gives us: in the queue's UMEM group (created, or joined when
-/// other processes of our user use the queue), with what the group told.
+/// kernel gives us, or else to one our process uses already: in the
+/// queue's UMEM group (created, or joined when other endpoints of our user
+/// use the queue), with what the group told. A queue of its own first: a
+/// group's members share its receive frames and lock.
 pub(super) fn bind_a_queue(
     lc: &LinkConfig,
     ifindex: u32,
@@ -216,7 +218,8 @@ pub(super) fn bind_a_queue(
         Some(q) => vec![q],
         None => {
             let used = lock(shared).queues.clone();
-            (0..queues).filter(|q| !used.contains(q)).collect()
+            let (ours, free): (Vec<u32>, Vec<u32>) = (0..queues).partition(|q| used.contains(q));
+            free.into_iter().chain(ours).collect()
         }
     };
     let mut lc = lc.clone();
@@ -233,11 +236,7 @@ pub(super) fn bind_a_queue(
             }
         }
     }
-    Err(Busy(if busy.is_empty() {
-        format!("every receive queue of {ifname} already has an AF_XDP socket of this process")
-    } else {
-        busy.join("; ")
-    }))
+    Err(Busy(busy.join("; ")))
 }
 
 /// The socket on `lc`'s queue in the queue's UMEM group; without a group
