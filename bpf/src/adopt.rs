@@ -43,16 +43,20 @@ impl Steering {
             .ok_or_else(|| refuse(format!("program {prog_id} is gone")))?;
         if !program.ours {
             return Err(refuse(format!(
-                "program {prog_id} ({:?}) is not the ofi-xdp steering program",
+                "program {prog_id} ({:?}) is not the ofi-xdp steering program (remove it with \
+                 `ip link set dev {ifname} xdp off` if it is stale)",
                 program.name
             )));
         }
         // SAFETY: geteuid cannot fail.
         let uid = unsafe { libc::geteuid() };
         if program.uid != Some(uid) {
+            let by = program
+                .uid
+                .map_or("an unknown user".into(), |u| format!("user {u}"));
             return Err(refuse(format!(
-                "program {prog_id} was loaded by user {:?}, not by us ({uid})",
-                program.uid
+                "program {prog_id} was loaded by {by}, not by us ({uid}): another user's \
+                 endpoints hold the interface"
             )));
         }
         let link = inspect::xdp_links()?

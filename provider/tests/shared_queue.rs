@@ -34,6 +34,18 @@ fn rendezvous(pair: &HostPair) -> PathBuf {
     dir
 }
 
+/// Runs the program as user nobody, with the capabilities an AF_XDP
+/// endpoint needs (as root's processes have them): another user on the
+/// same host.
+const AS_NOBODY: [&str; 6] = [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--inh-caps=+net_raw,+net_admin,+bpf,+sys_admin,+ipc_lock",
+    "--ambient-caps=+net_raw,+net_admin,+bpf,+sys_admin,+ipc_lock",
+    "--",
+];
+
 fn spawn(
     host: &Host,
     peer: &Host,
@@ -41,8 +53,26 @@ fn spawn(
     (rv, name, ms): (&str, &str, u32),
     env: &[(&str, &str)],
 ) -> Child {
-    host.command(compile("pingpong"))
-        .arg(host.ifname())
+    spawn_as(host, peer, role, (rv, name, ms), env, false)
+}
+
+/// As [`spawn`]; `nobody`: as another user ([`AS_NOBODY`]).
+fn spawn_as(
+    host: &Host,
+    peer: &Host,
+    role: &str,
+    (rv, name, ms): (&str, &str, u32),
+    env: &[(&str, &str)],
+    nobody: bool,
+) -> Child {
+    let mut cmd = if nobody {
+        let mut c = host.command("setpriv");
+        c.args(AS_NOBODY).arg(compile("pingpong"));
+        c
+    } else {
+        host.command(compile("pingpong"))
+    };
+    cmd.arg(host.ifname())
         .arg(host.ipv4().to_string())
         .arg(peer.ipv4().to_string())
         .args([role, rv, name, &ms.to_string()])
@@ -223,6 +253,42 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
         "the newcomer did not join on both hosts:\n{logs}"
     );
     finish(long);
+}
+
+/// Another user's endpoints on the queues our user's groups hold neither
+/// join nor disturb them: they run on the kernel UDP path and say why,
+/// while our pair stays on AF_XDP.
+#[test]
+fn another_users_endpoints_get_the_kernel_path() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let pair = test_pair();
+    let ours = start(&pair, "ours", 2000);
+    std::thread::sleep(Duration::from_millis(700));
+    let dir = rendezvous(&pair);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rv = dir.to_string_lossy().into_owned();
+    let theirs = Pingpong {
+        name: "theirs".to_owned(),
+        server: spawn_as(&pair.b, &pair.a, "server", (&rv, "theirs", 0), &[], true),
+        client: spawn_as(&pair.a, &pair.b, "client", (&rv, "theirs", 300), &[], true),
+    };
+    let (_, logs) = finish_on(theirs, false);
+    let closing: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(": port ") && l.contains(" closed: "))
+        .collect();
+    assert_eq!(closing.len(), 2, "{logs}");
+    assert!(
+        closing.iter().all(|l| l.contains("kernel UDP path only")),
+        "{logs}"
+    );
+    assert_eq!(
+        logs.matches("was loaded by user 0, not by us (65534)")
+            .count(),
+        2,
+        "no reason given:\n{logs}"
+    );
+    finish(ours);
 }
 
 /// 64-byte one-way latency of one pair alone, then of four pairs at once

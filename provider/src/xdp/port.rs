@@ -95,7 +95,7 @@ fn steering_for(
         }
         // Another process holds the hook: when it is our program, loaded by
         // our user (another rank of the job), share it.
-        Err(e @ ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => adopt_steering(ifname, &e)?,
+        Err(ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => adopt_steering(ifname)?,
         Err(e) => {
             xdp_warn!(
                 FI_LOG_EP_CTRL,
@@ -113,12 +113,9 @@ fn steering_for(
 }
 
 /// The steering program another process of our user attached to
-/// `ifname` (`attaching`: why ours was refused), shared; or why not (Busy:
-/// the kernel UDP path).
-fn adopt_steering(
-    ifname: &str,
-    attaching: &ofi_xdp_bpf::BpfError,
-) -> std::result::Result<Steering, XskError> {
+/// `ifname` (ours was refused: the hook is taken), shared; or why not
+/// (Busy: the kernel UDP path).
+fn adopt_steering(ifname: &str) -> std::result::Result<Steering, XskError> {
     match Steering::adopt(ifname) {
         Ok(s) => {
             crate::xdp_info!(
@@ -128,7 +125,7 @@ fn adopt_steering(
             );
             Ok(s)
         }
-        Err(e) => Err(Busy(format!("{attaching}; and it cannot be shared: {e}"))),
+        Err(e) => Err(Busy(e.to_string())),
     }
 }
 
