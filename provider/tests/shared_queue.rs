@@ -212,6 +212,22 @@ fn finish_on(p: Pingpong, af_xdp: bool) -> (f64, String) {
     (latency, c + &s)
 }
 
+/// The UDP ports the steering program on `host`'s interface steers.
+fn steered_ports(host: &Host) -> Vec<(u16, u32)> {
+    use ofi_xdp_bpf::inspect;
+    host.run(|| {
+        let ifindex = ofi_xdp_link::ethtool::ifindex(host.ifname()).unwrap();
+        let iface = inspect::interfaces()
+            .unwrap()
+            .into_iter()
+            .find(|i| i.ifindex == ifindex)
+            .unwrap();
+        let (_, id) = iface.programs[0];
+        let program = inspect::program(id).unwrap().unwrap();
+        inspect::SteeringMaps::open(&program).unwrap().ports().unwrap()
+    })
+}
+
 fn test_pair() -> HostPair {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
@@ -239,7 +255,7 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
     let pair = test_pair();
     let mut victim = start(&pair, "victim", 10_000);
     let short = start(&pair, "short", 1500);
-    let long = start(&pair, "long", 4000);
+    let long = start(&pair, "long", 8000);
     std::thread::sleep(Duration::from_millis(700));
     victim.server.kill().unwrap();
     victim.client.kill().unwrap();
@@ -252,6 +268,12 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
         2,
         "the newcomer did not join on both hosts:\n{logs}"
     );
+    // The victims' ports were unsteered when their entries were taken
+    // over or tidied; the short pair's and the newcomer's when they closed:
+    // only the long pair's port is left on each host.
+    for h in [&pair.a, &pair.b] {
+        assert_eq!(steered_ports(h).len(), 1, "{h:?}: {:?}", steered_ports(h));
+    }
     finish(long);
 }
 

@@ -71,5 +71,5 @@ pub use config::{
 pub use error::LinkError;
 pub use frames::FrameError;
 pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};
-pub use link::{GroupJoin, Link, LinkStats, RxDatagram, SharedOpen, TxFrame, XdpStatistics};
+pub use link::{GroupJoin, Link, LinkStats, RxDatagram, SharedOpen, Tidy, TxFrame, XdpStatistics};
 pub use wire::{LinkAddr, MacAddr};

@@ -39,7 +39,7 @@ fn member(pair: &HostPair, port: u16) -> (Link, ofi_xdp_link::SharedOpen) {
     let cfg = config(&pair.b, port, pair.b.ipv4().into());
     let path = group_file(pair);
     pair.b
-        .run(move || Link::open_shared(&cfg, Group::open_path(&path).unwrap()))
+        .run(move || Link::open_shared(&cfg, Group::open_path(&path).unwrap(), |_| {}))
         .unwrap()
 }
 

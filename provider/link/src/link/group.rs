@@ -45,11 +45,23 @@ pub struct SharedOpen {
     /// caller's business).
     pub member: usize,
     pub how: GroupJoin,
-    /// Members found dead on the way in: the caller unsteers their ports.
+    /// Members found dead on the way in (what they kept per member is
+    /// among [`Tidy::free`]).
     pub reclaimed: Vec<Reclaimed>,
     /// Dead members so far and the RX frames they may have stranded (an
     /// upper bound).
     pub reclaim_counts: (u64, u64),
+}
+
+/// The member table as [`Link::open_shared`] leaves it, handed to its
+/// caller's `tidy` while the group's lock is still held: what the caller
+/// keeps per member (an XSKMAP slot, the ports steered there) may be
+/// cleared for `free` entries — no other process can take one meanwhile —
+/// and for `ours` (what its previous occupant left).
+#[derive(Debug)]
+pub struct Tidy {
+    pub ours: usize,
+    pub free: Vec<usize>,
 }
 
 impl Link {
@@ -57,8 +69,13 @@ impl Link {
     /// it when a member lives, else creates it (a fresh UMEM in a memfd).
     /// [`LinkError::QueueBusy`]: the queue is taken outside the group (by
     /// another user, or another program); [`LinkError::ShareRefused`]: the
-    /// group exists and cannot be joined.
-    pub fn open_shared(cfg: &LinkConfig, group: Group) -> Result<(Link, SharedOpen), LinkError> {
+    /// group exists and cannot be joined. `tidy` runs under the group's
+    /// lock once we are in ([`Tidy`]).
+    pub fn open_shared(
+        cfg: &LinkConfig,
+        group: Group,
+        tidy: impl FnOnce(Tidy),
+    ) -> Result<(Link, SharedOpen), LinkError> {
         let share_err = |why: String| LinkError::ShareRefused {
             ifname: cfg.ifname.clone(),
             queue: cfg.queue_id,
@@ -110,6 +127,14 @@ impl Link {
                     }
                 }
             };
+            let free = guard
+                .members()
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.pid == 0)
+                .map(|(i, _)| i)
+                .collect();
+            tidy(Tidy { ours: index, free });
             let open = SharedOpen {
                 member: index,
                 how,

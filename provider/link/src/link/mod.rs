@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-pub use group::{GroupJoin, SharedOpen};
+pub use group::{GroupJoin, SharedOpen, Tidy};
 pub use rx::RxDatagram;
 pub use tx::TxFrame;
 

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use ofi_xdp_bpf::Steering;
 use ofi_xdp_link::group::{self, Group};
 use ofi_xdp_link::ntuple::{self, FlowRule, InstalledRule};
-use ofi_xdp_link::{BindPreference, BusyPoll, GroupJoin, Link, LinkConfig, LinkError, SharedOpen};
+use ofi_xdp_link::{
+    BindPreference, BusyPoll, GroupJoin, Link, LinkConfig, LinkError, SharedOpen, Tidy,
+};
 
 use crate::abi::{Errno, lock};
 use crate::datapath::OpenArgs;
@@ -76,9 +78,6 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     let slot = xskmap_slot(queue, group.as_ref().map_or(0, |g| g.member as u32))?;
     {
         let mut s = lock(&shared);
-        if let Some(g) = &group {
-            reclaim_steering(&mut s.steering, ifname, queue, g, slot);
-        }
         s.steering.set_socket(slot, link.fd(), queue).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
             Failed(Errno::OTHER)
@@ -106,34 +105,35 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
 /// steering program never pick the same slot without having to agree on it.
 pub(super) const SOCKETS_PER_QUEUE: u32 = group::MAX_MEMBERS as u32;
 
-/// What members of our queue's group that died left in the steering
-/// program: their ports (steered to slots whose socket is gone, or about to
-/// be ours) and their XSKMAP slots.
-fn reclaim_steering(
-    steering: &mut Steering,
-    ifname: &str,
-    queue: u32,
-    group: &SharedOpen,
-    ours: u32,
-) {
-    let dead = group
-        .reclaimed
+/// What members of our queue's group that are gone left in the steering
+/// program, cleared under the group's lock ([`Tidy`]): the XSKMAP slots of
+/// free member entries and the ports steered to them, and the ports the
+/// previous occupant of our entry steered to our slot.
+fn tidy_steering(steering: &mut Steering, ifname: &str, queue: u32, tidy: &Tidy) {
+    let slot = |m: usize| xskmap_slot(queue, m as u32).ok();
+    for s in tidy.free.iter().filter_map(|m| slot(*m)) {
+        let _ = steering.clear_socket(s);
+    }
+    for s in tidy
+        .free
         .iter()
-        .filter_map(|r| xskmap_slot(queue, r.index as u32).ok());
-    for slot in dead.chain([ours]) {
-        if slot != ours {
-            let _ = steering.clear_socket(slot);
-        }
-        match steering.unsteer_slot(slot) {
+        .chain([&tidy.ours])
+        .filter_map(|m| slot(*m))
+    {
+        match steering.unsteer_slot(s) {
             Ok(ports) if !ports.is_empty() => crate::xdp_info!(
                 FI_LOG_EP_CTRL,
-                "{ifname}: ports {ports:?} of a process that died no longer steered (XSKMAP slot \
-                 {slot})"
+                "{ifname}: ports {ports:?} of endpoints that are gone no longer steered \
+                 (XSKMAP slot {s})"
             ),
             Ok(_) => {}
-            Err(e) => xdp_warn!(FI_LOG_EP_CTRL, "{ifname}: unsteering slot {slot}: {e}"),
+            Err(e) => xdp_warn!(FI_LOG_EP_CTRL, "{ifname}: unsteering slot {s}: {e}"),
         }
     }
+}
+
+/// Says at `info` that members of the group died, when some were found.
+fn log_reclaimed(ifname: &str, queue: u32, group: &SharedOpen) {
     let (dead, stranded) = group.reclaim_counts;
     if !group.reclaimed.is_empty() {
         crate::xdp_info!(
@@ -226,7 +226,7 @@ pub(super) fn bind_a_queue(
     let mut busy = Vec::new();
     for q in candidates {
         lc.queue_id = q;
-        match open_in_group(&lc, ifindex) {
+        match open_in_group(&lc, ifindex, shared) {
             Ok(l) => return Ok(l),
             Err(e @ (LinkError::QueueBusy { .. } | LinkError::ShareRefused { .. })) => {
                 busy.push(e.to_string())
@@ -245,6 +245,7 @@ pub(super) fn bind_a_queue(
 fn open_in_group(
     lc: &LinkConfig,
     ifindex: u32,
+    shared: &Mutex<Shared>,
 ) -> std::result::Result<(Link, Option<SharedOpen>), LinkError> {
     let netns = ofi_xdp_epstats::netns_inode().unwrap_or(0);
     let dir = std::path::Path::new(group::DEFAULT_DIR);
@@ -261,7 +262,11 @@ fn open_in_group(
             return Link::open(lc).map(|l| (l, None));
         }
     };
-    let (link, open) = Link::open_shared(lc, group)?;
+    let (q, ifname) = (lc.queue_id, lc.ifname.as_str());
+    let (link, open) = Link::open_shared(lc, group, |tidy| {
+        tidy_steering(&mut lock(shared).steering, ifname, q, &tidy)
+    })?;
+    log_reclaimed(ifname, q, &open);
     match open.how {
         GroupJoin::Created => crate::xdp_info!(
             FI_LOG_EP_CTRL,
