@@ -224,7 +224,10 @@ fn steered_ports(host: &Host) -> Vec<(u16, u32)> {
             .unwrap();
         let (_, id) = iface.programs[0];
         let program = inspect::program(id).unwrap().unwrap();
-        inspect::SteeringMaps::open(&program).unwrap().ports().unwrap()
+        inspect::SteeringMaps::open(&program)
+            .unwrap()
+            .ports()
+            .unwrap()
     })
 }
 

@@ -194,6 +194,16 @@ impl<T: Copy> Ring<T> {
         self.cached_cons = self.cons().load(Ordering::Acquire);
     }
 
+    /// Free slots as of now, for a producer shared between processes (a
+    /// cheap look before taking their lock).
+    pub(crate) fn free_hint(&self) -> u32 {
+        let used = self
+            .prod()
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.cons().load(Ordering::Relaxed));
+        self.size.saturating_sub(used)
+    }
+
     /// Whether the ring holds entries, as of now (a cheap look before
     /// taking a lock).
     pub(crate) fn looks_nonempty(&self) -> bool {

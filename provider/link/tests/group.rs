@@ -165,3 +165,52 @@ fn members_share_a_queue_each_with_its_port() {
     drop(members);
     let _ = std::fs::remove_file(group_file(&pair));
 }
+
+/// A member that stops polling while datagrams keep coming for it holds
+/// at most its RX ring's frames: the others still receive (the receive
+/// frames not in the fill ring wait in the group's pool, not with the
+/// member that made the group).
+#[test]
+fn a_member_that_stops_polling_starves_nobody() {
+    let pair = HostPair::new().unwrap();
+    let _ = std::fs::remove_file(group_file(&pair));
+    let ifname = pair.b.ifname().to_string();
+    let mut steering = pair
+        .b
+        .run(move || Steering::attach(&ifname, AttachMode::Generic))
+        .unwrap();
+    let mut members = Vec::new();
+    for (i, port) in PORTS_B[..2].iter().enumerate() {
+        let (link, _) = member(&pair, *port);
+        steering.set_socket(i as u32, link.fd(), 0).unwrap();
+        steering.steer_port(*port, i as u32).unwrap();
+        members.push(link);
+    }
+    let a_cfg = config(&pair.a, PORT_A, pair.a.ipv4().into());
+    let mut a = pair.a.run(move || Link::open(&a_cfg)).unwrap();
+    let ip = pair.b.ipv4().into();
+    // Member 0 (the group's maker) never reads: its RX ring fills up
+    // (the rest is dropped), taking the fill ring's frames with it.
+    let to0 = resolve(&pair.a, &mut a, ip, PORTS_B[0]);
+    for i in 0..300u32 {
+        loop {
+            match a.send_copy(&to0, &i.to_be_bytes()) {
+                Ok(()) => break,
+                Err(LinkError::NoTxFrame | LinkError::TxRingFull) => {
+                    a.flush().unwrap();
+                    a.reap_completions();
+                }
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        a.flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // Member 1 polls (finding nothing), as an idle endpoint's progress
+    // does: that tops the drained fill ring up from the group's pool.
+    assert_eq!(members[1].recv(64, |_| {}), 0);
+    let to1 = resolve(&pair.a, &mut a, ip, PORTS_B[1]);
+    assert_eq!(exchange(&mut a, &to1, &mut members[1], 300, 1), 300);
+    let s = members[1].stats().unwrap();
+    assert_eq!(s.bad_descs, 0, "{s:?}");
+}

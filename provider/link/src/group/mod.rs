@@ -18,8 +18,10 @@
 //!
 //! The UMEM is split: RX chunks first, common to all members (the kernel
 //! fills any socket of the queue from the shared fill ring; whoever
-//! consumed a frame returns it), then one range of TX slots per member
-//! table entry, so a member allocates TX frames without asking anyone.
+//! consumed a frame returns it, to the fill ring or, when that is full, to
+//! the group's free RX pool in this file), then one range of TX slots per
+//! member table entry, so a member allocates TX frames without asking
+//! anyone.
 //!
 //! The file, `/dev/shm/ofi-xdp-umem-NETNS-PIDNS-IFINDEX-QUEUE-UID`, is
 //! created with mode 0600, opened with `O_NOFOLLOW`, and
@@ -35,7 +37,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::ring::Mmap;
 use mailbox::Mailbox;
@@ -48,6 +50,10 @@ pub const MAX_MEMBERS: usize = 8;
 /// Entries of a member's mailbox: at least its TX slots (each in flight at
 /// most once).
 pub(crate) const MAILBOX_CAP: u32 = 8192;
+
+/// Receive frames the group's free pool holds at most (a UMEM's RX part
+/// beyond it stays with the member that made the group).
+pub(crate) const RX_POOL_CAP: usize = 32768;
 
 /// "ofixdpg1": the file is initialised, in this layout.
 const MAGIC: u64 = 0x6f66_6978_6470_6731;
@@ -118,9 +124,18 @@ struct Header {
     stranded_rx: u64,
 }
 
+/// Where the mailboxes start, then the free RX pool.
+fn mailboxes_at() -> usize {
+    size_of::<Header>().next_multiple_of(64)
+}
+
+fn rx_pool_at() -> usize {
+    mailboxes_at() + MAX_MEMBERS * Mailbox::bytes(MAILBOX_CAP)
+}
+
 /// Bytes of a group file.
 fn file_len() -> usize {
-    size_of::<Header>().next_multiple_of(64) + MAX_MEMBERS * Mailbox::bytes(MAILBOX_CAP)
+    rx_pool_at() + 64 + RX_POOL_CAP * 8
 }
 
 /// A member that was found dead and removed from the table (its port and
@@ -256,10 +271,31 @@ impl Group {
 
     /// Member `index`'s mailbox.
     pub(crate) fn mailbox(&self, index: usize) -> Mailbox<'_> {
-        let at = size_of::<Header>().next_multiple_of(64) + index * Mailbox::bytes(MAILBOX_CAP);
+        let at = mailboxes_at() + index * Mailbox::bytes(MAILBOX_CAP);
         // SAFETY: `at` + the mailbox's bytes is within the mapping (file_len),
         // 64-byte aligned, and lives as long as `self`.
         unsafe { Mailbox::at(self.map.as_ptr().add(at), MAILBOX_CAP) }
+    }
+
+    /// How many free RX frames the group's pool holds, as of now (a cheap
+    /// look before taking the lock).
+    pub(crate) fn rx_pooled_hint(&self) -> u32 {
+        self.rx_pool_count().load(Ordering::Relaxed)
+    }
+
+    fn rx_pool_count(&self) -> &AtomicU32 {
+        // SAFETY: in the mapping (file_len), 64-byte aligned.
+        unsafe { &*self.map.as_ptr().add(rx_pool_at()).cast::<AtomicU32>() }
+    }
+
+    fn rx_pool_entry(&self, i: usize) -> *mut u64 {
+        // SAFETY: callers pass i < RX_POOL_CAP: in the mapping.
+        unsafe {
+            self.map
+                .as_ptr()
+                .add(rx_pool_at() + 64 + i * 8)
+                .cast::<u64>()
+        }
     }
 
     /// Takes the lock; a holder's death is repaired by the caller through
@@ -359,8 +395,39 @@ impl GroupGuard<'_> {
         self.header().members.iter().copied().find(|m| m.pid != 0)
     }
 
+    /// Parks free RX frame `addr` in the group's pool (the fill ring being
+    /// full): any member refilling takes it from there, so a member that
+    /// stops polling keeps no frame but those in its RX ring. `false`: the
+    /// pool is full.
+    pub(crate) fn park_rx(&mut self, addr: u64) -> bool {
+        let count = self.group.rx_pool_count();
+        let n = count.load(Ordering::Relaxed) as usize;
+        if n >= RX_POOL_CAP {
+            return false;
+        }
+        // SAFETY: n < RX_POOL_CAP; we hold the lock, the pool's only writer.
+        unsafe { self.group.rx_pool_entry(n).write(addr) };
+        count.store(n as u32 + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// A free RX frame from the group's pool.
+    pub(crate) fn unpark_rx(&mut self) -> Option<u64> {
+        let count = self.group.rx_pool_count();
+        let n = (count.load(Ordering::Relaxed) as usize).checked_sub(1)?;
+        count.store(n as u32, Ordering::Relaxed);
+        // SAFETY: n < RX_POOL_CAP, written by `park_rx` under the lock.
+        Some(unsafe { self.group.rx_pool_entry(n).read() })
+    }
+
+    /// Room left in the group's RX pool.
+    pub(crate) fn rx_pool_room(&self) -> usize {
+        RX_POOL_CAP.saturating_sub(self.group.rx_pool_count().load(Ordering::Relaxed) as usize)
+    }
+
     /// Starts a new group (no live member): `g` is the UMEM's layout.
     pub fn reset(&mut self, g: Geometry) {
+        self.group.rx_pool_count().store(0, Ordering::Relaxed);
         let h = self.header_mut();
         h.geometry = g;
         h.members = [Member::default(); MAX_MEMBERS];

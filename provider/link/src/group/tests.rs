@@ -49,6 +49,16 @@ fn file_is_private_and_shared_between_openers() {
     assert_eq!(g.member_of_tx_slot(512), Some(1));
     assert_eq!(g.member_of_tx_slot(512 * 8), None);
     drop(l);
+    // The free RX pool: what one member parks, another takes.
+    assert!(a.lock().unwrap().park_rx(4096));
+    assert!(a.lock().unwrap().park_rx(8192));
+    assert_eq!(b.rx_pooled_hint(), 2);
+    let mut l = b.lock().unwrap();
+    assert_eq!(l.unpark_rx(), Some(8192));
+    assert_eq!(l.unpark_rx(), Some(4096));
+    assert_eq!(l.unpark_rx(), None);
+    assert_eq!(l.rx_pool_room(), RX_POOL_CAP);
+    drop(l);
     let _ = std::fs::remove_file(&path);
 }
 

@@ -92,9 +92,16 @@ impl Link {
             let reclaim_counts = guard.reclaim_counts();
             let (link, index, how, geometry) = match guard.live_member() {
                 None => {
-                    let link = Link::open_with(cfg, Some(MAX_MEMBERS as u32))?;
+                    let mut link = Link::open_with(cfg, Some(MAX_MEMBERS as u32))?;
                     let g = link.geometry(cfg);
                     guard.reset(g);
+                    // The fill ring is primed; the other RX frames are the
+                    // group's, not ours to keep.
+                    while guard.rx_pool_room() > 0
+                        && let Some(addr) = link.umem.pool.take_for_fill()
+                    {
+                        guard.park_rx(addr);
+                    }
                     let m = link.member_entry(me, started);
                     let index = guard
                         .add(m)
@@ -322,7 +329,12 @@ impl Link {
         let Some(m) = &self.membership else {
             return 0;
         };
-        if self.umem.pool.rx_free() == 0 {
+        // Nothing of ours to give: take frames from the group's pool only
+        // when the fill ring has drained a good deal (the kernel has taken
+        // them), not on every pass.
+        if self.umem.pool.rx_free() == 0
+            && (m.group.rx_pooled_hint() == 0 || self.fill.free_hint() < self.fill.size() / 2)
+        {
             return 0;
         }
         let guard = if wait {
@@ -341,14 +353,24 @@ impl Link {
         if free == self.fill.size() {
             self.stats.fill_ring_empty += 1;
         }
-        let n = free.min(self.umem.pool.rx_free() as u32);
-        for i in 0..n {
-            if let Some(addr) = self.umem.pool.take_for_fill() {
-                self.fill.write(i, addr);
-            }
+        // Ours first, then the group's pool.
+        let mut n = 0;
+        while n < free {
+            let Some(addr) = self.umem.pool.take_for_fill().or_else(|| guard.unpark_rx()) else {
+                break;
+            };
+            self.fill.write(n, addr);
+            n += 1;
         }
         if n > 0 {
             self.fill.submit(n);
+        }
+        // The fill ring is full: what is left goes to the group's pool, so
+        // that we hold nothing while we do not poll.
+        if self.umem.pool.rx_free() <= guard.rx_pool_room() {
+            while let Some(addr) = self.umem.pool.take_for_fill() {
+                guard.park_rx(addr);
+            }
         }
         n as usize
     }
