@@ -163,7 +163,7 @@ fn members_share_a_queue_each_with_its_port() {
     let to = resolve(&pair.a, &mut a, ip, 47_205);
     assert_eq!(exchange(&mut a, &to, &mut members[1], 50, 7), 50);
     drop(members);
-    let _ = std::fs::remove_file(group_file(&pair));
+    let _ = std::fs::remove_dir_all(group_file(&pair).parent().unwrap());
 }
 
 /// A member that stops polling while datagrams keep coming for it holds
@@ -213,4 +213,6 @@ fn a_member_that_stops_polling_starves_nobody() {
     assert_eq!(exchange(&mut a, &to1, &mut members[1], 300, 1), 300);
     let s = members[1].stats().unwrap();
     assert_eq!(s.bad_descs, 0, "{s:?}");
+    drop(members);
+    let _ = std::fs::remove_dir_all(group_file(&pair).parent().unwrap());
 }

@@ -3,10 +3,19 @@ use std::path::PathBuf;
 
 use super::*;
 
+/// A file `name` in a directory of this test's own (`done` removes it).
 fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ofi-xdp-group-test-{}", process::own_pid()));
+    let dir =
+        std::env::temp_dir().join(format!("ofi-xdp-group-test-{}-{name}", process::own_pid()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// Removes the directory of `path` (made by [`temp_path`]).
+fn done(path: &std::path::Path) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 fn member(pid: i32, port: u32) -> Member {
@@ -59,7 +68,7 @@ fn file_is_private_and_shared_between_openers() {
     assert_eq!(l.unpark_rx(), None);
     assert_eq!(l.rx_pool_room(), RX_POOL_CAP);
     drop(l);
-    let _ = std::fs::remove_file(&path);
+    done(&path);
 }
 
 #[test]
@@ -74,8 +83,8 @@ fn another_users_or_a_linked_file_is_refused() {
     std::os::unix::fs::symlink(&path, &link).unwrap();
     let e = Group::open_path(&link).err().unwrap();
     assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(&link);
+    done(&path);
+    done(&link);
 }
 
 #[test]
@@ -108,7 +117,7 @@ fn a_dead_member_is_reclaimed_with_its_mailbox() {
     assert_eq!(l.add(member(process::own_pid(), 3)), Some(1));
     drop(l);
     assert!(!g.abandoned().unwrap());
-    let _ = std::fs::remove_file(&path);
+    done(&path);
 }
 
 /// A holder killed while holding the lock does not hang the others: the
@@ -140,7 +149,7 @@ fn a_holder_dying_with_the_lock_is_survived() {
     });
     drop(l);
     assert!(!g.lock().unwrap().owner_died());
-    let _ = std::fs::remove_file(&path);
+    done(&path);
 }
 
 #[test]
@@ -165,8 +174,8 @@ fn mailbox_posts_drains_and_refuses_when_full() {
 
 #[test]
 fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
-    let dir = temp_path("list").with_file_name("list-dir");
-    std::fs::create_dir_all(&dir).unwrap();
+    let path = temp_path("list");
+    let dir = path.parent().unwrap().to_owned();
     let g = Group::open(&dir, 77, 3, 1).unwrap();
     drop(Group::open(&dir, 78, 3, 1).unwrap());
     assert_eq!(Group::files(&dir, 77), vec![g.path().to_owned()]);
@@ -180,5 +189,5 @@ fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(g.abandoned().unwrap());
-    let _ = std::fs::remove_dir_all(&dir);
+    done(&path);
 }
