@@ -316,6 +316,31 @@ fn another_users_endpoints_get_the_kernel_path() {
     finish(ours);
 }
 
+/// Ranks of a user other than root (with the capabilities AF_XDP needs,
+/// as a launcher would grant them) share the queue as well: the program
+/// their first process attached is adopted and its UMEM joined by the
+/// others of the same user.
+#[test]
+fn another_users_ranks_share_among_themselves() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let pair = test_pair();
+    let dir = rendezvous(&pair);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rv = dir.to_string_lossy().into_owned();
+    let start_nobody = |name: &str| Pingpong {
+        name: name.to_owned(),
+        server: spawn_as(&pair.b, &pair.a, "server", (&rv, name, 0), &[], true),
+        client: spawn_as(&pair.a, &pair.b, "client", (&rv, name, 800), &[], true),
+    };
+    let pairs = [start_nobody("n0"), start_nobody("n1")];
+    let logs: String = pairs.into_iter().map(|p| finish(p).1).collect();
+    assert_eq!(
+        logs.matches("joined the AF_XDP group").count(),
+        2,
+        "one process per host should have joined:\n{logs}"
+    );
+}
+
 /// 64-byte one-way latency of one pair alone, then of four pairs at once
 /// (each rank with a partner on the other host) sharing each host's queue,
 /// then of the same four pairs on the kernel UDP path (what all but the
