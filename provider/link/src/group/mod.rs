@@ -5,14 +5,14 @@
 //! rings. The group is described by a file in /dev/shm, one per (network
 //! namespace, interface, queue, user), mapped by every member:
 //!
-//! - a robust process-shared mutex ([`mutex`]) guarding the shared rings'
+//! - a robust process-shared mutex (`mutex.rs`) guarding the shared rings'
 //!   producer (fill) and consumer (completion) sides and the member table;
 //! - the geometry of the UMEM (who joins takes it as the first member set
 //!   it, whatever its own configuration says);
 //! - the member table: each member's pid and start time (so a reused pid is
 //!   not taken for it), and the numbers of its AF_XDP socket and UMEM memfd
-//!   descriptors, which a joiner takes with `pidfd_getfd(2)` ([`process`]);
-//! - one mailbox per member ([`mailbox`]): TX completions are drained from
+//!   descriptors, which a joiner takes with `pidfd_getfd(2)` (`process.rs`);
+//! - one mailbox per member (`mailbox.rs`): TX completions are drained from
 //!   the shared completion ring by whoever holds the lock, and those of
 //!   another member's frames are posted to its mailbox.
 //!
@@ -107,7 +107,7 @@ pub struct Member {
     pub umem_fd: i32,
     /// Its UDP port (steered to its socket), for reclaiming.
     pub port: u32,
-    /// Its process's start time (see [`process::alive`]).
+    /// Its process's start time (see `process::alive`).
     pub start_time: u64,
 }
 
