@@ -146,6 +146,11 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
         "held by the server:\n{first}"
     );
     assert!(first.contains("-> XSKMAP slot 0"), "{first}");
+    // The server's queue group (it made it; nobody joined).
+    assert!(
+        first.contains("AF_XDP group on queue 0: 1 member(s)"),
+        "{first}"
+    );
     assert!(first.contains("loaded 20"), "{first}");
     // The server's own statistics file (the provider publishes it): its
     // endpoint on the AF_XDP path, with the engine's and the link's figures.

@@ -138,6 +138,16 @@ fn file_len() -> usize {
     rx_pool_at() + 64 + RX_POOL_CAP * 8
 }
 
+/// A group as [`Group::summary`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    /// Each member's pid and whether its process still runs.
+    pub members: Vec<(i32, bool)>,
+    pub reclaimed: u64,
+    pub stranded_rx: u64,
+    pub rx_pooled: u32,
+}
+
 /// A member that was found dead and removed from the table (its port and
 /// table index: the caller unsteers the port and empties the XSKMAP slot
 /// if they still point at it).
@@ -247,6 +257,35 @@ impl Group {
                     .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&suffix))
             })
             .collect()
+    }
+
+    /// The interface index and queue this file's name says it is for.
+    pub fn ifindex_queue(path: &Path) -> Option<(u32, u32)> {
+        let name = path.file_name()?.to_str()?;
+        let mut fields = name.rsplit('-');
+        let _uid = fields.next()?;
+        let queue = fields.next()?.parse().ok()?;
+        let ifindex = fields.next()?.parse().ok()?;
+        Some((ifindex, queue))
+    }
+
+    /// What `ofi-xdp status` shows of the group: its members (pid, alive),
+    /// the dead ones reclaimed so far, the receive frames they may have
+    /// stranded, and those waiting in the free pool.
+    pub fn summary(&self) -> io::Result<GroupSummary> {
+        let guard = self.lock()?;
+        let (reclaimed, stranded_rx) = guard.reclaim_counts();
+        Ok(GroupSummary {
+            members: guard
+                .members()
+                .iter()
+                .filter(|m| m.pid != 0)
+                .map(|m| (m.pid, process::alive(m.pid, m.start_time)))
+                .collect(),
+            reclaimed,
+            stranded_rx,
+            rx_pooled: self.rx_pooled_hint(),
+        })
     }
 
     /// No member of the group lives: every process in its table is gone

@@ -179,6 +179,7 @@ fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
     let g = Group::open(&dir, 77, 3, 1).unwrap();
     drop(Group::open(&dir, 78, 3, 1).unwrap());
     assert_eq!(Group::files(&dir, 77), vec![g.path().to_owned()]);
+    assert_eq!(Group::ifindex_queue(g.path()), Some((3, 1)));
     let mut child = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
@@ -186,8 +187,11 @@ fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
     g.lock().unwrap().reset(Geometry::default());
     g.lock().unwrap().add(member(child.id() as i32, 9));
     assert!(!g.abandoned().unwrap());
+    let pid = child.id() as i32;
+    assert_eq!(g.summary().unwrap().members, vec![(pid, true)]);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(g.abandoned().unwrap());
+    assert_eq!(g.summary().unwrap().members, vec![(pid, false)]);
     done(&path);
 }
