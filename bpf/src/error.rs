@@ -105,6 +105,8 @@ pub enum BpfError {
     BadTestFrame(usize),
     #[error("BPF program {id} ({name:?}) is not the ofi-xdp steering program")]
     NotOurs { id: u32, name: String },
+    #[error("the XDP program on {ifname} cannot be shared with this process: {why}")]
+    NotAdoptable { ifname: String, why: String },
 }
 
 impl BpfError {

@@ -16,6 +16,7 @@
 //! program and reads its maps from another process (`ofi-xdp status`), and
 //! removes what a killed process left (`ofi-xdp cleanup`).
 
+mod adopt;
 mod error;
 pub mod inspect;
 mod netlink;
@@ -299,7 +300,9 @@ pub struct Steering {
     counters: PerCpuArray<MapData, u64>,
     config: Array<MapData, u32>,
     rng: PerCpuArray<MapData, u64>,
-    ebpf: Ebpf,
+    /// The loaded object; `None` when the program was attached by another
+    /// process and adopted ([`Steering::adopt`]).
+    ebpf: Option<Ebpf>,
     ifname: String,
     ifindex: u32,
     mode: AttachMode,
@@ -318,7 +321,7 @@ impl fmt::Debug for Steering {
 
 impl Steering {
     /// Size of the XSKMAP: valid slots are `0..MAX_SLOTS`.
-    pub const MAX_SLOTS: u32 = 64;
+    pub const MAX_SLOTS: u32 = 512;
 
     /// Loads the steering program and attaches it to `ifname` in `mode`.
     ///
@@ -376,7 +379,7 @@ impl Steering {
             counters,
             config,
             rng,
-            ebpf,
+            ebpf: Some(ebpf),
             ifname: ifname.to_string(),
             ifindex,
             mode,
@@ -447,6 +450,22 @@ impl Steering {
             Err(e) if errno_in(&e) == Some(libc::ENOENT) => Ok(()),
             Err(e) => Err(map_error("removing the port from the port map", e)),
         }
+    }
+
+    /// Stops steering every port mapped to `slot` (a slot taken over from
+    /// a member that is gone); the ports it unsteered.
+    pub fn unsteer_slot(&mut self, slot: u32) -> Result<Vec<u16>, BpfError> {
+        let mut ports = Vec::new();
+        for entry in self.ports.iter() {
+            let (port, s) = entry.map_err(|e| map_error("reading the port map", e))?;
+            if s == slot {
+                ports.push(u16::try_from(port).unwrap_or(u16::MAX));
+            }
+        }
+        for p in &ports {
+            self.unsteer_port(*p)?;
+        }
+        Ok(ports)
     }
 
     /// Puts the AF_XDP socket `xsk_fd`, bound to this interface's `queue`,
@@ -539,6 +558,8 @@ impl Steering {
         }
         let program: &Xdp = self
             .ebpf
+            .as_ref()
+            .ok_or_else(|| BpfError::Load("an adopted program is not ours to test-run".into()))?
             .program(PROGRAM_NAME)
             .ok_or_else(|| BpfError::Load(format!("program {PROGRAM_NAME} missing")))?
             .try_into()

@@ -602,3 +602,35 @@ fn drop_detaches() {
         assert!(!xdp_attached(&pair.b), "{mode}: still attached after drop");
     }
 }
+
+/// A second user of the interface (another rank of the same user) adopts
+/// the attached program instead of failing, shares its maps, and keeps it
+/// attached when the first lets go.
+#[test]
+fn attached_program_is_adopted_and_outlives_its_loader() {
+    let pair = HostPair::new().unwrap();
+    let mut first = attach(&pair.b, AttachMode::Generic);
+    first.steer_port(STEERED_PORT, 5).unwrap();
+    let ifname = pair.b.ifname().to_string();
+    let mut second = pair
+        .b
+        .run(move || Steering::adopt(&ifname))
+        .unwrap_or_else(|e| panic!("adopt: {e}"));
+    assert_eq!(second.mode(), AttachMode::Generic);
+    second.steer_port(OTHER_PORT, 6).unwrap();
+    drop(first);
+    assert!(xdp_attached(&pair.b), "detached while adopted");
+    second.unsteer_port(STEERED_PORT).unwrap();
+    drop(second);
+    assert!(
+        !xdp_attached(&pair.b),
+        "still attached after the last holder"
+    );
+    // Nothing attached: nothing to adopt.
+    let ifname = pair.b.ifname().to_string();
+    let none = pair.b.run(move || Steering::adopt(&ifname));
+    assert!(
+        matches!(none, Err(BpfError::NotAdoptable { .. })),
+        "{none:?}"
+    );
+}

@@ -9,47 +9,13 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
 
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{wait_running, work_dir};
-
-/// Build `tests/c/<name>.c` once per test process. Tests run in parallel
-/// and several use the same program: compiling it anew in each would
-/// rewrite the file while another test executes it.
-fn compile(name: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(bin) = built.get(name) {
-        return bin.clone();
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(format!("{name}.c"));
-    let bin = work_dir().join(name);
-    let out = Command::new("cc")
-        .args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .args(["-lfabric", "-lpthread"])
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc {name}.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    built.insert(name.to_owned(), bin.clone());
-    bin
-}
+use common::{compile, wait_running, work_dir};
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
@@ -267,13 +233,14 @@ fn run_data_with(
         );
     }
     if at == Where::SameHost {
-        // The second process found the queue taken and said so.
+        // The second process joined the first one's queue (a UMEM group)
+        // instead of falling back to the kernel path.
         let logs = format!(
             "{}{}",
             String::from_utf8_lossy(&client.stderr),
             String::from_utf8_lossy(&server.stderr)
         );
-        assert!(logs.contains("uses the kernel UDP path"), "{logs}");
+        assert!(!logs.contains("uses the kernel UDP path"), "{logs}");
     }
 }
 
@@ -420,8 +387,8 @@ fn c_data_dgram_kernel_path_sender() {
 }
 
 /// Two processes on one interface and address (two MPI ranks on a node):
-/// the second finds the AF_XDP queue taken and runs on the kernel path, and
-/// the two reach each other through the kernel, since a frame to our own
+/// the second joins the first one's AF_XDP queue (a UMEM group), and the
+/// two reach each other through the kernel, since a frame to our own
 /// address would leave on the wire.
 #[test]
 fn c_data_rdm_two_processes_one_interface() {

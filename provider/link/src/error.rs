@@ -48,6 +48,17 @@ pub enum LinkError {
         /// Queue index.
         queue: u32,
     },
+    /// The queue's UMEM group could not be joined (or made): the member's
+    /// descriptors were refused (`pidfd_getfd` needs ptrace rights), the
+    /// group is full, or the kernel cannot share the rings.
+    ShareRefused {
+        /// Interface name.
+        ifname: String,
+        /// Queue index.
+        queue: u32,
+        /// Why, for the log.
+        why: String,
+    },
     /// Zero-copy was required but the driver does not support it (veth never does).
     ZeroCopyUnsupported {
         /// Interface name.
@@ -129,6 +140,11 @@ impl fmt::Display for LinkError {
                 f,
                 "queue {queue} of {ifname:?} is busy: another AF_XDP socket is bound to it \
                  (or one was closed a moment ago and the kernel is still releasing it; retry)"
+            ),
+            LinkError::ShareRefused { ifname, queue, why } => write!(
+                f,
+                "queue {queue} of {ifname:?} is used by another process of ours, and its \
+                 AF_XDP socket cannot be shared: {why}"
             ),
             LinkError::ZeroCopyUnsupported { ifname } => write!(
                 f,

@@ -57,6 +57,10 @@ pub(crate) struct FramePool {
     state: Vec<State>,
     rx_free: Vec<u32>,
     tx_free: Vec<u32>,
+    /// The RX frames are shared with other processes (a UMEM group): the
+    /// kernel may hand us a frame another member put on the fill ring, so a
+    /// received frame need not be `Fill` in our table.
+    shared_rx: bool,
 }
 
 impl FramePool {
@@ -82,7 +86,31 @@ impl FramePool {
             state: vec![State::Free; total as usize],
             rx_free,
             tx_free,
+            shared_rx: false,
         }
+    }
+
+    /// In a UMEM group: receive frames are common to all members (see
+    /// `shared_rx`); `prime` says whether ours start free (the member that
+    /// created the group puts them on the fill ring) or with the others.
+    /// TX slots `first..first + count` (counted from the first TX slot) are
+    /// ours; the others belong to other members.
+    pub fn join_group(&mut self, prime: bool, first: u32, count: u32) {
+        self.shared_rx = true;
+        if !prime {
+            self.rx_free.clear();
+        }
+        let (lo, hi) = (self.rx_frames + first, self.rx_frames + first + count);
+        self.tx_free.retain(|&i| (lo..hi).contains(&i));
+    }
+
+    /// The TX slot (counted from the first) holding `addr`, `None` for an
+    /// RX frame.
+    pub fn tx_slot_of(&self, addr: u64) -> Option<u32> {
+        if addr < self.rx_end {
+            return None;
+        }
+        u32::try_from((addr - self.rx_end) >> self.tx_shift).ok()
     }
 
     /// Frame index holding `addr` (any byte offset inside the frame: the RX
@@ -133,7 +161,9 @@ impl FramePool {
     /// The kernel returned `addr` through the RX ring: the caller now owns it.
     pub fn received(&mut self, addr: u64) -> Result<(), FrameError> {
         let i = self.index(addr)?;
-        if self.state[i] != State::Fill {
+        let ours = self.state[i] == State::Fill;
+        let from_another = self.shared_rx && self.state[i] == State::Free && addr < self.rx_end;
+        if !ours && !from_another {
             return Err(FrameError::WrongState);
         }
         self.state[i] = State::RxHeld;
@@ -317,6 +347,29 @@ mod tests {
         assert_eq!(p.submitted(b + 7), Err(FrameError::Misaligned));
         assert_eq!(p.release_tx(b + 7), Err(FrameError::Misaligned));
         p.submitted(b).unwrap();
+    }
+
+    #[test]
+    fn a_group_member_takes_frames_others_filled_and_keeps_to_its_tx_range() {
+        // 4 RX chunks, 6 TX slots: this member has slots 2..4.
+        let mut p = FramePool::new(10, 4, 2048, 1);
+        p.join_group(false, 2, 2);
+        assert_eq!(p.rx_free(), 0);
+        assert_eq!(p.take_for_fill(), None);
+        // Another member filled frame 1: we may receive it, once.
+        p.received(2048 + 64).unwrap();
+        assert_eq!(p.received(2048), Err(FrameError::WrongState));
+        p.release_rx(2048).unwrap();
+        assert_eq!(p.take_for_fill(), Some(2048));
+        // TX frames are ours only.
+        let a = p.alloc_tx().unwrap();
+        let b = p.alloc_tx().unwrap();
+        assert_eq!((a, b), (6 * 2048, 7 * 2048));
+        assert_eq!(p.alloc_tx(), None);
+        assert_eq!(p.tx_slot_of(a), Some(2));
+        assert_eq!(p.tx_slot_of(2048), None);
+        // A TX frame is never taken for a received one.
+        assert_eq!(p.received(4 * 2048), Err(FrameError::WrongState));
     }
 
     #[test]

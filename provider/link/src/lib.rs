@@ -45,7 +45,9 @@
 //! the interface.
 //!
 //! Files: `config.rs` (what a link is opened with), `link/` (the socket:
-//! `open.rs`, `tx.rs`, `rx.rs`), `umem.rs` and `frames.rs` (the UMEM and
+//! `open.rs`, `tx.rs`, `rx.rs`; `group.rs`: sharing the UMEM with other
+//! processes' links on the queue), `group/` (the shared group file),
+//! `umem.rs` and `frames.rs` (the UMEM and
 //! who owns each frame), `ring.rs` (the four rings), `wire.rs` (framing and
 //! checksums), `iface.rs` (interfaces, addresses, neighbours), `ethtool.rs`
 //! (the ethtool ioctl: queue counts), `ntuple/` (flow steering rules that
@@ -55,6 +57,7 @@ mod config;
 mod error;
 pub mod ethtool;
 mod frames;
+pub mod group;
 mod iface;
 mod link;
 pub mod ntuple;
@@ -69,5 +72,5 @@ pub use config::{
 pub use error::LinkError;
 pub use frames::FrameError;
 pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};
-pub use link::{Link, LinkStats, RxDatagram, TxFrame, XdpStatistics};
+pub use link::{GroupJoin, Link, LinkStats, RxDatagram, SharedOpen, Tidy, TxFrame, XdpStatistics};
 pub use wire::{LinkAddr, MacAddr};

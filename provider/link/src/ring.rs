@@ -40,6 +40,25 @@ impl Mmap {
         Self::from_raw(p, len)
     }
 
+    /// Maps `len` bytes of file `fd` from its start, shared with every
+    /// process mapping it (a group file: not populated; a UMEM memfd:
+    /// `populate`, as the kernel pins it at registration anyway).
+    pub(crate) fn shared_file(fd: RawFd, len: usize, populate: bool) -> io::Result<Self> {
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: plain mmap call; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        Self::from_raw(p, len)
+    }
+
     /// Anonymous private memory (the UMEM).
     pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
         // SAFETY: anonymous mmap; the result is checked.
@@ -165,6 +184,30 @@ impl<T: Copy> Ring<T> {
 
     pub(crate) fn size(&self) -> u32 {
         self.size
+    }
+
+    /// Re-reads both indices from the shared ring: for a ring several
+    /// processes produce into (fill) or consume from (completion) in turn,
+    /// under the group's lock, where our cached view may be stale.
+    pub(crate) fn resync(&mut self) {
+        self.cached_prod = self.prod().load(Ordering::Acquire);
+        self.cached_cons = self.cons().load(Ordering::Acquire);
+    }
+
+    /// Free slots as of now, for a producer shared between processes (a
+    /// cheap look before taking their lock).
+    pub(crate) fn free_hint(&self) -> u32 {
+        let used = self
+            .prod()
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.cons().load(Ordering::Relaxed));
+        self.size.saturating_sub(used)
+    }
+
+    /// Whether the ring holds entries, as of now (a cheap look before
+    /// taking a lock).
+    pub(crate) fn looks_nonempty(&self) -> bool {
+        self.prod().load(Ordering::Acquire) != self.cons().load(Ordering::Relaxed)
     }
 
     // ---- producer side (fill, TX) ----

@@ -5,6 +5,7 @@
 //! a frame we read or write.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::frames::FramePool;
 use crate::ring::Mmap;
@@ -26,6 +27,45 @@ impl Umem {
         let len = frame_count as usize * frame_size as usize;
         Ok(Umem {
             mem: Mmap::anonymous(len)?,
+            pool: FramePool::new(frame_count, rx_frames, frame_size, slot_chunks),
+        })
+    }
+
+    /// As [`Umem::new`], in a memfd (so other processes of a UMEM group can
+    /// map it): the memory and the memfd.
+    pub(crate) fn new_memfd(
+        frame_count: u32,
+        rx_frames: u32,
+        frame_size: u32,
+        slot_chunks: u32,
+    ) -> io::Result<(Umem, OwnedFd)> {
+        let len = frame_count as usize * frame_size as usize;
+        // SAFETY: memfd_create with a NUL-terminated name; result checked.
+        let fd = unsafe { libc::memfd_create(c"ofi-xdp-umem".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on our memfd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let umem = Umem::from_memfd(&fd, frame_count, rx_frames, frame_size, slot_chunks)?;
+        Ok((umem, fd))
+    }
+
+    /// The UMEM in memfd `fd` (another member's, taken with `pidfd_getfd`).
+    pub(crate) fn from_memfd(
+        fd: &OwnedFd,
+        frame_count: u32,
+        rx_frames: u32,
+        frame_size: u32,
+        slot_chunks: u32,
+    ) -> io::Result<Umem> {
+        let len = frame_count as usize * frame_size as usize;
+        Ok(Umem {
+            mem: Mmap::shared_file(fd.as_raw_fd(), len, true)?,
             pool: FramePool::new(frame_count, rx_frames, frame_size, slot_chunks),
         })
     }

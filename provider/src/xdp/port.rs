@@ -2,12 +2,15 @@
 //! kernel UDP socket that reserves its (IP, port).
 //!
 //! - **AF_XDP**, the fast path, carries frames to and from other hosts. The
-//!   steering program is attached once per interface per process (a second
-//!   bpf_link on the same interface would be refused) and shared by every
-//!   endpoint there: each endpoint binds a queue (`FI_XDP_QUEUE`, or the
-//!   first its process does not use), takes an XSKMAP slot recording that
-//!   queue, and maps its UDP port to it. Dropping the [`Port`] unsteers the
-//!   port and frees the slot; dropping the last one detaches the program.
+//!   steering program is attached once per interface (a second bpf_link on
+//!   the same interface would be refused): the first process attaches it,
+//!   later processes of the same user adopt it (`Steering::adopt`, holding
+//!   its bpf_link so it stays while any of them runs), and every endpoint
+//!   shares it: each binds a queue (`FI_XDP_QUEUE`, or the first its process
+//!   does not use), takes XSKMAP slot `queue * SOCKETS_PER_QUEUE + member`
+//!   recording that queue, and maps its UDP port to it. Dropping the
+//!   [`Port`] unsteers the port and empties the slot; the program detaches
+//!   when the last process holding it closes its last port there.
 //! - **Which queue a datagram arrives on** is the NIC's choice (RSS hashes
 //!   the flow; on veth the sender's transmit queue decides). The kernel
 //!   drops a redirect into a socket of another queue, so the steering
@@ -19,11 +22,12 @@
 //!   process left are removed when the program is next attached here.
 //! - **The kernel UDP socket** carries datagrams for peers on this host
 //!   (their IP is one of ours): an AF_XDP frame to our own address would
-//!   leave on the wire and never come back. When the interface's AF_XDP
-//!   queue or XDP hook is already taken — by another process, or another
-//!   endpoint of ours — the endpoint runs on this socket alone: slower, but
-//!   the same protocol and wire format, and its port is not steered, so the
-//!   kernel delivers its datagrams. FI_XDP_KERNEL_PATH=1 asks for that.
+//!   leave on the wire and never come back. When no AF_XDP queue can be had
+//!   — another user's socket or program on the interface, a full or
+//!   unjoinable UMEM group (`port/open.rs`) — the endpoint runs on this
+//!   socket alone: slower, but the same protocol and wire format, and its
+//!   port is not steered, so the kernel delivers its datagrams.
+//!   FI_XDP_KERNEL_PATH=1 asks for that.
 
 use std::collections::HashMap;
 use std::io;
@@ -54,8 +58,8 @@ use open::*;
 
 struct Shared {
     steering: Steering,
-    slots: u64,
-    /// Queues this process's sockets are bound to on the interface.
+    /// Queues this process's sockets are bound to on the interface, once
+    /// per socket.
     queues: Vec<u32>,
 }
 
@@ -79,30 +83,50 @@ fn steering_for(
         AttachMode::Generic => BpfMode::Generic,
         AttachMode::Native => BpfMode::Native,
     };
-    let steering = Steering::attach_any(ifname, preferred).map_err(|e| match e {
-        // Another process's program (ours or not) holds the hook.
-        ofi_xdp_bpf::BpfError::AlreadyAttached { .. } => Busy(e.to_string()),
-        e => {
+    let steering = match Steering::attach_any(ifname, preferred) {
+        Ok(s) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: steering program attached in {:?} mode",
+                s.mode()
+            );
+            reap_stale_rules(ifname);
+            s
+        }
+        // Another process holds the hook: when it is our program, loaded by
+        // our user (another rank of the job), share it.
+        Err(ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => adopt_steering(ifname)?,
+        Err(e) => {
             xdp_warn!(
                 FI_LOG_EP_CTRL,
                 "attaching the XDP steering program to {ifname}: {e}"
             );
-            Failed(Errno(FI_ENODEV))
+            return Err(Failed(Errno(FI_ENODEV)));
         }
-    })?;
-    crate::xdp_info!(
-        FI_LOG_EP_CTRL,
-        "{ifname}: steering program attached in {:?} mode",
-        steering.mode()
-    );
-    reap_stale_rules(ifname);
+    };
     let s = Arc::new(Mutex::new(Shared {
         steering,
-        slots: 0,
         queues: Vec::new(),
     }));
     reg.insert(ifname.to_owned(), Arc::downgrade(&s));
     Ok(s)
+}
+
+/// The steering program another process of our user attached to
+/// `ifname` (ours was refused: the hook is taken), shared; or why not
+/// (Busy: the kernel UDP path).
+fn adopt_steering(ifname: &str) -> std::result::Result<Steering, XskError> {
+    match Steering::adopt(ifname) {
+        Ok(s) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: sharing the steering program another process attached ({:?} mode)",
+                s.mode()
+            );
+            Ok(s)
+        }
+        Err(e) => Err(Busy(e.to_string())),
+    }
 }
 
 /// Removes the ntuple rules (and their records) that processes which are
@@ -175,8 +199,10 @@ impl Drop for Xsk {
         let mut s = lock(&self.shared);
         let _ = s.steering.unsteer_port(self.port);
         let _ = s.steering.clear_socket(self.slot);
-        s.slots &= !(1 << self.slot);
-        s.queues.retain(|q| *q != self.queue);
+        // One entry per socket: another endpoint of ours may share the queue.
+        if let Some(i) = s.queues.iter().position(|q| *q == self.queue) {
+            s.queues.swap_remove(i);
+        }
     }
 }
 
@@ -650,7 +676,11 @@ impl Port {
         );
         match self.xsk.as_mut() {
             Some(x) => {
-                let rx = x.link.stats().map(|s| s.rx_packets).unwrap_or(0);
+                let (rx, tx) = x
+                    .link
+                    .stats()
+                    .map(|s| (s.rx_packets, s.tx_packets))
+                    .unwrap_or_default();
                 let rule = match &x.rule {
                     Some(r) => format!(
                         ", ntuple rule at location {}",
@@ -659,8 +689,8 @@ impl Port {
                     None => String::new(),
                 };
                 format!(
-                    "{rx} datagrams received through AF_XDP (queue {} of {}, {} mode{rule}), \
-                     {kernel}",
+                    "{rx} datagrams received and {tx} sent through AF_XDP (queue {} of {}, {} \
+                     mode{rule}), {kernel}",
                     x.queue,
                     x.queues,
                     x.link.bind_mode()

@@ -1,10 +1,12 @@
 //! Shared by the integration tests that run programs through the real
-//! libfabric loader (`c_suite.rs`, `mpi.rs`).
+//! libfabric loader (`c_suite.rs`, `mpi.rs`, `shared_queue.rs`).
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
 use ofi_xdp_testhosts::HostPair;
 
@@ -61,4 +63,36 @@ pub fn wait_running(pair: &HostPair) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
+}
+
+/// Build `tests/c/<name>.c` once per test process. Tests run in parallel
+/// and several use the same program: compiling it anew in each would
+/// rewrite the file while another test executes it.
+pub fn compile(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(bin) = built.get(name) {
+        return bin.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let bin = work_dir().join(name);
+    let out = Command::new("cc")
+        .args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(["-lfabric", "-lpthread"])
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.insert(name.to_owned(), bin.clone());
+    bin
 }

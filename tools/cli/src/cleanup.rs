@@ -16,6 +16,9 @@
 //! - **ntuple rules** steering an endpoint's port to its queue, whose
 //!   record names a process that is gone (`ofi_xdp_link::ntuple`): removed
 //!   when the driver still holds exactly that rule, the record with it.
+//! - **AF_XDP group files** (`ofi_xdp_link::group`) of this namespace and
+//!   user whose every member is gone (the last member to leave removes the
+//!   file; killed ones cannot).
 //!
 //! Every leftover is a [`Leftover`], each kind with the same two questions:
 //! is it ours, and is its owner gone.
@@ -25,6 +28,7 @@
 use std::collections::HashMap;
 
 use ofi_xdp_bpf::inspect::{self, Hook, ObjectKind, Pin};
+use ofi_xdp_link::group::{self, Group};
 use ofi_xdp_link::ntuple::{self, RuleRecord};
 
 use crate::host;
@@ -52,6 +56,8 @@ enum Leftover {
     /// An ntuple rule whose owner is gone (with its record), on an
     /// interface where `keep` are the locations of live owners' rules.
     NtupleRule { record: RuleRecord, keep: Vec<u32> },
+    /// A queue's AF_XDP group file whose members are all gone.
+    GroupFile(std::path::PathBuf),
 }
 
 impl Leftover {
@@ -79,6 +85,9 @@ impl Leftover {
                 format!("endpoint statistics {} (pid {pid} is gone)", path.display())
             }
             Leftover::NtupleRule { record, .. } => format!("{record} (the process is gone)"),
+            Leftover::GroupFile(path) => {
+                format!("AF_XDP group {} (every member is gone)", path.display())
+            }
         }
     }
 
@@ -94,10 +103,12 @@ impl Leftover {
                 inspect::detach_link(*link_id).map_err(|e| e.to_string())
             }
             Leftover::Pin(p) => inspect::unpin(p).map_err(|e| e.to_string()),
-            Leftover::StatsFile { path, .. } => match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
-                _ => Ok(()),
-            },
+            Leftover::StatsFile { path, .. } | Leftover::GroupFile(path) => {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                    _ => Ok(()),
+                }
+            }
             Leftover::NtupleRule { record, keep } => {
                 // The interface, by the index the record names: gone with
                 // its rules, or renamed since.
@@ -164,6 +175,7 @@ fn find(scope: &Scope) -> Result<Findings, String> {
         find_pins(&mut f, &detached_links)?;
     }
     find_rules(&mut f, scope);
+    find_groups(&mut f);
     for e in status::stale_endpoint_files(scope) {
         if scope.wants(&e.identity.ifname) {
             f.leftovers.push(Leftover::StatsFile {
@@ -173,6 +185,26 @@ fn find(scope: &Scope) -> Result<Findings, String> {
         }
     }
     Ok(f)
+}
+
+/// AF_XDP group files of this network namespace and user with no live
+/// member.
+fn find_groups(f: &mut Findings) {
+    let Some(netns) = ofi_xdp_epstats::netns_inode() else {
+        return;
+    };
+    let dir = std::path::Path::new(group::DEFAULT_DIR);
+    for path in Group::files(dir, netns) {
+        match Group::open_path(&path).and_then(|g| g.abandoned()) {
+            Ok(true) => f.leftovers.push(Leftover::GroupFile(path)),
+            Ok(false) => f
+                .kept
+                .push(format!("AF_XDP group {}: in use", path.display())),
+            Err(e) => f
+                .refused
+                .push(format!("AF_XDP group {}: {e}", path.display())),
+        }
+    }
 }
 
 /// The name of the interface with `ifindex` in this network namespace.

@@ -1,9 +1,10 @@
 //! `ofi-xdp status [--watch [SECS]]`: per interface of this network
 //! namespace, the XDP program it runs and whether it is ours, how it is
 //! attached and by which process, which UDP ports it steers into which
-//! XSKMAP slot (and queue), its counters, and the endpoints' own figures
-//! from their statistics files — in the manner of `xdp-loader status` and
-//! `ethtool -S`. With `--watch` it refreshes and adds rates per second.
+//! XSKMAP slot (and queue), its counters, the endpoints' own figures
+//! from their statistics files, and the AF_XDP groups sharing a queue's
+//! UMEM (members, dead ones, receive frames stranded and pooled) — in the
+//! manner of `xdp-loader status` and `ethtool -S`. With `--watch` it refreshes and adds rates per second.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use ofi_xdp_bpf::Counters;
 use ofi_xdp_bpf::inspect::{self, Hook, InterfaceXdp, ObjectKind, Program, SteeringMaps, XdpLink};
+use ofi_xdp_link::group::{self, Group, GroupSummary};
 use ofi_xdp_tools::epstats::{self, DataPath, EndpointStats};
 
 use crate::host;
@@ -89,6 +91,9 @@ pub struct Snapshot {
     pub stats_errors: Vec<String>,
     /// Records of the ntuple rules endpoints installed in this namespace.
     pub rules: Vec<ofi_xdp_link::ntuple::RuleRecord>,
+    /// The AF_XDP groups of this namespace and user: (interface index,
+    /// queue, what the group file holds, or why it could not be read).
+    pub groups: Vec<(u32, u32, Result<GroupSummary, String>)>,
 }
 
 /// Every XDP program on the interfaces in scope, and how each is held.
@@ -167,6 +172,19 @@ fn snapshot(scope: &Scope) -> Result<Snapshot, String> {
     .filter_map(Result::ok)
     .filter(|r| Some(r.netns) == netns && scope.wants(&r.ifname))
     .collect();
+    let dir = std::path::Path::new(group::DEFAULT_DIR);
+    let groups = netns
+        .map(|ns| Group::files(dir, ns))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|path| {
+            let (ifindex, queue) = Group::ifindex_queue(&path)?;
+            let summary = Group::open_path(&path)
+                .and_then(|g| g.summary())
+                .map_err(|e| e.to_string());
+            Some((ifindex, queue, summary))
+        })
+        .collect();
     Ok(Snapshot {
         taken: Instant::now(),
         interfaces,
@@ -174,6 +192,7 @@ fn snapshot(scope: &Scope) -> Result<Snapshot, String> {
         elsewhere,
         stats_errors,
         rules,
+        groups,
     })
 }
 
@@ -245,6 +264,9 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
             };
             let _ = writeln!(o, "  ntuple rule {} at {at}, {owner}", r.rule);
         }
+        for (_, queue, g) in snap.groups.iter().filter(|g| g.0 == iface.ifindex) {
+            render_group(&mut o, *queue, g);
+        }
     }
     let unlisted: Vec<&EndpointStats> = snap
         .endpoints
@@ -272,6 +294,38 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
         let _ = writeln!(o, "unreadable statistics file: {e}");
     }
     o
+}
+
+/// One queue's AF_XDP group (several processes sharing its UMEM).
+fn render_group(o: &mut String, queue: u32, g: &Result<GroupSummary, String>) {
+    let g = match g {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = writeln!(o, "  AF_XDP group on queue {queue}: unreadable: {e}");
+            return;
+        }
+    };
+    let pids: Vec<String> = g
+        .members
+        .iter()
+        .map(|(pid, alive)| {
+            if *alive {
+                pid.to_string()
+            } else {
+                format!("{pid} (gone: `ofi-xdp cleanup` removes the group when all are)")
+            }
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "  AF_XDP group on queue {queue}: {} member(s) (pids {}), {} died so far (up to {} \
+         receive frames stranded), {} receive frames pooled",
+        g.members.len(),
+        pids.join(", "),
+        g.reclaimed,
+        g.stranded_rx,
+        g.rx_pooled
+    );
 }
 
 fn render_program(

@@ -146,6 +146,11 @@ fn status_shows_the_program_ports_and_moving_counters_and_nothing_after_kill_9()
         "held by the server:\n{first}"
     );
     assert!(first.contains("-> XSKMAP slot 0"), "{first}");
+    // The server's queue group (it made it; nobody joined).
+    assert!(
+        first.contains("AF_XDP group on queue 0: 1 member(s)"),
+        "{first}"
+    );
     assert!(first.contains("loaded 20"), "{first}");
     // The server's own statistics file (the provider publishes it): its
     // endpoint on the AF_XDP path, with the engine's and the link's figures.
@@ -438,7 +443,8 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
 /// the same queue on AF_XDP (not the kernel path) and reaps rule records of
 /// the dead (veth takes no rules, so there are none here: the unit tests of
 /// `ofi_xdp_link::ntuple` drive that path, and README.md has the check for
-/// NICs that take rules), and `ofi-xdp cleanup` removes the statistics file.
+/// NICs that take rules), and `ofi-xdp cleanup` removes the statistics file
+/// and the killed endpoint's AF_XDP group file.
 #[test]
 fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
     let pair = HostPair::with_queues(1500, 4).unwrap();
@@ -535,6 +541,12 @@ fn sigkill_leaves_nothing_a_new_endpoint_cannot_clean_up() {
         if std::ptr::eq(h, &pair.a) {
             assert!(cleaned.contains("ntuple rule"), "{cleaned}");
         }
+        // The killed endpoint's AF_XDP group file (its queue's UMEM group,
+        // every member gone).
+        assert!(
+            cleaned.contains("AF_XDP group") && cleaned.contains("every member is gone"),
+            "{cleaned}"
+        );
     }
     assert!(!left.exists(), "cleanup left the dead rule's record");
     let _ = std::fs::remove_dir_all(&logs);

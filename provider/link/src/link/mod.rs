@@ -6,6 +6,7 @@
 //! - `tx.rs`: transmit — frames, the TX ring, the kick, completions;
 //! - `rx.rs`: receive — the RX ring, decoding, the fill ring.
 
+mod group;
 mod open;
 mod rx;
 mod tx;
@@ -14,6 +15,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+pub use group::{GroupJoin, SharedOpen, Tidy};
 pub use rx::RxDatagram;
 pub use tx::TxFrame;
 
@@ -108,6 +110,11 @@ pub struct Link {
     /// Why busy polling was asked for and is off (the kernel refused an
     /// option).
     busy_poll_error: Option<String>,
+    /// The UMEM's memfd, when it is one (a UMEM group's): other members
+    /// take it from us to join.
+    umem_fd: Option<OwnedFd>,
+    /// Our place in the queue's UMEM group (`group.rs`), if in one.
+    membership: Option<group::Membership>,
 }
 
 impl Link {

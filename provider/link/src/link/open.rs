@@ -19,7 +19,7 @@ use crate::ring::Ring;
 use crate::umem::Umem;
 use crate::wire::{self, EncodeOptions, LinkAddr};
 
-fn setsockopt<T>(fd: RawFd, name: libc::c_int, val: &T) -> io::Result<()> {
+pub(super) fn setsockopt<T>(fd: RawFd, name: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: passes a pointer to a `T` of the size the option expects.
     let rc = unsafe {
         libc::setsockopt(
@@ -92,6 +92,18 @@ fn raise_memlock(needed: u64) -> u64 {
     lim.rlim_cur
 }
 
+/// TX slots of each member of a UMEM group made with `cfg`: a quarter of
+/// what the configuration's TX part holds alone (the provider releases a
+/// TX frame as soon as it is queued, so it needs about a TX and a
+/// completion ring's worth), at least two rings' worth, at most what a
+/// mailbox holds.
+pub(crate) fn group_tx_slots(cfg: &LinkConfig, chunks: u32) -> u32 {
+    let alone = cfg.frame_count.saturating_sub(cfg.rx_frames) / chunks.max(1);
+    (alone / 4)
+        .max(2 * cfg.ring_size)
+        .min(crate::group::MAILBOX_CAP)
+}
+
 impl Link {
     /// Opens and binds an AF_XDP socket as configured, and primes the fill
     /// ring. Must run in the network namespace that owns the interface.
@@ -99,6 +111,14 @@ impl Link {
     /// The XDP program is not loaded here: the caller attaches its own
     /// (`ofi-xdp-bpf`) and puts [`Link::fd`] into its XSKMAP.
     pub fn open(cfg: &LinkConfig) -> Result<Self, LinkError> {
+        Link::open_with(cfg, None)
+    }
+
+    /// The interface, our address on it and the header length of our
+    /// datagrams, as `cfg` asks.
+    pub(super) fn local_endpoint(
+        cfg: &LinkConfig,
+    ) -> Result<(iface::IfaceInfo, LinkAddr, usize), LinkError> {
         cfg.validate()?;
         let iface = iface::iface_info(&cfg.ifname).map_err(|e| match e.raw_os_error() {
             Some(libc::ENODEV) | Some(libc::ENXIO) => LinkError::InterfaceNotFound {
@@ -125,6 +145,15 @@ impl Link {
             port: cfg.port,
         };
         let header_len = wire::header_len(&ip);
+        Ok((iface, local, header_len))
+    }
+
+    /// As [`Link::open`]; with `tx_members` (a UMEM group's creator), the
+    /// UMEM is a memfd holding the RX chunks, then that many TX ranges of
+    /// [`group_tx_slots`] slots.
+    pub(super) fn open_with(cfg: &LinkConfig, tx_members: Option<u32>) -> Result<Self, LinkError> {
+        let (iface, local, header_len) = Link::local_endpoint(cfg)?;
+        let ip = local.ip;
         // A full-MTU frame (Ethernet header + MTU) that does not fit one
         // chunk behind the kernel's RX headroom needs multi-buffer.
         let full_frame = iface.mtu.saturating_add(wire::ETH_HLEN as u32);
@@ -149,8 +178,21 @@ impl Link {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let sfd = fd.as_raw_fd();
 
-        let umem = Umem::new(cfg.frame_count, cfg.rx_frames, cfg.frame_size, chunks)
-            .map_err(|e| LinkError::io("mmap UMEM", e))?;
+        let (umem, umem_fd) = match tx_members {
+            None => (
+                Umem::new(cfg.frame_count, cfg.rx_frames, cfg.frame_size, chunks)
+                    .map_err(|e| LinkError::io("mmap UMEM", e))?,
+                None,
+            ),
+            Some(members) => {
+                let rx = cfg.rx_frames.min(cfg.frame_count);
+                let per = group_tx_slots(cfg, chunks);
+                let count = rx + members * per * chunks;
+                let (umem, fd) = Umem::new_memfd(count, rx, cfg.frame_size, chunks)
+                    .map_err(|e| LinkError::io("UMEM memfd", e))?;
+                (umem, Some(fd))
+            }
+        };
         let (umem_addr, umem_len) = umem.region();
 
         let needed = umem_len + 4 * u64::from(cfg.ring_size) * 16 + 4 * 4096;
@@ -226,6 +268,8 @@ impl Link {
             queue: cfg.queue_id,
             busy_poll: false,
             busy_poll_error: None,
+            umem_fd,
+            membership: None,
         };
         // Prime the fill ring before binding so the first packets have room.
         link.refill();
@@ -261,7 +305,7 @@ impl Link {
     /// NAPI context comes from the queue it receives on). A kernel that
     /// refuses one (before 5.11: no `SO_PREFER_BUSY_POLL`) leaves the link
     /// working without busy polling, and [`Link::busy_polling`] says why.
-    fn start_busy_poll(&mut self, cfg: &LinkConfig) {
+    pub(super) fn start_busy_poll(&mut self, cfg: &LinkConfig) {
         let Some(bp) = cfg.busy_poll else { return };
         let fd = self.fd.as_raw_fd();
         let int = |v: u32| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);

@@ -276,6 +276,9 @@ impl Link {
     /// Tops the fill ring up from the free RX frames (receive silently stops
     /// when it runs dry). Returns how many frames were added.
     pub(super) fn refill(&mut self) -> usize {
+        if self.membership.is_some() {
+            return self.refill_shared();
+        }
         let free = self.fill.free();
         if free == self.fill.size() {
             self.stats.fill_ring_empty += 1;

@@ -7,8 +7,11 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use ofi_xdp_bpf::Steering;
+use ofi_xdp_link::group::{self, Group};
 use ofi_xdp_link::ntuple::{self, FlowRule, InstalledRule};
-use ofi_xdp_link::{BindPreference, BusyPoll, Link, LinkConfig, LinkError};
+use ofi_xdp_link::{
+    BindPreference, BusyPoll, GroupJoin, Link, LinkConfig, LinkError, SharedOpen, Tidy,
+};
 
 use crate::abi::{Errno, lock};
 use crate::datapath::OpenArgs;
@@ -48,7 +51,7 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         );
     }
     let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
-    let link = bind_a_queue(&lc, cfg.queue, queues, &shared)?;
+    let (link, group) = bind_a_queue(&lc, args.iface.index, cfg.queue, queues, &shared)?;
     let queue = link.queue();
     let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
     crate::xdp_info!(
@@ -72,27 +75,19 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         ),
     }
     let rule = steer_to_queue(args, queue, queues);
-    let slot = {
+    let slot = xskmap_slot(queue, group.as_ref().map_or(0, |g| g.member as u32))?;
+    {
         let mut s = lock(&shared);
-        let free = (!s.slots).trailing_zeros();
-        if free >= Steering::MAX_SLOTS {
-            return Err(Busy(format!(
-                "all {} XSKMAP slots in use",
-                Steering::MAX_SLOTS
-            )));
-        }
-        s.steering.set_socket(free, link.fd(), queue).map_err(|e| {
+        s.steering.set_socket(slot, link.fd(), queue).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "XSKMAP: {e}");
             Failed(Errno::OTHER)
         })?;
-        s.steering.steer_port(args.local.port, free).map_err(|e| {
+        s.steering.steer_port(args.local.port, slot).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "port map: {e}");
             Failed(Errno::OTHER)
         })?;
-        s.slots |= 1 << free;
         s.queues.push(queue);
-        free
-    };
+    }
     Ok(Xsk {
         link,
         shared,
@@ -102,6 +97,64 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         port: args.local.port,
         rule,
     })
+}
+
+/// Sockets that may share one queue (one UMEM group): each process's
+/// socket on `queue` takes XSKMAP slot `queue * SOCKETS_PER_QUEUE + member`
+/// (its index in the group's member table), so processes sharing the
+/// steering program never pick the same slot without having to agree on it.
+pub(super) const SOCKETS_PER_QUEUE: u32 = group::MAX_MEMBERS as u32;
+
+/// What members of our queue's group that are gone left in the steering
+/// program, cleared under the group's lock ([`Tidy`]): the XSKMAP slots of
+/// free member entries and the ports steered to them, and the ports the
+/// previous occupant of our entry steered to our slot.
+fn tidy_steering(steering: &mut Steering, ifname: &str, queue: u32, tidy: &Tidy) {
+    let slot = |m: usize| xskmap_slot(queue, m as u32).ok();
+    for s in tidy.free.iter().filter_map(|m| slot(*m)) {
+        let _ = steering.clear_socket(s);
+    }
+    for s in tidy
+        .free
+        .iter()
+        .chain([&tidy.ours])
+        .filter_map(|m| slot(*m))
+    {
+        match steering.unsteer_slot(s) {
+            Ok(ports) if !ports.is_empty() => crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{ifname}: ports {ports:?} of endpoints that are gone no longer steered \
+                 (XSKMAP slot {s})"
+            ),
+            Ok(_) => {}
+            Err(e) => xdp_warn!(FI_LOG_EP_CTRL, "{ifname}: unsteering slot {s}: {e}"),
+        }
+    }
+}
+
+/// Says at `info` that members of the group died, when some were found.
+fn log_reclaimed(ifname: &str, queue: u32, group: &SharedOpen) {
+    let (dead, stranded) = group.reclaim_counts;
+    if !group.reclaimed.is_empty() {
+        crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{ifname}: queue {queue}: {} member(s) of the AF_XDP group died; {dead} so far, \
+             up to {stranded} receive frames stranded with them",
+            group.reclaimed.len()
+        );
+    }
+}
+
+/// The XSKMAP slot of member `member` of `queue`'s group.
+fn xskmap_slot(queue: u32, member: u32) -> std::result::Result<u32, XskError> {
+    let slot = queue * SOCKETS_PER_QUEUE + member;
+    if member >= SOCKETS_PER_QUEUE || slot >= Steering::MAX_SLOTS {
+        return Err(Busy(format!(
+            "queue {queue} is beyond the {} queues the steering program's XSKMAP serves",
+            Steering::MAX_SLOTS / SOCKETS_PER_QUEUE
+        )));
+    }
+    Ok(slot)
 }
 
 /// The link's configuration for this endpoint; the queue is set by
@@ -149,38 +202,88 @@ pub(super) fn link_config(args: &OpenArgs) -> std::result::Result<LinkConfig, Xs
 
 /// Binds the socket to `wanted` (FI_XDP_QUEUE), or else to the first of the
 /// interface's `queues` that no socket of this process uses and that the
-/// kernel gives us.
+/// kernel gives us, or else to one our process uses already: in the
+/// queue's UMEM group (created, or joined when other endpoints of our user
+/// use the queue), with what the group told. A queue of its own first: a
+/// group's members share its receive frames and lock.
 pub(super) fn bind_a_queue(
     lc: &LinkConfig,
+    ifindex: u32,
     wanted: Option<u32>,
     queues: u32,
     shared: &Mutex<Shared>,
-) -> std::result::Result<Link, XskError> {
+) -> std::result::Result<(Link, Option<SharedOpen>), XskError> {
     let ifname = &lc.ifname;
     let candidates: Vec<u32> = match wanted {
         Some(q) => vec![q],
         None => {
             let used = lock(shared).queues.clone();
-            (0..queues).filter(|q| !used.contains(q)).collect()
+            let (ours, free): (Vec<u32>, Vec<u32>) = (0..queues).partition(|q| used.contains(q));
+            free.into_iter().chain(ours).collect()
         }
     };
     let mut lc = lc.clone();
     let mut busy = Vec::new();
     for q in candidates {
         lc.queue_id = q;
-        match Link::open(&lc) {
+        match open_in_group(&lc, ifindex, shared) {
             Ok(l) => return Ok(l),
-            Err(e @ LinkError::QueueBusy { .. }) => busy.push(e.to_string()),
+            Err(e @ (LinkError::QueueBusy { .. } | LinkError::ShareRefused { .. })) => {
+                busy.push(e.to_string())
+            }
             Err(e) => {
                 return Err(Failed(link_err(&format!("opening AF_XDP on {ifname}"), e)));
             }
         }
     }
-    Err(Busy(if busy.is_empty() {
-        format!("every receive queue of {ifname} already has an AF_XDP socket of this process")
-    } else {
-        busy.join("; ")
-    }))
+    Err(Busy(busy.join("; ")))
+}
+
+/// The socket on `lc`'s queue in the queue's UMEM group; without a group
+/// file (no /dev/shm, or the name taken by another user's file), a socket
+/// of its own as before groups, which no other process can share.
+fn open_in_group(
+    lc: &LinkConfig,
+    ifindex: u32,
+    shared: &Mutex<Shared>,
+) -> std::result::Result<(Link, Option<SharedOpen>), LinkError> {
+    let netns = ofi_xdp_epstats::netns_inode().unwrap_or(0);
+    let dir = std::path::Path::new(group::DEFAULT_DIR);
+    let group = match Group::open(dir, netns, ifindex, lc.queue_id) {
+        Ok(g) => g,
+        Err(e) => {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "{}: queue {}: no AF_XDP group file ({e}); the socket will not be shared \
+                 with other processes",
+                lc.ifname,
+                lc.queue_id
+            );
+            return Link::open(lc).map(|l| (l, None));
+        }
+    };
+    let (q, ifname) = (lc.queue_id, lc.ifname.as_str());
+    let (link, open) = Link::open_shared(lc, group, |tidy| {
+        tidy_steering(&mut lock(shared).steering, ifname, q, &tidy)
+    })?;
+    log_reclaimed(ifname, q, &open);
+    match open.how {
+        GroupJoin::Created => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{}: queue {}: AF_XDP group created (UMEM shared with later processes of this user)",
+            lc.ifname,
+            lc.queue_id
+        ),
+        GroupJoin::Joined { pid } => crate::xdp_info!(
+            FI_LOG_EP_CTRL,
+            "{}: queue {}: joined the AF_XDP group of process {pid} as member {} \
+             (XDP_SHARED_UMEM)",
+            lc.ifname,
+            lc.queue_id,
+            open.member
+        ),
+    }
+    Ok((link, Some(open)))
 }
 
 /// On an interface with several receive queues, asks the driver to send
