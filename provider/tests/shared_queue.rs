@@ -231,6 +231,19 @@ fn steered_ports(host: &Host) -> Vec<(u16, u32)> {
     })
 }
 
+/// Whether this kernel lets processes join a queue's group; the tests of
+/// sharing skip themselves on older ones (the fallback to the kernel path
+/// there is `c_suite`'s `c_data_rdm_two_processes_one_interface`).
+fn kernel_shares() -> bool {
+    let ok = ofi_xdp_link::group::kernel_lets_members_join();
+    if !ok {
+        println!(
+            "skipped: this kernel cannot share a queue's rings between processes (Linux 6.4+)"
+        );
+    }
+    ok
+}
+
 fn test_pair() -> HostPair {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
@@ -241,6 +254,9 @@ fn test_pair() -> HostPair {
 /// endpoint's traffic to the other host through AF_XDP.
 #[test]
 fn four_processes_per_host_share_the_queue() {
+    if !kernel_shares() {
+        return;
+    }
     let pair = test_pair();
     let pairs: Vec<Pingpong> = (0..4)
         .map(|i| start(&pair, &format!("p{i}"), 500))
@@ -255,6 +271,9 @@ fn four_processes_per_host_share_the_queue() {
 /// were members of while one of the others still runs.
 #[test]
 fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
+    if !kernel_shares() {
+        return;
+    }
     let pair = test_pair();
     let mut victim = start(&pair, "victim", 10_000);
     let short = start(&pair, "short", 1500);
@@ -285,6 +304,9 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
 /// while our pair stays on AF_XDP.
 #[test]
 fn another_users_endpoints_get_the_kernel_path() {
+    if !kernel_shares() {
+        return;
+    }
     use std::os::unix::fs::PermissionsExt as _;
     let pair = test_pair();
     let ours = start(&pair, "ours", 2000);
@@ -322,6 +344,9 @@ fn another_users_endpoints_get_the_kernel_path() {
 /// others of the same user.
 #[test]
 fn another_users_ranks_share_among_themselves() {
+    if !kernel_shares() {
+        return;
+    }
     use std::os::unix::fs::PermissionsExt as _;
     let pair = test_pair();
     let dir = rendezvous(&pair);
@@ -350,6 +375,9 @@ fn another_users_ranks_share_among_themselves() {
 #[test]
 #[ignore = "measurement: run with --ignored"]
 fn latency_one_pair_vs_four() {
+    if !kernel_shares() {
+        return;
+    }
     let pair = test_pair();
     let (one, _) = finish(start(&pair, "alone", 2000));
     // The group's own cost, without CPU sharing: one pair among three idle

@@ -43,6 +43,28 @@ use crate::ring::Mmap;
 use mailbox::Mailbox;
 use mutex::Locked;
 
+/// Whether this kernel lets a joiner map the group's shared fill and
+/// completion rings through its own socket after binding with
+/// `XDP_SHARED_UMEM` (Linux 6.4 and later; older kernels refuse the mmap
+/// with EBUSY, so their processes beyond a queue's first take the kernel
+/// UDP path). A kernel whose release cannot be read is assumed able: the
+/// join itself then says.
+pub fn kernel_lets_members_join() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| release_at_least(&r, (6, 4)))
+        .unwrap_or(true)
+}
+
+/// Whether a `uname -r` string ("6.1.0-56-amd64") names `want` or later;
+/// `None` if it does not start with MAJOR.MINOR.
+fn release_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse::<u32>().ok()?;
+    let minor = parts.next()?.parse::<u32>().ok()?;
+    Some((major, minor) >= want)
+}
+
 /// Members one group holds: the member table's size, and how many TX
 /// ranges the UMEM is cut into.
 pub const MAX_MEMBERS: usize = 8;

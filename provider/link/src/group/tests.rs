@@ -195,3 +195,12 @@ fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
     assert_eq!(g.summary().unwrap().members, vec![(pid, false)]);
     done(&path);
 }
+
+#[test]
+fn kernel_releases_compare_by_major_and_minor() {
+    assert_eq!(release_at_least("6.1.0-56-amd64", (6, 4)), Some(false));
+    assert_eq!(release_at_least("6.4.0", (6, 4)), Some(true));
+    assert_eq!(release_at_least("6.18.3+deb13-amd64\n", (6, 4)), Some(true));
+    assert_eq!(release_at_least("5.15.0-1-generic", (6, 4)), Some(false));
+    assert_eq!(release_at_least("garbage", (6, 4)), None);
+}
