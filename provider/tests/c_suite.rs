@@ -428,6 +428,98 @@ fn c_data_rdm_two_processes_one_interface() {
     run_data_with("rdm", &[], &[], &[], Where::SameHost, 1500);
 }
 
+// Two processes in one host (namespace), on one address, different ports:
+// the engine's datagrams between them go through shared memory, not the
+// kernel UDP socket. Each closing line (FI_LOG_LEVEL=info) says which path
+// carried what.
+
+/// From a port's closing line: (datagrams from this host through the
+/// kernel socket, datagrams through shared memory).
+fn local_paths(log: &str) -> Vec<(u64, u64)> {
+    let number_before = |line: &str, key: &str| -> Option<u64> {
+        let at = line.find(key)?;
+        line[..at]
+            .trim_end()
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    log.lines()
+        .filter(|l| l.contains(" closed: "))
+        .filter_map(|l| {
+            Some((
+                number_before(l, " from this host,")?,
+                number_before(l, " through shared memory")?,
+            ))
+        })
+        .collect()
+}
+
+/// The data test's two processes in host `a`, with `env`; asserts that
+/// shared memory, not the kernel socket, carried what they sent each other.
+fn data_one_host(env: &[(&str, &str)]) -> (Output, Output) {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let mut all = vec![("FI_LOG_LEVEL", "info")];
+    all.extend_from_slice(env);
+    let (client, server) = data_between(&pair.a, &pair.a, "rdm", &all, &[], &[]);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let paths = local_paths(&log);
+        println!("{who}: (kernel from this host, shared memory) per port: {paths:?}");
+        assert!(!paths.is_empty(), "{who}: no closing line:\n{log}");
+        for (kernel, shm) in &paths {
+            assert_eq!(
+                *kernel, 0,
+                "{who}: local datagrams took the kernel socket:\n{log}"
+            );
+            assert!(*shm > 0, "{who}: nothing through shared memory:\n{log}");
+        }
+    }
+    (client, server)
+}
+
+/// The whole RDM data test (tagged and untagged, 0 B to 16 MiB, inject,
+/// multi-recv, truncation, cancel, FI_SOURCE) between two processes of one
+/// host, over shared memory.
+#[test]
+fn c_data_rdm_one_host_shared_memory() {
+    data_one_host(&[]);
+}
+
+/// On one host, a receiver blocked in poll() on its CQ's fd (after
+/// fi_trywait) wakes for a message that arrives through shared memory
+/// (its doorbell).
+#[test]
+fn c_data_rdm_one_host_wait_fd() {
+    data_one_host(&[("XT_WAIT_FD", "1")]);
+}
+
+/// On one host, a peer that dies without closing: there is no ICMP on the
+/// shared-memory path, its process is looked for instead, and the next
+/// send fails with FI_EHOSTUNREACH within seconds.
+#[test]
+fn c_data_rdm_one_host_peer_dies() {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    data_between(&pair.a, &pair.a, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
+}
+
+/// FI_XDP_LOCAL_SHM=0: local peers use the kernel socket as before.
+#[test]
+fn c_data_rdm_one_host_without_shared_memory() {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let env = [("FI_LOG_LEVEL", "info"), ("FI_XDP_LOCAL_SHM", "0")];
+    let (client, _) = data_between(&pair.a, &pair.a, "rdm", &env, &[], &[]);
+    let log = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        log.contains(" closed: ") && !log.contains("through shared memory"),
+        "{log}"
+    );
+}
+
 /// Jumbo frames (MTU 9000): RDM datagrams of up to 9 KB span three UMEM
 /// frames through AF_XDP multi-buffer (Linux 6.6+; older kernels fall back
 /// to one frame per datagram). With loss, so retransmissions of

@@ -664,6 +664,9 @@ impl DataPath for Rdm {
         };
         match timer {
             Some(d) if d.is_zero() => WaitState::Busy,
+            // Local senders ring our doorbell from now on; what they sent
+            // before is handled before sleeping.
+            _ if self.port.prepare_sleep() => WaitState::Busy,
             timer => WaitState::Idle { timer },
         }
     }

@@ -1,0 +1,220 @@
+//! The shared-memory path to endpoints on this host (same network
+//! namespace): the engine's datagrams, unchanged, through a ring per
+//! sender in the receiver's area ([`area`]), instead of the kernel UDP
+//! socket. The engine keeps its protocol (ordering, acknowledgements,
+//! retransmission, dead-peer detection), so this "link" only has to be
+//! fast: no system call per datagram either way, none to poll an idle
+//! endpoint (its rings are checked in memory), and a doorbell ([`doorbell`])
+//! rung only for a reader that said it is about to sleep.
+//!
+//! Who may use it: the area file is mode 0600 and a sender refuses one
+//! that is not its own user's, so only processes of the same user share
+//! rings. A peer whose area cannot be opened (another user's, an older
+//! build's, a full /dev/shm, none at all) is reached through the kernel
+//! socket as before: said once at `info`, retried now and then.
+
+mod area;
+mod doorbell;
+mod ring;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use area::{Area, Outbound, SendError};
+use doorbell::Doorbell;
+
+use crate::sys::*;
+
+/// Sends to a peer without an area between two attempts to open it.
+const REOPEN_EVERY: u32 = 256;
+/// The reader looks for senders that were killed (one system call per
+/// sender) at most this often, when it is about to sleep.
+const SWEEP_EVERY_NS: u64 = 1_000_000_000;
+
+/// What the shared-memory path carried, for [`super::PathCounts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalCounts {
+    /// Datagrams received from our rings.
+    pub rx: u64,
+    /// Datagrams written to peers' rings.
+    pub tx: u64,
+    /// Impossible things found in our rings (what they held was dropped).
+    pub malformed: u64,
+    /// Datagrams not sent because the peer's ring was full (the engine
+    /// retransmits them).
+    pub ring_full: u64,
+}
+
+enum Peer {
+    Open {
+        out: Outbound,
+        bell: String,
+    },
+    /// No area to write to: the kernel socket carries this peer's
+    /// datagrams; another try after this many sends.
+    Absent {
+        retry_in: u32,
+    },
+}
+
+/// One endpoint's shared-memory path: its own area and doorbell, and the
+/// areas of the local peers it sends to.
+pub struct LocalPath {
+    area: Area,
+    bell: Doorbell,
+    netns: u64,
+    me: SocketAddr,
+    max_len: usize,
+    peers: HashMap<SocketAddr, Peer>,
+    counts: LocalCounts,
+    swept_ns: AtomicU64,
+}
+
+impl LocalPath {
+    /// The path of the endpoint at `me`, receiving datagrams of up to
+    /// `max_len` bytes; `None` (said at `info`) where shared memory is not
+    /// available: the kernel socket carries local traffic then.
+    pub fn open(me: SocketAddr, max_len: usize) -> Option<LocalPath> {
+        let netns = ofi_xdp_epstats::netns_inode()?;
+        let name = area::name(netns, me);
+        let opened = Area::create(&name).and_then(|area| {
+            let bell = Doorbell::bind(&name)?;
+            Ok((area, bell))
+        });
+        match opened {
+            Ok((area, bell)) => Some(LocalPath {
+                area,
+                bell,
+                netns,
+                me,
+                max_len,
+                peers: HashMap::new(),
+                counts: LocalCounts::default(),
+                swept_ns: AtomicU64::new(0),
+            }),
+            Err(e) => {
+                crate::xdp_info!(
+                    FI_LOG_EP_CTRL,
+                    "{me}: no shared-memory area /dev/shm/{name} ({e}): peers on this host \
+                     reach us through the kernel UDP socket"
+                );
+                None
+            }
+        }
+    }
+
+    pub fn counts(&self) -> LocalCounts {
+        self.counts
+    }
+
+    /// The doorbell, for the endpoint's wait fd.
+    pub fn fd(&self) -> RawFd {
+        self.bell.fd()
+    }
+
+    /// Sends `payload` to the local peer `to` through its ring: `None` when
+    /// it has no area we can use (the caller sends through the kernel
+    /// socket), `Some(false)` when its ring is full (lost like a dropped
+    /// frame: the engine retransmits).
+    pub fn send(&mut self, to: SocketAddr, payload: &[u8]) -> Option<bool> {
+        for _ in 0..2 {
+            let peer = match self.peers.get_mut(&to) {
+                Some(p) => p,
+                None => {
+                    let p = self.open_peer(to);
+                    self.peers.entry(to).or_insert(p)
+                }
+            };
+            let (out, bell) = match peer {
+                Peer::Open { out, bell } => (out, bell),
+                Peer::Absent { retry_in } => {
+                    *retry_in = retry_in.saturating_sub(1);
+                    if *retry_in > 0 {
+                        return None;
+                    }
+                    self.peers.remove(&to);
+                    continue;
+                }
+            };
+            match out.send(&[payload]) {
+                Ok(rung) => {
+                    if rung {
+                        self.bell.ring(bell);
+                    }
+                    self.counts.tx += 1;
+                    return Some(true);
+                }
+                Err(SendError::Full) => {
+                    self.counts.ring_full += 1;
+                    return Some(false);
+                }
+                // Closed or replaced (a new incarnation at that address):
+                // open it again by name.
+                Err(SendError::Stale) => {
+                    self.peers.remove(&to);
+                }
+            }
+        }
+        None
+    }
+
+    fn open_peer(&self, to: SocketAddr) -> Peer {
+        let name = area::name(self.netns, to);
+        match Outbound::open(&name, self.me) {
+            Ok(out) => Peer::Open { out, bell: name },
+            Err(e) => {
+                crate::xdp_info!(
+                    FI_LOG_EP_DATA,
+                    "{}: no shared memory with {to} ({e}): the kernel UDP socket carries our \
+                     datagrams to it",
+                    self.me
+                );
+                Peer::Absent {
+                    retry_in: REOPEN_EVERY,
+                }
+            }
+        }
+    }
+
+    /// Hands up to `max` datagrams per sender to `f`.
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, &[u8])) {
+        if self.area.wake() {
+            self.bell.drain();
+        }
+        let (n, bad) = self.area.recv(max, self.max_len, |from, d| f(from, d));
+        self.counts.rx += n;
+        if bad > 0 {
+            self.counts.malformed += bad;
+            crate::xdp_info!(
+                FI_LOG_EP_DATA,
+                "{}: {bad} malformed record(s) in our shared-memory rings dropped",
+                self.me
+            );
+        }
+    }
+
+    /// Says we are about to sleep on the wait fd; whether a datagram is
+    /// waiting already (then we must not).
+    pub fn prepare_sleep(&self) -> bool {
+        let now = crate::xdp::monotonic_ns();
+        if now.saturating_sub(self.swept_ns.load(Ordering::Relaxed)) >= SWEEP_EVERY_NS {
+            self.swept_ns.store(now, Ordering::Relaxed);
+            self.area.sweep_dead_writers();
+        }
+        self.area.prepare_sleep()
+    }
+
+    /// Hands `f` every local peer whose process is gone (as ICMP port
+    /// unreachable does for the kernel path), and forgets its area.
+    pub fn take_dead(&mut self, mut f: impl FnMut(SocketAddr)) {
+        self.peers.retain(|to, p| match p {
+            Peer::Open { bell, .. } if !Doorbell::is_bound(bell) => {
+                f(*to);
+                false
+            }
+            _ => true,
+        });
+    }
+}
