@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{wait_running, work_dir};
+use common::{local_paths, wait_running, work_dir};
 
 /// Build `tests/c/<name>.c` once per test process. Tests run in parallel
 /// and several use the same program: compiling it anew in each would
@@ -432,29 +432,6 @@ fn c_data_rdm_two_processes_one_interface() {
 // the engine's datagrams between them go through shared memory, not the
 // kernel UDP socket. Each closing line (FI_LOG_LEVEL=info) says which path
 // carried what.
-
-/// From a port's closing line: (datagrams from this host through the
-/// kernel socket, datagrams through shared memory).
-fn local_paths(log: &str) -> Vec<(u64, u64)> {
-    let number_before = |line: &str, key: &str| -> Option<u64> {
-        let at = line.find(key)?;
-        line[..at]
-            .trim_end()
-            .rsplit(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    log.lines()
-        .filter(|l| l.contains(" closed: "))
-        .filter_map(|l| {
-            Some((
-                number_before(l, " from this host,")?,
-                number_before(l, " through shared memory")?,
-            ))
-        })
-        .collect()
-}
 
 /// The data test's two processes in host `a`, with `env`; asserts that
 /// shared memory, not the kernel socket, carried what they sent each other.

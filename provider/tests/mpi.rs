@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{wait_running, work_dir};
+use common::{local_paths, wait_running, work_dir};
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
 const MPIRUN_TIMEOUT: &str = "240";
@@ -95,6 +95,11 @@ fn mpirun(pair: &HostPair, mca: &[&str], ranks: &[String]) -> Output {
 
 /// `mpirun` inside `host`'s namespace (see [`mpirun`]).
 fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
+    mpirun_logging(host, mca, ranks, "warn")
+}
+
+/// [`mpirun_on`] with the ranks' FI_LOG_LEVEL.
+fn mpirun_logging(host: &Host, mca: &[&str], ranks: &[String], level: &str) -> Output {
     let ifname = host.ifname();
     let mut cmd = host.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
@@ -104,7 +109,7 @@ fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
         .args(mca)
         .args(ranks)
         .env("FI_PROVIDER_PATH", work_dir())
-        .env("FI_LOG_LEVEL", "warn")
+        .env("FI_LOG_LEVEL", level)
         // Ranks in the other namespace reach mpirun's PMIx server and its
         // out-of-band channel over the veth pair, not over loopback.
         .env("PMIX_MCA_ptl_tcp_remote_connections", "1")
@@ -150,15 +155,27 @@ fn mpi_two_hosts() {
 
 /// Three ranks on one host and interface (ranks sharing a node): one gets
 /// the AF_XDP queue, the others run on the kernel UDP path, and all reach
-/// each other through the kernel.
+/// each other through shared memory (each port's closing line, at info,
+/// says what carried its datagrams).
 #[test]
 fn mpi_three_ranks_one_host() {
     let bin = mpi_check().display().to_string();
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     let ranks = vec!["-np".to_owned(), "3".to_owned(), bin];
-    let stderr = assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 3);
+    let out = mpirun_logging(&pair.a, TWO_SIDED, &ranks, "info");
+    let stderr = assert_ranks_passed(&out, "mpi_check", 3);
     assert!(stderr.contains("uses the kernel UDP path"), "{stderr}");
+    let paths = local_paths(&stderr);
+    println!("(kernel from this host, shared memory) per port: {paths:?}");
+    assert!(
+        paths.iter().all(|(kernel, _)| *kernel == 0),
+        "local datagrams took the kernel socket: {paths:?}"
+    );
+    assert!(
+        paths.iter().filter(|(_, shm)| *shm > 0).count() >= 3,
+        "fewer than three ports received through shared memory: {paths:?}"
+    );
 }
 
 /// `hosts` ranks of `bin`, the first in `pair.a`, the rest in `pair.b`.

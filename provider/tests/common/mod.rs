@@ -62,3 +62,26 @@ pub fn wait_running(pair: &HostPair) {
         }
     }
 }
+
+/// From a port's closing line: (datagrams from this host through the
+/// kernel socket, datagrams through shared memory).
+pub fn local_paths(log: &str) -> Vec<(u64, u64)> {
+    let number_before = |line: &str, key: &str| -> Option<u64> {
+        let at = line.find(key)?;
+        line[..at]
+            .trim_end()
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    log.lines()
+        .filter(|l| l.contains(" closed: "))
+        .filter_map(|l| {
+            Some((
+                number_before(l, " from this host,")?,
+                number_before(l, " through shared memory")?,
+            ))
+        })
+        .collect()
+}
