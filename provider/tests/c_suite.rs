@@ -483,6 +483,85 @@ fn c_data_rdm_one_host_peer_dies() {
     data_between(&pair.a, &pair.a, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
 }
 
+/// On one host, the client streams 64 KiB messages to the server, which the
+/// test kills (SIGKILL) mid-stream: the client's sends in flight fail (no
+/// hang). The server starts again at the same address (a new incarnation
+/// replaces the dead one's shared-memory area) and the client reaches it.
+#[test]
+fn c_data_rdm_one_host_peer_killed_and_restarted() {
+    let bin = compile("data");
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let host = &pair.a;
+    let rv = work_dir().join(format!("rv-restart-{}", host.netns()));
+    std::fs::create_dir_all(&rv).unwrap();
+    let rv_s = rv.to_string_lossy().into_owned();
+    let env = [
+        ("XT_RESTART", "1"),
+        ("FI_LOG_LEVEL", "info"),
+        ("FI_PROVIDER_PATH", work_dir().to_str().unwrap()),
+    ];
+    let server = |restarted: bool| {
+        let mut cmd = host.command(&bin);
+        cmd.arg(host.ifname())
+            .arg(host.ipv4().to_string())
+            .arg(host.ipv4().to_string())
+            .args(["server", &rv_s, "rdm"])
+            .envs(env)
+            .env("FI_XDP_PORT", "40123")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if restarted {
+            cmd.env("XT_RESTARTED", "1");
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut first = server(false);
+    let client = {
+        let mut cmd = host.command(&bin);
+        cmd.arg(host.ifname())
+            .arg(host.ipv4().to_string())
+            .arg(host.ipv4().to_string())
+            .args(["client", &rv_s, "rdm"])
+            .envs(env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let streaming = rv.join("client.streaming");
+    for _ in 0..400 {
+        if streaming.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(streaming.exists(), "the client never streamed");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let second = server(true);
+    let client = client.wait_with_output().unwrap();
+    let second = second.wait_with_output().unwrap();
+    if !client.status.success() {
+        eprintln!(
+            "restarted server stderr:\n{}",
+            String::from_utf8_lossy(&second.stderr)
+        );
+    }
+    assert_passed("client", &client);
+    assert_passed("restarted server", &second);
+    let out = String::from_utf8_lossy(&client.stdout);
+    assert!(out.contains("error completion after"), "{out}");
+    assert!(out.contains("restarted peer reached"), "{out}");
+    // The new incarnation took the traffic through shared memory too.
+    let log = String::from_utf8_lossy(&second.stderr);
+    let paths = local_paths(&log);
+    assert!(
+        !paths.is_empty() && paths.iter().all(|(k, shm)| *k == 0 && *shm > 0),
+        "{paths:?}\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&rv);
+}
+
 /// FI_XDP_LOCAL_SHM=0: local peers use the kernel socket as before.
 #[test]
 fn c_data_rdm_one_host_without_shared_memory() {

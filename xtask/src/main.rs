@@ -24,8 +24,9 @@ commands:
   uninstall [--prefix DIR]  remove exactly what install put there
   package                   build target/debian/ofi-xdp_<version>_<arch>.deb (dpkg -i it;
                             dpkg --purge ofi-xdp removes it)
-  bench link|engine|provider|stream|incast|latency-path  print benchmark tables (figures, not
-                     tests); `bench stream [--rounds N …]` passes its options on
+  bench link|engine|provider|stream|local|incast|latency-path  print benchmark tables
+                     (figures, not tests); `bench stream|local [--rounds N …]` pass their
+                     options on
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces

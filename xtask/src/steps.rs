@@ -246,8 +246,17 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .env("FI_PROVIDER_PATH", build_with_probes()?);
         run(cmd)
     };
+    // Two processes on one host: xdp's shared-memory path beside libfabric's shm and tcp.
+    let local = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("local-bench");
+        cmd.args(&args[1.min(args.len())..]);
+        run(cmd)
+    };
     match which {
         "link" => link(),
+        "local" => local(),
         "engine" => engine(),
         "provider" => provider(),
         "stream" => stream(),
@@ -259,7 +268,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .and_then(|()| stream())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, stream, incast, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, latency-path or all)"
         )),
     }
 }

@@ -12,6 +12,8 @@
 //!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
+//! - `local-bench` — two processes on one host: `xdp` (shared memory) beside `shm`, `tcp`
+//!   and `xdp` on its kernel socket.
 //! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
 //!   per-sender throughput, retransmissions.
 //! - `status` — the steering program on each interface, its ports and counters, the
@@ -28,6 +30,7 @@ mod demo;
 mod fi_pingpong;
 mod host;
 mod incast;
+mod local_bench;
 mod pingpong;
 mod stats;
 mod status;
@@ -65,6 +68,9 @@ commands:
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
+  local-bench     two processes on one host: 64 B latency and 1 MiB bandwidth
+                  of xdp (shared memory) beside shm, tcp and xdp on its kernel
+                  socket [--rounds 3] [--iters 10000] [--big-iters 200] [--mtu 9000]
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
                   xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
@@ -83,6 +89,7 @@ fn main() {
         "provider-bench" => compare::bench(rest),
         "latency-path" => compare::latency_path(rest),
         "incast" => incast::main(rest),
+        "local-bench" => local_bench::main(rest),
         "stream-bench" => stream::main(rest),
         "status" => status::main(rest),
         "cleanup" => cleanup::main(rest),
