@@ -583,9 +583,12 @@ impl Port {
         }
     }
 
-    /// Kick the AF_XDP TX ring and reap its completions (kernel sends are
-    /// done when sent).
+    /// Kick the AF_XDP TX ring and reap its completions, and wake local
+    /// peers we wrote to that sleep (kernel sends are done when sent).
     pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
+        if let Some(l) = self.local.as_mut() {
+            l.flush();
+        }
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
         };

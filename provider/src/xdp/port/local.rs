@@ -51,12 +51,12 @@ enum Peer {
     Open {
         out: Outbound,
         bell: String,
+        /// Written to since the last [`LocalPath::flush`].
+        dirty: bool,
     },
     /// No area to write to: the kernel socket carries this peer's
     /// datagrams; another try after this many sends.
-    Absent {
-        retry_in: u32,
-    },
+    Absent { retry_in: u32 },
 }
 
 /// One endpoint's shared-memory path: its own area and doorbell, and the
@@ -68,6 +68,8 @@ pub struct LocalPath {
     me: SocketAddr,
     max_len: usize,
     peers: HashMap<SocketAddr, Peer>,
+    /// Peers written to since the last [`LocalPath::flush`].
+    dirty: Vec<SocketAddr>,
     counts: LocalCounts,
     swept_ns: AtomicU64,
 }
@@ -91,6 +93,7 @@ impl LocalPath {
                 me,
                 max_len,
                 peers: HashMap::new(),
+                dirty: Vec::new(),
                 counts: LocalCounts::default(),
                 swept_ns: AtomicU64::new(0),
             }),
@@ -127,8 +130,8 @@ impl LocalPath {
                     self.peers.entry(to).or_insert(p)
                 }
             };
-            let (out, bell) = match peer {
-                Peer::Open { out, bell } => (out, bell),
+            let (out, dirty) = match peer {
+                Peer::Open { out, dirty, .. } => (out, dirty),
                 Peer::Absent { retry_in } => {
                     *retry_in = retry_in.saturating_sub(1);
                     if *retry_in > 0 {
@@ -139,9 +142,10 @@ impl LocalPath {
                 }
             };
             match out.send(&[payload]) {
-                Ok(rung) => {
-                    if rung {
-                        self.bell.ring(bell);
+                Ok(()) => {
+                    if !*dirty {
+                        *dirty = true;
+                        self.dirty.push(to);
                     }
                     self.counts.tx += 1;
                     return Some(true);
@@ -160,10 +164,31 @@ impl LocalPath {
         None
     }
 
+    /// After a batch of sends: rings the doorbell of each peer written to
+    /// that said it is about to sleep.
+    pub fn flush(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        area::fence();
+        for to in self.dirty.drain(..) {
+            if let Some(Peer::Open { out, bell, dirty }) = self.peers.get_mut(&to) {
+                *dirty = false;
+                if out.must_ring() {
+                    self.bell.ring(bell);
+                }
+            }
+        }
+    }
+
     fn open_peer(&self, to: SocketAddr) -> Peer {
         let name = area::name(self.netns, to);
         match Outbound::open(&name, self.me) {
-            Ok(out) => Peer::Open { out, bell: name },
+            Ok(out) => Peer::Open {
+                out,
+                bell: name,
+                dirty: false,
+            },
             Err(e) => {
                 crate::xdp_info!(
                     FI_LOG_EP_DATA,

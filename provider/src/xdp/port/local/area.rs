@@ -456,6 +456,15 @@ fn replace_stale(name: &str, path: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Orders a batch of sends' `head` stores before the loads of
+/// [`Outbound::must_ring`], as the reader's [`Area::prepare_sleep`] orders
+/// its flag before its look at the rings: one of the two sides sees the
+/// other. One fence per batch, not per datagram: the fence waits for every
+/// store of the copies before it to drain.
+pub fn fence() {
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// Our side of another endpoint's area: the slot we write to.
 pub struct Outbound {
     map: Map,
@@ -503,9 +512,9 @@ impl Outbound {
         })
     }
 
-    /// Appends one datagram and, if the reader is asleep, says so (ring
-    /// its doorbell): `Ok(true)`.
-    pub fn send(&mut self, payload: &[&[u8]]) -> Result<bool, SendError> {
+    /// Appends one datagram and publishes it. A reader about to sleep is
+    /// told by [`Outbound::must_ring`] after the batch.
+    pub fn send(&mut self, payload: &[&[u8]]) -> Result<(), SendError> {
         let h = self.map.header();
         if h.state.load(Ordering::Relaxed) != LIVE
             || self.map.slot(self.slot).state.load(Ordering::Relaxed) != self.mine
@@ -514,12 +523,18 @@ impl Outbound {
         }
         self.ring
             .push(&mut self.head, payload)
-            .map_err(|_| SendError::Full)?;
-        std::sync::atomic::fence(Ordering::SeqCst);
-        Ok(h.sleeping.load(Ordering::SeqCst) == 1
+            .map_err(|_| SendError::Full)
+    }
+
+    /// After a batch of [`Outbound::send`]s (and a full fence, see
+    /// [`fence`]): whether the reader said it is about to sleep and nobody
+    /// rang its doorbell since — then ring it (once per sleep).
+    pub fn must_ring(&self) -> bool {
+        let h = self.map.header();
+        h.sleeping.load(Ordering::SeqCst) == 1
             && h.sleeping
                 .compare_exchange(1, 2, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok())
+                .is_ok()
     }
 }
 
@@ -609,8 +624,10 @@ mod tests {
         let area = Area::create(&name).unwrap();
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         let mut b = Outbound::open(&name, addr(2)).unwrap();
-        assert_eq!(a.send(&[b"from a"]), Ok(false));
-        assert_eq!(b.send(&[b"from b"]), Ok(false));
+        assert_eq!(a.send(&[b"from a"]), Ok(()));
+        assert_eq!(b.send(&[b"from b"]), Ok(()));
+        fence();
+        assert!(!a.must_ring(), "the reader is not asleep");
         let mut got = Vec::new();
         let (n, bad) = area.recv(64, 1 << 16, |from, d| got.push((from, d.to_vec())));
         assert_eq!((n, bad), (2, 0));
@@ -634,8 +651,12 @@ mod tests {
         let area = Area::create(&name).unwrap();
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         assert!(!area.prepare_sleep());
-        assert_eq!(a.send(&[b"1"]), Ok(true));
-        assert_eq!(a.send(&[b"2"]), Ok(false), "rung already");
+        a.send(&[b"1"]).unwrap();
+        fence();
+        assert!(a.must_ring());
+        a.send(&[b"2"]).unwrap();
+        fence();
+        assert!(!a.must_ring(), "rung already");
         assert_eq!(area.sleeping(), 2);
         assert!(area.wake());
         assert!(!area.wake());
