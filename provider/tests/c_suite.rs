@@ -336,9 +336,25 @@ fn data_between(
 /// <iface> <local IP> <peer IP> <role> <rendezvous dir>), each with its
 /// own extra environment; both must pass.
 fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]) {
+    run_pair_at(name, server_env, client_env, Where::TwoHosts);
+}
+
+/// [`run_pair`] with the client `at` the other host or the server's;
+/// their outputs (client, server).
+fn run_pair_at(
+    name: &str,
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+    at: Where,
+) -> (Output, Output) {
     let bin = compile(name);
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
+    let client_host = if at == Where::SameHost {
+        &pair.a
+    } else {
+        &pair.b
+    };
     let rv = work_dir().join(format!("rv-{name}-{}", pair.a.netns()));
     std::fs::create_dir_all(&rv).unwrap();
     let rv_s = rv.to_string_lossy().into_owned();
@@ -346,7 +362,7 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
         let mut cmd = pair.a.command(&bin);
         cmd.arg(pair.a.ifname())
             .arg(pair.a.ipv4().to_string())
-            .arg(pair.b.ipv4().to_string())
+            .arg(client_host.ipv4().to_string())
             .args(["server", &rv_s])
             .env("FI_PROVIDER_PATH", work_dir())
             .env("FI_LOG_LEVEL", "warn")
@@ -358,7 +374,7 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
     };
     let mut env = vec![("FI_LOG_LEVEL", "warn")];
     env.extend_from_slice(client_env);
-    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s], &env);
+    let client = run_in(client_host, &pair.a, &bin, &["client", &rv_s], &env);
     let server = server.wait_with_output().unwrap();
     if !client.status.success() {
         eprintln!(
@@ -370,6 +386,26 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
     assert_passed(&format!("{name} client"), &client);
     assert_passed(&format!("{name} server"), &server);
     let _ = std::fs::remove_dir_all(&rv);
+    (client, server)
+}
+
+/// The connected-endpoint test with both processes on one host: the
+/// connection's datagrams go through shared memory (the listening endpoint
+/// is a plain UDP socket without an area, so connection requests take the
+/// kernel socket).
+#[test]
+fn c_msg_ep_one_host() {
+    let info = [("FI_LOG_LEVEL", "info")];
+    let client_env = [("FI_XDP_PEER_TIMEOUT", "2"), ("FI_LOG_LEVEL", "info")];
+    let (client, server) = run_pair_at("msg_ep", &info, &client_env, Where::SameHost);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let paths = local_paths(&log);
+        assert!(
+            paths.iter().any(|(_, shm)| *shm > 0),
+            "{who}: nothing through shared memory: {paths:?}\n{log}"
+        );
+    }
 }
 
 /// Connected endpoints (FI_EP_MSG), the programmer's guide way: listen,
