@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{local_paths, wait_running, work_dir};
+use common::{local_paths, remove_local_areas, wait_running, work_dir};
 
 /// Build `tests/c/<name>.c` once per test process. Tests run in parallel
 /// and several use the same program: compiling it anew in each would
@@ -517,6 +517,7 @@ fn c_data_rdm_one_host_peer_dies() {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     data_between(&pair.a, &pair.a, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
+    remove_local_areas(&pair.a.ipv4().to_string());
 }
 
 /// On one host, the client streams 64 KiB messages to the server, which the
@@ -596,6 +597,7 @@ fn c_data_rdm_one_host_peer_killed_and_restarted() {
         "{paths:?}\n{log}"
     );
     let _ = std::fs::remove_dir_all(&rv);
+    remove_local_areas(&host.ipv4().to_string());
 }
 
 /// FI_XDP_LOCAL_SHM=0: local peers use the kernel socket as before.
@@ -704,7 +706,10 @@ fn c_data_rdm_peer_closes() {
 /// unreachable its datagram draws, not after the 300 s peer timeout.
 #[test]
 fn c_data_rdm_peer_dies() {
-    run_data_env("rdm", &[("XT_PEER_DIES", "1")]);
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    data_between(&pair.a, &pair.b, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
+    remove_local_areas(&pair.a.ipv4().to_string());
 }
 
 /// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server

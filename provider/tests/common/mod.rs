@@ -85,3 +85,18 @@ pub fn local_paths(log: &str) -> Vec<(u64, u64)> {
         })
         .collect()
 }
+
+/// Removes the shared-memory areas a killed test process left for its
+/// endpoints at `ip` (the provider removes them itself only when another
+/// endpoint opens in that namespace, and a test's namespace is gone by then).
+pub fn remove_local_areas(ip: &str) {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("ofi-xdp-local-") && name.contains(&format!("-{ip}-")) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}

@@ -81,10 +81,16 @@ impl LocalPath {
     pub fn open(me: SocketAddr, max_len: usize) -> Option<LocalPath> {
         let netns = ofi_xdp_epstats::netns_inode()?;
         let name = area::name(netns, me);
-        let opened = Area::create(&name).and_then(|area| {
-            let bell = Doorbell::bind(&name)?;
-            Ok((area, bell))
-        });
+        // The doorbell first: binding it is what makes the name ours (no
+        // live endpoint holds it), and it marks the area as alive.
+        let opened = Doorbell::bind(&name).and_then(|bell| Ok((Area::create(&name)?, bell)));
+        let reaped = area::reap_stale(netns);
+        if reaped > 0 {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "removed {reaped} shared-memory area(s) of endpoints that are gone from /dev/shm"
+            );
+        }
         match opened {
             Ok((area, bell)) => Some(LocalPath {
                 area,

@@ -21,8 +21,9 @@
 //! On close it marks it closed; the reader frees a closed slot once drained.
 //! A writer that was killed is found by its pid ([`pid_alive`]): the reader
 //! closes its slot, or the writer's successor at the same address takes it
-//! over. An owner that was killed is found by its doorbell, which nobody
-//! holds any more ([`Doorbell::is_bound`]).
+//! over. An owner holds its doorbell (bound before the area is made): one
+//! that was killed is found by that doorbell, which nobody holds any more
+//! ([`Doorbell::is_bound`], [`reap_stale`]).
 
 use std::ffi::CString;
 use std::io;
@@ -270,15 +271,16 @@ pub struct Area {
 }
 
 impl Area {
-    /// Creates the area `name`. One left by a dead owner at our address (a
-    /// previous incarnation) is marked gone, so its senders reopen by name,
-    /// and replaced; one whose owner lives is left alone (error).
+    /// Creates the area `name`. The caller holds the doorbell of that
+    /// name (bound: no live endpoint has it), so a file already there was
+    /// left by a dead owner at our address (a previous incarnation): it is
+    /// marked gone, so its senders reopen by name, and replaced.
     pub fn create(name: &str) -> io::Result<Area> {
         let path = path(name);
         let fd = match open_file(&path, libc::O_CREAT | libc::O_EXCL) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                replace_stale(name, &path)?;
+                remove_stale(&path)?;
                 open_file(&path, libc::O_CREAT | libc::O_EXCL)?
             }
             Err(e) => return Err(e),
@@ -440,20 +442,44 @@ fn unlink(path: &str) {
     }
 }
 
-/// An area file is in our way: replace it if its owner is gone (its
-/// doorbell unbound) or it is not an area at all, and tell its senders.
-fn replace_stale(name: &str, path: &str) -> io::Result<()> {
+/// Removes the area file at `path`, whose owner is gone, after telling its
+/// senders (state gone). Refused for a file that is not ours alone.
+fn remove_stale(path: &str) -> io::Result<()> {
     let fd = open_file(path, 0)?;
     check_private(&fd)?;
     if let Ok(map) = Map::of(fd) {
-        let h = map.header();
-        if h.magic.load(Ordering::Acquire) == MAGIC && Doorbell::is_bound(name) {
-            return Err(io::Error::from_raw_os_error(libc::EADDRINUSE));
-        }
-        h.state.store(GONE, Ordering::Release);
+        map.header().state.store(GONE, Ordering::Release);
     }
     unlink(path);
     Ok(())
+}
+
+/// Removes the areas of network namespace `netns` whose owners are gone
+/// (their doorbell can be bound: nobody holds it), as a killed process
+/// leaves them: each holds the rings its senders allocated. Called when an
+/// endpoint opens; returns how many it removed.
+pub fn reap_stale(netns: u64) -> usize {
+    let prefix = format!("ofi-xdp-local-{netns}-");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in dir.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        // Holding its doorbell while we look keeps a new owner out.
+        let Ok(_bell) = Doorbell::bind(&name) else {
+            continue;
+        };
+        if remove_stale(&path(&name)).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Orders a batch of sends' `head` stores before the loads of
@@ -712,11 +738,6 @@ mod tests {
         let name = unique("stale");
         let old = Area::create(&name).unwrap();
         let mut a = Outbound::open(&name, addr(1)).unwrap();
-        // A live owner (its doorbell bound) keeps its area.
-        let bell = Doorbell::bind(&name).unwrap();
-        assert!(Area::create(&name).is_err());
-        // A dead one does not.
-        drop(bell);
         let new = Area::create(&name).unwrap();
         assert_eq!(a.send(&[b"x"]), Err(SendError::Stale));
         std::mem::forget(old); // its Drop would unlink the new file
@@ -725,5 +746,20 @@ mod tests {
         let mut n = 0;
         new.recv(64, 1 << 16, |_, _| n += 1);
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn areas_of_gone_owners_are_reaped() {
+        // A namespace number no real one has, so only our files match.
+        let netns = u64::MAX - u64::from(std::process::id());
+        let live = name(netns, addr(1));
+        let dead = name(netns, addr(2));
+        let _bell = Doorbell::bind(&live).unwrap();
+        let a = Area::create(&live).unwrap();
+        std::mem::forget(Area::create(&dead).unwrap()); // killed: no Drop
+        assert_eq!(reap_stale(netns), 1);
+        assert!(std::path::Path::new(&path(&live)).exists());
+        assert!(!std::path::Path::new(&path(&dead)).exists());
+        drop(a);
     }
 }
