@@ -387,6 +387,15 @@ impl Port {
         }
     }
 
+    /// Full-size datagrams a local peer's ring in shared memory holds
+    /// (`None` without the shared-memory path): a window beyond it fills
+    /// the ring whenever the peer is slow to run.
+    pub fn local_capacity(&self) -> Option<usize> {
+        self.local
+            .as_ref()
+            .map(|_| LocalPath::ring_capacity(self.max_payload))
+    }
+
     /// A file descriptor that is readable when datagrams wait on either path
     /// (for CQs with FI_WAIT_FD). With AF_XDP it is an epoll instance over
     /// both sockets, made on first use: an epoll watching the AF_XDP socket

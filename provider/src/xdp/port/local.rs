@@ -119,6 +119,11 @@ impl LocalPath {
         self.counts
     }
 
+    /// Datagrams of `len` bytes one sender's ring holds.
+    pub fn ring_capacity(len: usize) -> usize {
+        area::RING_BYTES / (ring::RECORD_HEADER + len).next_multiple_of(8)
+    }
+
     /// The doorbell, for the endpoint's wait fd.
     pub fn fd(&self) -> RawFd {
         self.bell.fd()
