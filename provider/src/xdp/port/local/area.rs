@@ -32,7 +32,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::doorbell::Doorbell;
-use super::ring::Ring;
+use super::ring::{Ring, Writer};
 
 /// Senders one area takes; more fall back to the kernel socket.
 pub const SLOTS: usize = 128;
@@ -498,7 +498,7 @@ pub struct Outbound {
     /// What we stored in the slot's state: if it changes, the slot was
     /// taken from us (the reader thought us dead).
     mine: u64,
-    head: u64,
+    writer: Writer,
     ring: Ring,
 }
 
@@ -528,12 +528,12 @@ impl Outbound {
         }
         let (slot, mine) = claim(&map, me)?;
         let ring = map.ring(slot);
-        let head = ring.writer_start();
+        let writer = ring.writer_start();
         Ok(Outbound {
             map,
             slot,
             mine,
-            head,
+            writer,
             ring,
         })
     }
@@ -548,7 +548,7 @@ impl Outbound {
             return Err(SendError::Stale);
         }
         self.ring
-            .push(&mut self.head, payload)
+            .push(&mut self.writer, payload)
             .map_err(|_| SendError::Full)
     }
 

@@ -37,6 +37,15 @@ pub enum PushError {
     TooLong,
 }
 
+/// The writer's own copies of the counters: `head` as it published it
+/// (never re-read from the shared memory, which the reader could have
+/// scribbled on) and `tail` as it last read it.
+#[derive(Debug)]
+pub struct Writer {
+    pub head: u64,
+    tail: u64,
+}
+
 /// What one [`Ring::pop`] pass saw.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PopCounts {
@@ -100,9 +109,9 @@ impl Ring {
         self.head().load(Ordering::Acquire) == self.tail().load(Ordering::Acquire)
     }
 
-    /// Writer: a consistent `head` to continue from when taking the ring
-    /// over (a previous writer may have left anything there).
-    pub fn writer_start(&self) -> u64 {
+    /// Writer: where to continue from when taking the ring over (a
+    /// previous writer may have left anything there).
+    pub fn writer_start(&self) -> Writer {
         let (head, tail) = (
             self.head().load(Ordering::Acquire),
             self.tail().load(Ordering::Acquire),
@@ -110,31 +119,33 @@ impl Ring {
         if head.wrapping_sub(tail) > self.cap as u64 || !head.is_multiple_of(8) {
             // Nothing sane is published: start where the reader is.
             self.head().store(tail, Ordering::Release);
-            return tail;
+            return Writer { head: tail, tail };
         }
-        head
+        Writer { head, tail }
     }
 
     /// Writer: append `payload` (pieces, concatenated) and publish it.
-    /// `head` is the writer's own copy of the counter (never re-read from
-    /// the shared memory, which the reader could have scribbled on).
-    pub fn push(&self, head: &mut u64, payload: &[&[u8]]) -> Result<(), PushError> {
+    pub fn push(&self, w: &mut Writer, payload: &[&[u8]]) -> Result<(), PushError> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         if len > self.max_record() {
             return Err(PushError::TooLong);
         }
         let need = padded(len) as u64;
-        let tail = self.tail().load(Ordering::Acquire);
-        let used = head.wrapping_sub(tail);
-        if used > self.cap as u64 {
-            // The reader's counter is impossible: nothing fits until it is sane.
-            return Err(PushError::Full);
-        }
-        let mut at = *head;
+        let mut at = w.head;
         let to_end = (self.cap - (at as usize & (self.cap - 1))) as u64;
         let skip = if need > to_end { to_end } else { 0 };
-        if used + skip + need > self.cap as u64 {
-            return Err(PushError::Full);
+        let fits = |tail: u64| {
+            let used = at.wrapping_sub(tail);
+            // An impossible reader's counter: nothing fits until it is sane.
+            used <= self.cap as u64 && used + skip + need <= self.cap as u64
+        };
+        // The reader's counter is read again only when the room we last
+        // knew of is used up: it is a cache line the reader keeps writing.
+        if !fits(w.tail) {
+            w.tail = self.tail().load(Ordering::Acquire);
+            if !fits(w.tail) {
+                return Err(PushError::Full);
+            }
         }
         if skip > 0 {
             self.write_header(at, WRAP);
@@ -151,8 +162,8 @@ impl Ring {
             }
             off += p.len();
         }
-        *head = at + need;
-        self.head().store(*head, Ordering::Release);
+        w.head = at + need;
+        self.head().store(w.head, Ordering::Release);
         Ok(())
     }
 
@@ -256,10 +267,10 @@ mod tests {
     fn datagrams_come_out_in_order() {
         let m = Mem::new(1024);
         let r = m.ring();
-        let mut head = r.writer_start();
-        r.push(&mut head, &[b"hello"]).unwrap();
-        r.push(&mut head, &[b"wor", b"ld!"]).unwrap();
-        r.push(&mut head, &[]).unwrap();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"hello"]).unwrap();
+        r.push(&mut w, &[b"wor", b"ld!"]).unwrap();
+        r.push(&mut w, &[]).unwrap();
         let (got, c) = collect(&r, 512);
         assert_eq!(got, vec![b"hello".to_vec(), b"world!".to_vec(), vec![]]);
         assert_eq!(c.datagrams, 3);
@@ -271,17 +282,17 @@ mod tests {
     fn wraps_around_many_times() {
         let m = Mem::new(256);
         let r = m.ring();
-        let mut head = r.writer_start();
+        let mut w = r.writer_start();
         for i in 0..1000u32 {
             let len = (i as usize * 7) % 100;
             let p: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();
-            r.push(&mut head, &[&p]).unwrap();
+            r.push(&mut w, &[&p]).unwrap();
             let (got, c) = collect(&r, 512);
             assert_eq!(got, vec![p], "datagram {i}");
             assert_eq!(c.malformed, 0);
         }
         assert!(
-            head > 256 * 100,
+            w.head > 256 * 100,
             "the counters ran past the ring many times"
         );
     }
@@ -290,33 +301,33 @@ mod tests {
     fn full_ring_refuses_until_read() {
         let m = Mem::new(256);
         let r = m.ring();
-        let mut head = r.writer_start();
+        let mut w = r.writer_start();
         let p = [7u8; 56]; // 64 bytes a record
         for _ in 0..4 {
-            r.push(&mut head, &[&p]).unwrap();
+            r.push(&mut w, &[&p]).unwrap();
         }
-        assert_eq!(r.push(&mut head, &[&p]), Err(PushError::Full));
+        assert_eq!(r.push(&mut w, &[&p]), Err(PushError::Full));
         let mut n = 0;
         r.pop(1, 512, |_| n += 1);
         assert_eq!(n, 1);
-        r.push(&mut head, &[&p]).unwrap();
+        r.push(&mut w, &[&p]).unwrap();
         let (got, _) = collect(&r, 512);
         assert_eq!(got.len(), 4);
-        assert_eq!(r.push(&mut head, &[&[0u8; 200]]), Err(PushError::TooLong));
+        assert_eq!(r.push(&mut w, &[&[0u8; 200]]), Err(PushError::TooLong));
     }
 
     #[test]
     fn a_record_that_does_not_fit_before_the_end_wraps() {
         let m = Mem::new(256);
         let r = m.ring();
-        let mut head = r.writer_start();
-        r.push(&mut head, &[&[1u8; 100]]).unwrap(); // 112 bytes
-        r.push(&mut head, &[&[2u8; 100]]).unwrap(); // 224
+        let mut w = r.writer_start();
+        r.push(&mut w, &[&[1u8; 100]]).unwrap(); // 112 bytes
+        r.push(&mut w, &[&[2u8; 100]]).unwrap(); // 224
         let (got, _) = collect(&r, 512);
         assert_eq!(got.len(), 2);
         // 32 bytes left before the end: this one goes to offset 0.
-        r.push(&mut head, &[&[3u8; 100]]).unwrap();
-        assert_eq!(head, 256 + 112);
+        r.push(&mut w, &[&[3u8; 100]]).unwrap();
+        assert_eq!(w.head, 256 + 112);
         let (got, c) = collect(&r, 512);
         assert_eq!(got, vec![vec![3u8; 100]]);
         assert_eq!(c.malformed, 0);
@@ -333,8 +344,8 @@ mod tests {
         assert_eq!(c.malformed, 1);
         assert!(r.is_empty(), "the reader skipped to head");
         // A writer taking the ring over starts from a sane place.
-        let mut head = r.writer_start();
-        r.push(&mut head, &[b"ok"]).unwrap();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"ok"]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![b"ok".to_vec()]);
         // Head not a multiple of 8 behind a sane tail.
         m.words[0].store(m.words[1].load(Ordering::Relaxed) + 3, Ordering::Release);
@@ -345,9 +356,9 @@ mod tests {
     fn malformed_lengths_are_dropped_and_counted() {
         let m = Mem::new(256);
         let r = m.ring();
-        let mut head = r.writer_start();
-        r.push(&mut head, &[&[1u8; 40]]).unwrap();
-        r.push(&mut head, &[&[2u8; 40]]).unwrap();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[&[1u8; 40]]).unwrap();
+        r.push(&mut w, &[&[2u8; 40]]).unwrap();
         // The first record claims more than was published.
         let start = m.words[1].load(Ordering::Relaxed);
         let pos = start as usize % 256;
@@ -357,12 +368,12 @@ mod tests {
         assert!(got.is_empty());
         assert_eq!(c.malformed, 1);
         // Longer than the reader's largest datagram.
-        r.push(&mut head, &[&[3u8; 40]]).unwrap();
+        r.push(&mut w, &[&[3u8; 40]]).unwrap();
         let (got, c) = collect(&r, 16);
         assert!(got.is_empty());
         assert_eq!(c.malformed, 1);
         // The ring works on afterwards.
-        r.push(&mut head, &[&[4u8; 8]]).unwrap();
+        r.push(&mut w, &[&[4u8; 8]]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![vec![4u8; 8]]);
     }
 
@@ -370,20 +381,20 @@ mod tests {
     fn a_writer_that_died_mid_record_leaves_nothing_visible() {
         let m = Mem::new(256);
         let r = m.ring();
-        let mut head = r.writer_start();
-        r.push(&mut head, &[b"whole"]).unwrap();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"whole"]).unwrap();
         // The dead writer's half-written record: bytes, but no head store.
         // SAFETY: test memory, in bounds.
         unsafe {
             let data = m.words.as_ptr().add(2) as *mut u8;
-            data.add(head as usize % 256).write(50);
+            data.add(w.head as usize % 256).write(50);
         }
         let (got, c) = collect(&r, 512);
         assert_eq!(got, vec![b"whole".to_vec()]);
         assert_eq!(c.malformed, 0);
         // Its successor continues from the published head.
-        let mut head = r.writer_start();
-        r.push(&mut head, &[b"next"]).unwrap();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"next"]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![b"next".to_vec()]);
     }
 }
