@@ -230,7 +230,7 @@ pub struct Port {
     /// endpoints only).
     local: Option<LocalPath>,
     /// Every address of this host (network namespace): peers there are
-    /// reached through the kernel socket.
+    /// reached through shared memory or the kernel socket.
     local_ips: Vec<IpAddr>,
     max_payload: usize,
     /// MACs learnt from received frames or the neighbour table.
@@ -396,9 +396,10 @@ impl Port {
             .map(|_| LocalPath::ring_capacity(self.max_payload))
     }
 
-    /// A file descriptor that is readable when datagrams wait on either path
-    /// (for CQs with FI_WAIT_FD). With AF_XDP it is an epoll instance over
-    /// both sockets, made on first use: an epoll watching the AF_XDP socket
+    /// A file descriptor that is readable when datagrams wait on any path
+    /// (for CQs with FI_WAIT_FD). With AF_XDP or shared memory it is an
+    /// epoll instance over the AF_XDP socket, the kernel socket and the
+    /// shared-memory doorbell, made on first use: an epoll watching the AF_XDP socket
     /// puts a wake-up (`ep_poll_callback`) into every receive and every TX
     /// completion, which cost 1 MiB fi_pingpong ≈ 15-30 % of its bandwidth,
     /// so endpoints whose CQs never wait on an fd do without it.
