@@ -370,12 +370,19 @@ impl Area {
             if st & READY == 0 {
                 return false;
             }
+            let ring = self.map.ring(i);
+            if ring.is_empty() {
+                // The common case of a poll: nothing more to read here.
+                if st & CLOSED != 0 {
+                    self.free(i, st);
+                }
+                return false;
+            }
             let from = decode([
                 s.addr[0].load(Ordering::Relaxed),
                 s.addr[1].load(Ordering::Relaxed),
                 s.addr[2].load(Ordering::Relaxed),
             ]);
-            let ring = self.map.ring(i);
             let c = match from {
                 Some(from) => ring.pop(max, max_len, |d| f(from, d)),
                 None => {
