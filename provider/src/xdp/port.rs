@@ -621,15 +621,18 @@ impl Port {
                 )
             });
         }
-        if let Some(l) = self.local.as_mut() {
+        // Back from a sleep on the wait fd, the kernel socket may be what
+        // woke us: read it at once.
+        let woke = self.local.as_mut().is_some_and(|l| {
             l.recv(max, |from, d| {
                 f(sender(from.ip(), from.port(), None), &[d], false)
-            });
-        }
+            })
+        });
         self.pass = self.pass.wrapping_add(1);
         // With shared memory or AF_XDP carrying the traffic, the kernel
         // socket is polled now and then only (a system call each time).
         let poll_kernel = (self.xsk.is_none() && self.local.is_none())
+            || woke
             || self.kernel_busy > 0
             || self.pass.is_multiple_of(KERNEL_POLL_EVERY);
         if !poll_kernel {

@@ -220,8 +220,11 @@ impl LocalPath {
     }
 
     /// Hands up to `max` datagrams per sender to `f`.
-    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, &[u8])) {
-        if self.area.wake() {
+    /// Returns whether we had said we were about to sleep (then the
+    /// endpoint's other fds may be what woke it).
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
+        let woke = self.area.wake();
+        if woke {
             self.bell.drain();
         }
         let (n, bad) = self.area.recv(max, self.max_len, |from, d| f(from, d));
@@ -234,6 +237,7 @@ impl LocalPath {
                 self.me
             );
         }
+        woke
     }
 
     /// Says we are about to sleep on the wait fd; whether a datagram is
@@ -297,7 +301,7 @@ mod tests {
         assert_eq!(a.send(b_at, b"wake"), Some(true));
         a.flush();
         assert!(readable(b.fd()), "the doorbell rang");
-        b.recv(64, |_, _| {});
+        assert!(b.recv(64, |_, _| {}), "b had been about to sleep");
         assert!(!readable(b.fd()), "drained when b ran");
         assert_eq!(b.counts().rx, 2);
         assert_eq!(a.counts().tx, 2);
