@@ -756,6 +756,28 @@ mod tests {
     }
 
     #[test]
+    fn senders_refuse_an_area_others_could_read_or_own() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let name = unique("private");
+        let area = Area::create(&name).unwrap();
+        let p = path(&name);
+        // Readable by others: a sender would hand them our datagrams.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Outbound::open(&name, addr(1)).err().unwrap();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Outbound::open(&name, addr(1)).is_ok());
+        // Another user's (when we may give it away: root).
+        // SAFETY: plain syscall.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            let e = Outbound::open(&name, addr(2)).err().unwrap();
+            assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+        }
+        drop(area);
+    }
+
+    #[test]
     fn areas_of_gone_owners_are_reaped() {
         // A namespace number no real one has, so only our files match.
         let netns = u64::MAX - u64::from(std::process::id());
