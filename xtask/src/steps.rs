@@ -266,6 +266,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .and_then(|()| engine())
             .and_then(|()| provider())
             .and_then(|()| stream())
+            .and_then(|()| local())
             .and_then(|()| incast()),
         other => Err(format!(
             "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, latency-path or all)"
