@@ -70,6 +70,9 @@ pub struct Config {
     pub linger_ms: u32,
     /// Run endpoints on their kernel UDP socket instead of AF_XDP.
     pub kernel_path: bool,
+    /// Engine datagrams to peers on this host through shared memory
+    /// instead of the kernel UDP socket.
+    pub local_shm: bool,
     /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
     /// (jumbo frames) when a full frame does not fit one UMEM frame.
     pub multi_buffer: bool,
@@ -110,6 +113,7 @@ impl Default for Config {
             peer_timeout_secs: 300,
             linger_ms: 1000,
             kernel_path: false,
+            local_shm: true,
             multi_buffer: true,
             auth_key: KeySetting::None,
             auth_encrypt: true,
@@ -190,6 +194,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"kernel_path",
         ty: FI_PARAM_BOOL,
         help: c"Run endpoints on a kernel UDP socket instead of AF_XDP: slower, same protocol (default: 0; an endpoint falls back to it by itself when its AF_XDP queue is taken)",
+    },
+    ParamDef {
+        name: c"local_shm",
+        ty: FI_PARAM_BOOL,
+        help: c"RDM and MSG endpoints exchange datagrams with endpoints of the same user on the same host through shared memory instead of the kernel UDP socket (default: 1)",
     },
     ParamDef {
         name: c"multi_buffer",
@@ -412,6 +421,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"kernel_path") {
             c.kernel_path = v;
+        }
+        if let Some(v) = get_bool(c"local_shm") {
+            c.local_shm = v;
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;

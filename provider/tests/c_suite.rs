@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{compile, wait_running, work_dir};
+use common::{compile, local_paths, remove_local_areas, wait_running, work_dir};
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
@@ -309,9 +309,25 @@ fn data_between(
 /// <iface> <local IP> <peer IP> <role> <rendezvous dir>), each with its
 /// own extra environment; both must pass.
 fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]) {
+    run_pair_at(name, server_env, client_env, Where::TwoHosts);
+}
+
+/// [`run_pair`] with the client `at` the other host or the server's;
+/// their outputs (client, server).
+fn run_pair_at(
+    name: &str,
+    server_env: &[(&str, &str)],
+    client_env: &[(&str, &str)],
+    at: Where,
+) -> (Output, Output) {
     let bin = compile(name);
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
+    let client_host = if at == Where::SameHost {
+        &pair.a
+    } else {
+        &pair.b
+    };
     let rv = work_dir().join(format!("rv-{name}-{}", pair.a.netns()));
     std::fs::create_dir_all(&rv).unwrap();
     let rv_s = rv.to_string_lossy().into_owned();
@@ -319,7 +335,7 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
         let mut cmd = pair.a.command(&bin);
         cmd.arg(pair.a.ifname())
             .arg(pair.a.ipv4().to_string())
-            .arg(pair.b.ipv4().to_string())
+            .arg(client_host.ipv4().to_string())
             .args(["server", &rv_s])
             .env("FI_PROVIDER_PATH", work_dir())
             .env("FI_LOG_LEVEL", "warn")
@@ -331,7 +347,7 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
     };
     let mut env = vec![("FI_LOG_LEVEL", "warn")];
     env.extend_from_slice(client_env);
-    let client = run_in(&pair.b, &pair.a, &bin, &["client", &rv_s], &env);
+    let client = run_in(client_host, &pair.a, &bin, &["client", &rv_s], &env);
     let server = server.wait_with_output().unwrap();
     if !client.status.success() {
         eprintln!(
@@ -343,6 +359,26 @@ fn run_pair(name: &str, server_env: &[(&str, &str)], client_env: &[(&str, &str)]
     assert_passed(&format!("{name} client"), &client);
     assert_passed(&format!("{name} server"), &server);
     let _ = std::fs::remove_dir_all(&rv);
+    (client, server)
+}
+
+/// The connected-endpoint test with both processes on one host: the
+/// connection's datagrams go through shared memory (the listening endpoint
+/// is a plain UDP socket without an area, so connection requests take the
+/// kernel socket).
+#[test]
+fn c_msg_ep_one_host() {
+    let info = [("FI_LOG_LEVEL", "info")];
+    let client_env = [("FI_XDP_PEER_TIMEOUT", "2"), ("FI_LOG_LEVEL", "info")];
+    let (client, server) = run_pair_at("msg_ep", &info, &client_env, Where::SameHost);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let paths = local_paths(&log);
+        assert!(
+            paths.iter().any(|(_, shm)| *shm > 0),
+            "{who}: nothing through shared memory: {paths:?}\n{log}"
+        );
+    }
 }
 
 /// Connected endpoints (FI_EP_MSG), the programmer's guide way: listen,
@@ -399,6 +435,156 @@ fn c_data_dgram_kernel_path_sender() {
 #[test]
 fn c_data_rdm_two_processes_one_interface() {
     run_data_with("rdm", &[], &[], &[], Where::SameHost, 1500);
+}
+
+// Two processes in one host (namespace), on one address, different ports:
+// the engine's datagrams between them go through shared memory, not the
+// kernel UDP socket. Each closing line (FI_LOG_LEVEL=info) says which path
+// carried what.
+
+/// The data test's two processes in host `a`, with `env`; asserts that
+/// shared memory, not the kernel socket, carried what they sent each other.
+fn data_one_host(env: &[(&str, &str)]) -> (Output, Output) {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let mut all = vec![("FI_LOG_LEVEL", "info")];
+    all.extend_from_slice(env);
+    let (client, server) = data_between(&pair.a, &pair.a, "rdm", &all, &[], &[]);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let paths = local_paths(&log);
+        println!("{who}: (kernel from this host, shared memory) per port: {paths:?}");
+        assert!(!paths.is_empty(), "{who}: no closing line:\n{log}");
+        for (kernel, shm) in &paths {
+            assert_eq!(
+                *kernel, 0,
+                "{who}: local datagrams took the kernel socket:\n{log}"
+            );
+            assert!(*shm > 0, "{who}: nothing through shared memory:\n{log}");
+        }
+    }
+    (client, server)
+}
+
+/// The whole RDM data test (tagged and untagged, 0 B to 16 MiB, inject,
+/// multi-recv, truncation, cancel, FI_SOURCE) between two processes of one
+/// host, over shared memory.
+#[test]
+fn c_data_rdm_one_host_shared_memory() {
+    data_one_host(&[]);
+}
+
+/// On one host, a receiver blocked in poll() on its CQ's fd (after
+/// fi_trywait) wakes for a message that arrives through shared memory
+/// (its doorbell).
+#[test]
+fn c_data_rdm_one_host_wait_fd() {
+    data_one_host(&[("XT_WAIT_FD", "1")]);
+}
+
+/// On one host, a peer that dies without closing: there is no ICMP on the
+/// shared-memory path, its process is looked for instead, and the next
+/// send fails with FI_EHOSTUNREACH within seconds.
+#[test]
+fn c_data_rdm_one_host_peer_dies() {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    data_between(&pair.a, &pair.a, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
+    remove_local_areas(&pair.a.ipv4().to_string());
+}
+
+/// On one host, the client streams 64 KiB messages to the server, which the
+/// test kills (SIGKILL) mid-stream: the client's sends in flight fail (no
+/// hang). The server starts again at the same address (a new incarnation
+/// replaces the dead one's shared-memory area) and the client reaches it.
+#[test]
+fn c_data_rdm_one_host_peer_killed_and_restarted() {
+    let bin = compile("data");
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let host = &pair.a;
+    let rv = work_dir().join(format!("rv-restart-{}", host.netns()));
+    std::fs::create_dir_all(&rv).unwrap();
+    let rv_s = rv.to_string_lossy().into_owned();
+    let env = [
+        ("XT_RESTART", "1"),
+        ("FI_LOG_LEVEL", "info"),
+        ("FI_PROVIDER_PATH", work_dir().to_str().unwrap()),
+    ];
+    let server = |restarted: bool| {
+        let mut cmd = host.command(&bin);
+        cmd.arg(host.ifname())
+            .arg(host.ipv4().to_string())
+            .arg(host.ipv4().to_string())
+            .args(["server", &rv_s, "rdm"])
+            .envs(env)
+            .env("FI_XDP_PORT", "40123")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if restarted {
+            cmd.env("XT_RESTARTED", "1");
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut first = server(false);
+    let client = {
+        let mut cmd = host.command(&bin);
+        cmd.arg(host.ifname())
+            .arg(host.ipv4().to_string())
+            .arg(host.ipv4().to_string())
+            .args(["client", &rv_s, "rdm"])
+            .envs(env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let streaming = rv.join("client.streaming");
+    for _ in 0..400 {
+        if streaming.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(streaming.exists(), "the client never streamed");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let second = server(true);
+    let client = client.wait_with_output().unwrap();
+    let second = second.wait_with_output().unwrap();
+    if !client.status.success() {
+        eprintln!(
+            "restarted server stderr:\n{}",
+            String::from_utf8_lossy(&second.stderr)
+        );
+    }
+    assert_passed("client", &client);
+    assert_passed("restarted server", &second);
+    let out = String::from_utf8_lossy(&client.stdout);
+    assert!(out.contains("error completion after"), "{out}");
+    assert!(out.contains("restarted peer reached"), "{out}");
+    // The new incarnation took the traffic through shared memory too.
+    let log = String::from_utf8_lossy(&second.stderr);
+    let paths = local_paths(&log);
+    assert!(
+        !paths.is_empty() && paths.iter().all(|(k, shm)| *k == 0 && *shm > 0),
+        "{paths:?}\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&rv);
+    remove_local_areas(&host.ipv4().to_string());
+}
+
+/// FI_XDP_LOCAL_SHM=0: local peers use the kernel socket as before.
+#[test]
+fn c_data_rdm_one_host_without_shared_memory() {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let env = [("FI_LOG_LEVEL", "info"), ("FI_XDP_LOCAL_SHM", "0")];
+    let (client, _) = data_between(&pair.a, &pair.a, "rdm", &env, &[], &[]);
+    let log = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        log.contains(" closed: ") && !log.contains("through shared memory"),
+        "{log}"
+    );
 }
 
 /// Jumbo frames (MTU 9000): RDM datagrams of up to 9 KB span three UMEM
@@ -493,7 +679,10 @@ fn c_data_rdm_peer_closes() {
 /// unreachable its datagram draws, not after the 300 s peer timeout.
 #[test]
 fn c_data_rdm_peer_dies() {
-    run_data_env("rdm", &[("XT_PEER_DIES", "1")]);
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    data_between(&pair.a, &pair.b, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
+    remove_local_areas(&pair.a.ipv4().to_string());
 }
 
 /// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server

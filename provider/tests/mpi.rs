@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{wait_running, work_dir};
+use common::{local_paths, wait_running, work_dir};
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
 const MPIRUN_TIMEOUT: &str = "240";
@@ -161,16 +161,32 @@ fn mpi_two_hosts() {
 
 /// Three ranks on one host and interface (ranks sharing a node): the
 /// first creates the queue's AF_XDP group, the others join it (none runs
-/// on the kernel UDP path), and all reach each other through the kernel
-/// socket, as same-host peers do.
+/// on the kernel UDP path where the kernel lets them share: Linux 6.4+),
+/// and all reach each other through shared memory (each port's closing
+/// line, at info, says what carried its datagrams).
 #[test]
 fn mpi_three_ranks_one_host() {
     let bin = mpi_check().display().to_string();
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     let ranks = vec!["-np".to_owned(), "3".to_owned(), bin];
-    let stderr = assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 3);
-    assert!(!stderr.contains("uses the kernel UDP path"), "{stderr}");
+    let out = mpirun_with(&pair.a, TWO_SIDED, &ranks, &[("FI_LOG_LEVEL", "info")]);
+    let stderr = assert_ranks_passed(&out, "mpi_check", 3);
+    assert_eq!(
+        stderr.contains("uses the kernel UDP path"),
+        !ofi_xdp_link::group::kernel_lets_members_join(),
+        "{stderr}"
+    );
+    let paths = local_paths(&stderr);
+    println!("(kernel from this host, shared memory) per port: {paths:?}");
+    assert!(
+        paths.iter().all(|(kernel, _)| *kernel == 0),
+        "local datagrams took the kernel socket: {paths:?}"
+    );
+    assert!(
+        paths.iter().filter(|(_, shm)| *shm > 0).count() >= 3,
+        "fewer than three ports received through shared memory: {paths:?}"
+    );
 }
 
 /// `hosts` ranks of `bin`, the first in `pair.a`, the rest in `pair.b`.

@@ -255,8 +255,17 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .env("FI_PROVIDER_PATH", build_with_probes()?);
         run(cmd)
     };
+    // Two processes on one host: xdp's shared-memory path beside libfabric's shm and tcp.
+    let local = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("local-bench");
+        cmd.args(&args[1.min(args.len())..]);
+        run(cmd)
+    };
     match which {
         "link" => link(),
+        "local" => local(),
         "engine" => engine(),
         "provider" => provider(),
         "stream" => stream(),
@@ -267,9 +276,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .and_then(|()| engine())
             .and_then(|()| provider())
             .and_then(|()| stream())
+            .and_then(|()| local())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, stream, incast, imb, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, imb, latency-path or all)"
         )),
     }
 }

@@ -28,6 +28,9 @@
 //!   socket alone: slower, but the same protocol and wire format, and its
 //!   port is not steered, so the kernel delivers its datagrams.
 //!   FI_XDP_KERNEL_PATH=1 asks for that.
+//! - **Shared memory** ([`local`]) carries the engine's datagrams (RDM,
+//!   MSG) to and from peers on this host whose area we can open; the
+//!   kernel socket stays for the others (FI_XDP_LOCAL_SHM=0: for all).
 
 use std::collections::HashMap;
 use std::io;
@@ -50,9 +53,11 @@ use crate::xdp::published::PortIdentity;
 use crate::xdp_warn;
 
 mod kernel;
+mod local;
 mod open;
 
 use kernel::*;
+use local::LocalPath;
 use open::XskError::{Busy, Failed};
 use open::*;
 
@@ -216,6 +221,14 @@ pub struct PathCounts {
     /// these arrived on another receive queue than the socket's (the
     /// steering program's `other_queue`).
     pub kernel_remote: u64,
+    /// Through shared memory, from peers on this host.
+    pub shm_rx: u64,
+    /// Into peers' shared memory.
+    pub shm_tx: u64,
+    /// Records in our rings that were malformed (dropped).
+    pub shm_malformed: u64,
+    /// Datagrams not sent because a peer's ring was full (retransmitted).
+    pub shm_ring_full: u64,
 }
 
 /// Where one outgoing datagram is built: a UMEM frame, or (kernel path)
@@ -233,12 +246,17 @@ const KERNEL_POLL_EVERY: u32 = 64;
 /// After the kernel socket carried a datagram, it is polled on every pass
 /// for this many passes (a same-host peer is talking to us).
 const KERNEL_BUSY_PASSES: u32 = 1 << 16;
+/// Largest datagram taken from a shared-memory ring: the engine's largest.
+const LOCAL_MAX_DATAGRAM: usize = u16::MAX as usize;
 
 pub struct Port {
     xsk: Option<Xsk>,
     udp: UdpSocket,
+    /// Rings in shared memory to and from peers on this host (engine
+    /// endpoints only).
+    local: Option<LocalPath>,
     /// Every address of this host (network namespace): peers there are
-    /// reached through the kernel socket.
+    /// reached through shared memory or the kernel socket.
     local_ips: Vec<IpAddr>,
     max_payload: usize,
     /// MACs learnt from received frames or the neighbour table.
@@ -332,9 +350,15 @@ impl Port {
                 &args.local.ip,
             ),
         };
+        let local = if args.reliable() && args.cfg.local_shm {
+            LocalPath::open(args.local.socket_addr(), LOCAL_MAX_DATAGRAM)
+        } else {
+            None
+        };
         Ok(Port {
             xsk,
             udp,
+            local,
             local_ips,
             max_payload,
             macs: HashMap::new(),
@@ -350,9 +374,24 @@ impl Port {
         })
     }
 
-    /// Datagrams the kernel UDP socket delivered so far.
+    /// Datagrams each path carried so far.
     pub fn path_counts(&self) -> PathCounts {
-        self.counts
+        let mut c = self.counts;
+        if let Some(l) = &self.local {
+            let l = l.counts();
+            c.shm_rx = l.rx;
+            c.shm_tx = l.tx;
+            c.shm_malformed = l.malformed;
+            c.shm_ring_full = l.ring_full;
+        }
+        c
+    }
+
+    /// Called before the endpoint's wait fd is slept on: publishes that in
+    /// shared memory, so local senders ring our doorbell. Whether a
+    /// datagram is waiting already (then do not sleep).
+    pub fn prepare_sleep(&self) -> bool {
+        self.local.as_ref().is_some_and(|l| l.prepare_sleep())
     }
 
     /// Largest datagram payload, the same on both paths: what this port's
@@ -374,20 +413,38 @@ impl Port {
         }
     }
 
-    /// A file descriptor that is readable when datagrams wait on either path
-    /// (for CQs with FI_WAIT_FD). With AF_XDP it is an epoll instance over
-    /// both sockets, made on first use: an epoll watching the AF_XDP socket
+    /// Full-size datagrams a local peer's ring in shared memory holds
+    /// (`None` without the shared-memory path): a window beyond it fills
+    /// the ring whenever the peer is slow to run.
+    pub fn local_capacity(&self) -> Option<usize> {
+        self.local
+            .as_ref()
+            .map(|_| LocalPath::ring_capacity(self.max_payload))
+    }
+
+    /// A file descriptor that is readable when datagrams wait on any path
+    /// (for CQs with FI_WAIT_FD). With AF_XDP or shared memory it is an
+    /// epoll instance over the AF_XDP socket, the kernel socket and the
+    /// shared-memory doorbell, made on first use: an epoll watching the AF_XDP socket
     /// puts a wake-up (`ep_poll_callback`) into every receive and every TX
     /// completion, which cost 1 MiB fi_pingpong ≈ 15-30 % of its bandwidth,
     /// so endpoints whose CQs never wait on an fd do without it.
     pub fn wait_fd(&self) -> Result<RawFd> {
-        let Some(x) = &self.xsk else {
+        if self.xsk.is_none() && self.local.is_none() {
             return Ok(self.udp.as_raw_fd());
-        };
+        }
         if let Some(e) = self.epoll.get() {
             return Ok(e.as_raw_fd());
         }
-        let ep = Epoll::of(&[x.link.fd(), self.udp.as_raw_fd()]).map_err(|e| {
+        let fds: Vec<RawFd> = [
+            self.xsk.as_ref().map(|x| x.link.fd()),
+            Some(self.udp.as_raw_fd()),
+            self.local.as_ref().map(LocalPath::fd),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let ep = Epoll::of(&fds).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "epoll: {e}");
             Errno::from_os(&e)
         })?;
@@ -434,7 +491,10 @@ impl Port {
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
-        let r = if self.xsk.is_none() || self.is_local(&to.ip) || !self.knows_mac(to) {
+        let local = self.is_local(&to.ip);
+        let r = if local && let Some(r) = self.send_local(b, to, len) {
+            r
+        } else if self.xsk.is_none() || local || !self.knows_mac(to) {
             self.send_kernel(b, to, len)
         } else {
             self.send_xsk(b, to, len)
@@ -471,6 +531,33 @@ impl Port {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Through the peer's ring in shared memory; `None` when it has none
+    /// we can use (the kernel socket carries it then).
+    fn send_local(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        len: usize,
+    ) -> Option<std::result::Result<(), LinkError>> {
+        let Port {
+            xsk,
+            scratch,
+            local,
+            ..
+        } = self;
+        let local = local.as_mut()?;
+        let buf = match (b, xsk) {
+            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok()?,
+            _ => &mut scratch[..],
+        };
+        let payload = buf.get(..len)?;
+        match local.send(to.socket_addr(), payload)? {
+            true => Some(Ok(())),
+            // Ring full: lost like a dropped frame.
+            false => Some(Err(LinkError::TxRingFull)),
         }
     }
 
@@ -532,9 +619,12 @@ impl Port {
         }
     }
 
-    /// Kick the AF_XDP TX ring and reap its completions (kernel sends are
-    /// done when sent).
+    /// Kick the AF_XDP TX ring and reap its completions, and wake local
+    /// peers we wrote to that sleep (kernel sends are done when sent).
     pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
+        if let Some(l) = self.local.as_mut() {
+            l.flush();
+        }
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
         };
@@ -557,8 +647,18 @@ impl Port {
                 )
             });
         }
+        // Back from a sleep on the wait fd, the kernel socket may be what
+        // woke us: read it at once.
+        let woke = self.local.as_mut().is_some_and(|l| {
+            l.recv(max, |from, d| {
+                f(sender(from.ip(), from.port(), None), &[d], false)
+            })
+        });
         self.pass = self.pass.wrapping_add(1);
-        let poll_kernel = self.xsk.is_none()
+        // With shared memory or AF_XDP carrying the traffic, the kernel
+        // socket is polled now and then only (a system call each time).
+        let poll_kernel = (self.xsk.is_none() && self.local.is_none())
+            || woke
             || self.kernel_busy > 0
             || self.pass.is_multiple_of(KERNEL_POLL_EVERY);
         if !poll_kernel {
@@ -614,6 +714,11 @@ impl Port {
     /// (IP_RECVERR); reading them costs a syscall, so callers ask only when
     /// a peer stops answering.
     pub fn take_refused(&mut self, mut f: impl FnMut(SocketAddr)) {
+        // Local peers reached through shared memory draw no ICMP: their
+        // process is looked for instead.
+        if let Some(l) = self.local.as_mut() {
+            l.take_dead(&mut f);
+        }
         for _ in 0..64 {
             match read_refused(&self.udp) {
                 Ok(Some(sa)) => f(sa),
@@ -668,12 +773,19 @@ impl Port {
     /// One line for the log: which path carried this port's datagrams.
     fn path_summary(&mut self) -> String {
         let c = self.counts;
-        let kernel = format!(
+        let mut kernel = format!(
             "{} through the kernel UDP socket ({} from this host, {} from other hosts)",
             c.kernel_local + c.kernel_remote,
             c.kernel_local,
             c.kernel_remote
         );
+        if let Some(l) = &self.local {
+            let l = l.counts();
+            kernel.push_str(&format!(
+                ", {} through shared memory from this host ({} sent, {} malformed, {} ring full)",
+                l.rx, l.tx, l.malformed, l.ring_full
+            ));
+        }
         match self.xsk.as_mut() {
             Some(x) => {
                 let (rx, tx) = x

@@ -99,8 +99,9 @@ impl Published {
 /// The AF_XDP link's counters every endpoint publishes (zero on the kernel
 /// UDP path), then what its kernel UDP socket received: from this host, and
 /// from other hosts (on the AF_XDP path: datagrams that arrived on another
-/// receive queue than the socket's).
-const LINK_COUNTERS: [&str; 9] = [
+/// receive queue than the socket's), then what shared memory carried to and
+/// from peers on this host.
+const LINK_COUNTERS: [&str; 13] = [
     "link_rx_packets",
     "link_tx_packets",
     "link_rx_malformed",
@@ -110,6 +111,10 @@ const LINK_COUNTERS: [&str; 9] = [
     "kernel_rx_ring_full",
     "udp_socket_rx_local",
     "udp_socket_rx_remote",
+    "shm_rx",
+    "shm_tx",
+    "shm_rx_malformed",
+    "shm_tx_ring_full",
 ];
 
 fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len()] {
@@ -124,7 +129,21 @@ fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len(
             l.kernel.rx_ring_full,
         ]
     });
-    [a, b, d, e, f, g, h, c.kernel_local, c.kernel_remote]
+    [
+        a,
+        b,
+        d,
+        e,
+        f,
+        g,
+        h,
+        c.kernel_local,
+        c.kernel_remote,
+        c.shm_rx,
+        c.shm_tx,
+        c.shm_malformed,
+        c.shm_ring_full,
+    ]
 }
 
 /// An RDM endpoint's figures: the engine's [`Stats`], datagrams from sources
@@ -164,6 +183,10 @@ pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[6],
     LINK_COUNTERS[7],
     LINK_COUNTERS[8],
+    LINK_COUNTERS[9],
+    LINK_COUNTERS[10],
+    LINK_COUNTERS[11],
+    LINK_COUNTERS[12],
 ];
 
 /// Which of [`RDM_COUNTERS`] are levels rather than counts.
@@ -220,6 +243,10 @@ pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[6],
     LINK_COUNTERS[7],
     LINK_COUNTERS[8],
+    LINK_COUNTERS[9],
+    LINK_COUNTERS[10],
+    LINK_COUNTERS[11],
+    LINK_COUNTERS[12],
 ];
 
 /// The values of [`DGRAM_COUNTERS`], in order.

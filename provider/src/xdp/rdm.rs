@@ -170,9 +170,12 @@ impl Rdm {
             // (jumbo datagrams take several frames each): beyond it a peer's
             // burst meets an empty fill ring whenever we are slow to run, and
             // the kernel drops what the window allowed.
-            window: port.rx_capacity().map_or(default_window, |c| {
-                c.clamp(16, usize::from(default_window)) as u16
-            }),
+            // Nor more than a local peer's ring in shared memory holds.
+            window: port
+                .rx_capacity()
+                .map_or(usize::from(default_window), |c| c)
+                .min(port.local_capacity().unwrap_or(usize::MAX))
+                .clamp(16, usize::from(default_window)) as u16,
             tx_queue_len: MAX_POSTED,
             rx_queue_len: MAX_POSTED,
             unexpected_max: MAX_UNEXPECTED,
@@ -664,6 +667,9 @@ impl DataPath for Rdm {
         };
         match timer {
             Some(d) if d.is_zero() => WaitState::Busy,
+            // Local senders ring our doorbell from now on; what they sent
+            // before is handled before sleeping.
+            _ if self.port.prepare_sleep() => WaitState::Busy,
             timer => WaitState::Idle { timer },
         }
     }

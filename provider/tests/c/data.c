@@ -699,6 +699,115 @@ static void peer_dies(int server)
 	CHECK(time(NULL) - t0 <= 10);
 }
 
+/* A peer killed (SIGKILL, by the test) while the client streams to it, then
+ * started again at the same address. The client must get error completions
+ * for what was in flight (not hang), then reach the new incarnation, whose
+ * fresh name it reads from the rendezvous dir. The server only receives;
+ * restarted (XT_RESTARTED), it takes RESTART_MSGS messages and exits. */
+#define RESTART_MSGS 16
+#define RESTART_LEN (64 << 10)
+#define RESTART_WINDOW 8
+
+static void restart_server(void)
+{
+	static uint8_t b[RESTART_WINDOW][RESTART_LEN];
+	struct fi_cq_tagged_entry e;
+	int restarted = getenv("XT_RESTARTED") != NULL;
+	for (int i = 0; i < RESTART_WINDOW; i++)
+		POST(fi_recv(ep, b[i], RESTART_LEN, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)i));
+	for (int got = 0; !restarted || got < RESTART_MSGS; got++) {
+		wait_ok(rxcq, &e, NULL);
+		int i = (int)(uintptr_t)e.op_context;
+		if (restarted)
+			CHECK(e.len == RESTART_LEN && check(b[i], RESTART_LEN, 60 + got));
+		POST(fi_recv(ep, b[i], RESTART_LEN, NULL, FI_ADDR_UNSPEC, e.op_context));
+	}
+	/* Let the last acks leave before closing. */
+	time_t t0 = time(NULL);
+	while (time(NULL) - t0 < 1)
+		fi_cq_read(rxcq, NULL, 0);
+}
+
+/* The server's name in the rendezvous dir, once it differs from `old`. */
+static size_t new_server_name(const uint8_t *old, size_t old_len, uint8_t *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/server.addr", dir);
+	for (int i = 0; i < 2000; i++) {
+		FILE *f = fopen(path, "rb");
+		size_t n = f ? fread(name, 1, 64, f) : 0;
+		if (f)
+			fclose(f);
+		if (n > 0 && (n != old_len || memcmp(name, old, n)))
+			return n;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static void restart_client(void)
+{
+	static uint8_t buf[RESTART_LEN];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint8_t old[64];
+	size_t old_len = sizeof(old);
+	REQUIRE(fi_av_lookup(av, peer, old, &old_len) == 0);
+	fill(buf, RESTART_LEN, 1);
+	/* Stream until the peer dies: every send transmit complete. */
+	int outstanding = 0, sent = 0, errors = 0, signalled = 0;
+	time_t t0 = time(NULL);
+	while (errors == 0) {
+		while (outstanding < RESTART_WINDOW) {
+			struct iovec iov = {buf, RESTART_LEN};
+			struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = peer};
+			ssize_t rc = fi_sendmsg(ep, &m, FI_TRANSMIT_COMPLETE | FI_COMPLETION);
+			if (rc == -FI_EAGAIN)
+				break;
+			CHECK_RET(rc, 0);
+			outstanding++;
+		}
+		if (wait_cq(txcq, &e, NULL, &err)) {
+			sent++;
+		} else {
+			CHECK(err.err == FI_EHOSTUNREACH || err.err == FI_ECONNRESET);
+			if (errors == 0)
+				printf("error completion after %d sends: %s\n", sent, fi_strerror(err.err));
+			errors++;
+		}
+		outstanding--;
+		if (sent == 100 && !signalled) {
+			/* The test kills the server now. */
+			char path[512];
+			snprintf(path, sizeof(path), "%s/client.streaming", dir);
+			FILE *f = fopen(path, "w");
+			if (f)
+				fclose(f);
+			signalled = 1;
+		}
+		REQUIRE(time(NULL) - t0 < 60);
+	}
+	/* What else was in flight completes, with an error or not. */
+	while (outstanding > 0) {
+		if (!wait_cq(txcq, &e, NULL, &err))
+			errors++;
+		outstanding--;
+	}
+	CHECK(signalled);
+	/* The server's next incarnation, at the same IP and port. */
+	uint8_t name[64];
+	size_t len = new_server_name(old, old_len, name);
+	REQUIRE(len > 0);
+	fi_addr_t again;
+	REQUIRE(fi_av_insert(av, name, 1, &again, 0, NULL) == 1);
+	for (int i = 0; i < RESTART_MSGS; i++) {
+		fill(buf, RESTART_LEN, 60 + i);
+		POST(fi_send(ep, buf, RESTART_LEN, NULL, again, NULL));
+		wait_ok(txcq, &e, NULL);
+	}
+	printf("restarted peer reached: %d messages\n", RESTART_MSGS);
+}
+
 int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
@@ -740,6 +849,14 @@ int main(int argc, char **argv)
 	}
 	if (getenv("XT_PEER_DIES")) {
 		peer_dies(!strcmp(role, "server"));
+		teardown();
+		return xt_done(role);
+	}
+	if (getenv("XT_RESTART")) {
+		if (!strcmp(role, "server"))
+			restart_server();
+		else
+			restart_client();
 		teardown();
 		return xt_done(role);
 	}

@@ -96,3 +96,41 @@ pub fn compile(name: &str) -> PathBuf {
     built.insert(name.to_owned(), bin.clone());
     bin
 }
+
+/// From a port's closing line: (datagrams from this host through the
+/// kernel socket, datagrams through shared memory).
+pub fn local_paths(log: &str) -> Vec<(u64, u64)> {
+    let number_before = |line: &str, key: &str| -> Option<u64> {
+        let at = line.find(key)?;
+        line[..at]
+            .trim_end()
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    log.lines()
+        .filter(|l| l.contains(" closed: "))
+        .filter_map(|l| {
+            Some((
+                number_before(l, " from this host,")?,
+                number_before(l, " through shared memory")?,
+            ))
+        })
+        .collect()
+}
+
+/// Removes the shared-memory areas a killed test process left for its
+/// endpoints at `ip` (the provider removes them itself only when another
+/// endpoint opens in that namespace, and a test's namespace is gone by then).
+pub fn remove_local_areas(ip: &str) {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("ofi-xdp-local-") && name.contains(&format!("-{ip}-")) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}

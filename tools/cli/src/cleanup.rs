@@ -13,6 +13,10 @@
 //! - **pins** of our programs and links (and of maps of our programs) that
 //!   no process holds.
 //! - **statistics files** of endpoints whose process is gone.
+//! - **shared-memory areas** (`/dev/shm/ofi-xdp-local-*`, the rings that
+//!   endpoints on one host exchange datagrams through) whose owner is gone;
+//!   the provider itself removes those of its own network namespace when an
+//!   endpoint opens, but not those of namespaces that are gone.
 //! - **ntuple rules** steering an endpoint's port to its queue, whose
 //!   record names a process that is gone (`ofi_xdp_link::ntuple`): removed
 //!   when the driver still holds exactly that rule, the record with it.
@@ -53,6 +57,8 @@ enum Leftover {
     Pin(Pin),
     /// The statistics file of an endpoint whose process is gone.
     StatsFile { path: std::path::PathBuf, pid: u32 },
+    /// The shared-memory area of an endpoint whose process is gone.
+    LocalArea { path: std::path::PathBuf, pid: u32 },
     /// An ntuple rule whose owner is gone (with its record), on an
     /// interface where `keep` are the locations of live owners' rules.
     NtupleRule { record: RuleRecord, keep: Vec<u32> },
@@ -88,6 +94,9 @@ impl Leftover {
             Leftover::GroupFile(path) => {
                 format!("AF_XDP group {} (every member is gone)", path.display())
             }
+            Leftover::LocalArea { path, pid } => {
+                format!("shared-memory area {} (pid {pid} is gone)", path.display())
+            }
         }
     }
 
@@ -103,12 +112,12 @@ impl Leftover {
                 inspect::detach_link(*link_id).map_err(|e| e.to_string())
             }
             Leftover::Pin(p) => inspect::unpin(p).map_err(|e| e.to_string()),
-            Leftover::StatsFile { path, .. } | Leftover::GroupFile(path) => {
-                match std::fs::remove_file(path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
-                    _ => Ok(()),
-                }
-            }
+            Leftover::StatsFile { path, .. }
+            | Leftover::GroupFile(path)
+            | Leftover::LocalArea { path, .. } => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                _ => Ok(()),
+            },
             Leftover::NtupleRule { record, keep } => {
                 // The interface, by the index the record names: gone with
                 // its rules, or renamed since.
@@ -184,6 +193,9 @@ fn find(scope: &Scope) -> Result<Findings, String> {
             });
         }
     }
+    if scope.dev.is_none() {
+        f.leftovers.extend(stale_local_areas());
+    }
     Ok(f)
 }
 
@@ -205,6 +217,39 @@ fn find_groups(f: &mut Findings) {
                 .push(format!("AF_XDP group {}: {e}", path.display())),
         }
     }
+}
+
+/// Start of a shared-memory area (provider/src/xdp/port/local/area.rs):
+/// magic, layout version (u32), owner pid (u32).
+const AREA_MAGIC: &[u8; 8] = b"OFIXDPL\0";
+
+/// The shared-memory areas in /dev/shm whose owner process is gone.
+fn stale_local_areas() -> Vec<Leftover> {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("ofi-xdp-local-"));
+        if !ours {
+            continue;
+        }
+        let mut head = [0u8; 16];
+        let read = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+        if read.is_err() || &head[..8] != AREA_MAGIC {
+            continue;
+        }
+        let pid = u32::from_ne_bytes([head[12], head[13], head[14], head[15]]);
+        if ofi_xdp_epstats::process_starttime(pid).is_none() {
+            found.push(Leftover::LocalArea { path, pid });
+        }
+    }
+    found
 }
 
 /// The name of the interface with `ifindex` in this network namespace.

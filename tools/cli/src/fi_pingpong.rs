@@ -9,7 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi_xdp_testhosts::HostPair;
+use ofi_xdp_testhosts::{Host, HostPair};
 
 use crate::child::{ChildGuard, wait_output};
 
@@ -83,8 +83,19 @@ pub struct Finished {
 
 /// [`run`], keeping both processes' stderr (where a provider's diagnostics go).
 pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Finished, String> {
+    run_between(&pair.a, &pair.b, run, env)
+}
+
+/// [`run_full`] with the server in `server_host` and the client in `client_host` (the same
+/// host for two processes on one machine).
+pub fn run_between(
+    server_host: &Host,
+    client_host: &Host,
+    run: &Run,
+    env: &[(String, String)],
+) -> Result<Finished, String> {
     let deadline = Instant::now() + run.timeout;
-    let command = |host: &ofi_xdp_testhosts::Host| {
+    let command = |host: &Host| {
         let mut cmd = host.command("fi_pingpong");
         cmd.args(run.args())
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -94,15 +105,15 @@ pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<
         cmd
     };
     let mut server = ChildGuard(
-        command(&pair.a)
+        command(server_host)
             .spawn()
             .map_err(|e| format!("cannot start fi_pingpong (is libfabric-bin installed?): {e}"))?,
     );
     let mut attempt = 0;
     let client_out = loop {
         attempt += 1;
-        let mut client_cmd = command(&pair.b);
-        client_cmd.arg(pair.a.ipv4().to_string());
+        let mut client_cmd = command(client_host);
+        client_cmd.arg(server_host.ipv4().to_string());
         let client = ChildGuard(
             client_cmd
                 .spawn()

@@ -1,0 +1,317 @@
+//! The shared-memory path to endpoints on this host (same network
+//! namespace): the engine's datagrams, unchanged, through a ring per
+//! sender in the receiver's area ([`area`]), instead of the kernel UDP
+//! socket. The engine keeps its protocol (ordering, acknowledgements,
+//! retransmission, dead-peer detection), so this "link" only has to be
+//! fast: no system call per datagram either way, none to poll an idle
+//! endpoint (its rings are checked in memory), and a doorbell ([`doorbell`])
+//! rung only for a reader that said it is about to sleep.
+//!
+//! Who may use it: the area file is mode 0600 and a sender refuses one
+//! that is not its own user's, so only processes of the same user share
+//! rings. A peer whose area cannot be opened (another user's, an older
+//! build's, a full /dev/shm, none at all) is reached through the kernel
+//! socket as before: said once at `info`, retried now and then.
+
+mod area;
+mod doorbell;
+mod ring;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use area::{Area, Outbound, SendError};
+use doorbell::Doorbell;
+
+use crate::sys::*;
+
+/// Sends to a peer without an area between two attempts to open it.
+const REOPEN_EVERY: u32 = 256;
+/// The reader looks for senders that were killed (one system call per
+/// sender) at most this often, when it is about to sleep.
+const SWEEP_EVERY_NS: u64 = 1_000_000_000;
+
+/// What the shared-memory path carried, for [`super::PathCounts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalCounts {
+    /// Datagrams received from our rings.
+    pub rx: u64,
+    /// Datagrams written to peers' rings.
+    pub tx: u64,
+    /// Impossible things found in our rings (what they held was dropped).
+    pub malformed: u64,
+    /// Datagrams not sent because the peer's ring was full (the engine
+    /// retransmits them).
+    pub ring_full: u64,
+}
+
+enum Peer {
+    Open {
+        out: Outbound,
+        bell: String,
+        /// Written to since the last [`LocalPath::flush`].
+        dirty: bool,
+    },
+    /// No area to write to: the kernel socket carries this peer's
+    /// datagrams; another try after `retry_in` more sends (said at `info`
+    /// the first time only).
+    Absent { retry_in: u32 },
+}
+
+/// One endpoint's shared-memory path: its own area and doorbell, and the
+/// areas of the local peers it sends to.
+pub struct LocalPath {
+    area: Area,
+    bell: Doorbell,
+    netns: u64,
+    me: SocketAddr,
+    max_len: usize,
+    peers: HashMap<SocketAddr, Peer>,
+    /// Peers written to since the last [`LocalPath::flush`].
+    dirty: Vec<SocketAddr>,
+    counts: LocalCounts,
+    swept_ns: AtomicU64,
+}
+
+impl LocalPath {
+    /// The path of the endpoint at `me`, receiving datagrams of up to
+    /// `max_len` bytes; `None` (said at `info`) where shared memory is not
+    /// available: the kernel socket carries local traffic then.
+    pub fn open(me: SocketAddr, max_len: usize) -> Option<LocalPath> {
+        let netns = ofi_xdp_epstats::netns_inode()?;
+        let name = area::name(netns, me);
+        // The doorbell first: binding it is what makes the name ours (no
+        // live endpoint holds it), and it marks the area as alive.
+        let opened = Doorbell::bind(&name).and_then(|bell| Ok((Area::create(&name)?, bell)));
+        let reaped = area::reap_stale(netns);
+        if reaped > 0 {
+            crate::xdp_info!(
+                FI_LOG_EP_CTRL,
+                "removed {reaped} shared-memory area(s) of endpoints that are gone from /dev/shm"
+            );
+        }
+        match opened {
+            Ok((area, bell)) => Some(LocalPath {
+                area,
+                bell,
+                netns,
+                me,
+                max_len,
+                peers: HashMap::new(),
+                dirty: Vec::new(),
+                counts: LocalCounts::default(),
+                swept_ns: AtomicU64::new(0),
+            }),
+            Err(e) => {
+                crate::xdp_info!(
+                    FI_LOG_EP_CTRL,
+                    "{me}: no shared-memory area /dev/shm/{name} ({e}): peers on this host \
+                     reach us through the kernel UDP socket"
+                );
+                None
+            }
+        }
+    }
+
+    pub fn counts(&self) -> LocalCounts {
+        self.counts
+    }
+
+    /// Datagrams of `len` bytes one sender's ring holds.
+    pub fn ring_capacity(len: usize) -> usize {
+        area::RING_BYTES / (ring::RECORD_HEADER + len).next_multiple_of(8)
+    }
+
+    /// The doorbell, for the endpoint's wait fd.
+    pub fn fd(&self) -> RawFd {
+        self.bell.fd()
+    }
+
+    /// Sends `payload` to the local peer `to` through its ring: `None` when
+    /// it has no area we can use (the caller sends through the kernel
+    /// socket), `Some(false)` when its ring is full (lost like a dropped
+    /// frame: the engine retransmits).
+    pub fn send(&mut self, to: SocketAddr, payload: &[u8]) -> Option<bool> {
+        for _ in 0..2 {
+            let peer = match self.peers.get_mut(&to) {
+                Some(p) => p,
+                None => {
+                    let p = self.open_peer(to, true);
+                    self.peers.entry(to).or_insert(p)
+                }
+            };
+            let (out, dirty) = match peer {
+                Peer::Open { out, dirty, .. } => (out, dirty),
+                Peer::Absent { retry_in } => {
+                    *retry_in = retry_in.saturating_sub(1);
+                    if *retry_in > 0 {
+                        return None;
+                    }
+                    // Try again, quietly; still absent: back off again.
+                    let again = self.open_peer(to, false);
+                    self.peers.insert(to, again);
+                    continue;
+                }
+            };
+            match out.send(&[payload]) {
+                Ok(()) => {
+                    if !*dirty {
+                        *dirty = true;
+                        self.dirty.push(to);
+                    }
+                    self.counts.tx += 1;
+                    return Some(true);
+                }
+                Err(SendError::Full) => {
+                    self.counts.ring_full += 1;
+                    return Some(false);
+                }
+                // Closed or replaced (a new incarnation at that address):
+                // open it again by name.
+                Err(SendError::Stale) => {
+                    self.peers.remove(&to);
+                }
+            }
+        }
+        None
+    }
+
+    /// After a batch of sends: rings the doorbell of each peer written to
+    /// that said it is about to sleep.
+    pub fn flush(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        area::fence();
+        for to in self.dirty.drain(..) {
+            if let Some(Peer::Open { out, bell, dirty }) = self.peers.get_mut(&to) {
+                *dirty = false;
+                if out.must_ring() {
+                    self.bell.ring(bell);
+                }
+            }
+        }
+    }
+
+    fn open_peer(&self, to: SocketAddr, say: bool) -> Peer {
+        let name = area::name(self.netns, to);
+        match Outbound::open(&name, self.me) {
+            Ok(out) => Peer::Open {
+                out,
+                bell: name,
+                dirty: false,
+            },
+            Err(e) => {
+                if say {
+                    crate::xdp_info!(
+                        FI_LOG_EP_DATA,
+                        "{}: no shared memory with {to} ({e}): the kernel UDP socket carries our \
+                     datagrams to it",
+                        self.me
+                    );
+                }
+                Peer::Absent {
+                    retry_in: REOPEN_EVERY,
+                }
+            }
+        }
+    }
+
+    /// Hands up to `max` datagrams per sender to `f`.
+    /// Returns whether we had said we were about to sleep (then the
+    /// endpoint's other fds may be what woke it).
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
+        let woke = self.area.wake();
+        if woke {
+            self.bell.drain();
+        }
+        let (n, bad) = self.area.recv(max, self.max_len, |from, d| f(from, d));
+        self.counts.rx += n;
+        if bad > 0 {
+            self.counts.malformed += bad;
+            crate::xdp_info!(
+                FI_LOG_EP_DATA,
+                "{}: {bad} malformed record(s) in our shared-memory rings dropped",
+                self.me
+            );
+        }
+        woke
+    }
+
+    /// Says we are about to sleep on the wait fd; whether a datagram is
+    /// waiting already (then we must not).
+    pub fn prepare_sleep(&self) -> bool {
+        let now = crate::xdp::monotonic_ns();
+        if now.saturating_sub(self.swept_ns.load(Ordering::Relaxed)) >= SWEEP_EVERY_NS {
+            self.swept_ns.store(now, Ordering::Relaxed);
+            self.area.sweep_dead_writers();
+        }
+        self.area.prepare_sleep()
+    }
+
+    /// Hands `f` every local peer whose process is gone (as ICMP port
+    /// unreachable does for the kernel path), and forgets its area.
+    pub fn take_dead(&mut self, mut f: impl FnMut(SocketAddr)) {
+        self.peers.retain(|to, p| match p {
+            Peer::Open { bell, .. } if !Doorbell::is_bound(bell) => {
+                f(*to);
+                false
+            }
+            _ => true,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Addresses no real endpoint of this namespace has (port 0 is never
+    /// bound), distinct per test process and test.
+    fn addr(n: u8) -> SocketAddr {
+        let pid = std::process::id();
+        SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, n], 0))
+    }
+
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn two_endpoints_exchange_datagrams_and_wake_each_other() {
+        let (a_at, b_at) = (addr(1), addr(2));
+        let mut a = LocalPath::open(a_at, 1 << 16).unwrap();
+        let mut b = LocalPath::open(b_at, 1 << 16).unwrap();
+        assert_eq!(a.send(b_at, b"ping"), Some(true));
+        a.flush();
+        let mut got = Vec::new();
+        b.recv(64, |from, d| got.push((from, d.to_vec())));
+        assert_eq!(got, vec![(a_at, b"ping".to_vec())]);
+        // b is about to sleep: a's next batch rings its doorbell, once.
+        assert!(!b.prepare_sleep());
+        assert!(!readable(b.fd()));
+        assert_eq!(a.send(b_at, b"wake"), Some(true));
+        a.flush();
+        assert!(readable(b.fd()), "the doorbell rang");
+        assert!(b.recv(64, |_, _| {}), "b had been about to sleep");
+        assert!(!readable(b.fd()), "drained when b ran");
+        assert_eq!(b.counts().rx, 2);
+        assert_eq!(a.counts().tx, 2);
+        // Nobody at c: the kernel socket's job.
+        assert_eq!(a.send(addr(3), b"x"), None);
+        // b goes away (as if killed: its doorbell closes with it).
+        drop(b);
+        let mut dead = Vec::new();
+        a.take_dead(|sa| dead.push(sa));
+        assert_eq!(dead, vec![b_at]);
+        assert_eq!(a.send(b_at, b"late"), None, "b's area is gone");
+    }
+}

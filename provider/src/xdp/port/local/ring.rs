@@ -1,0 +1,400 @@
+//! One sender's single-producer single-consumer ring of datagrams in shared
+//! memory: a byte array of records and two free-running byte counters,
+//! `head` (the writer's: bytes published) and `tail` (the reader's: bytes
+//! consumed).
+//!
+//! A record is an 8-byte header (payload length, little-endian u32; a
+//! reserved u32) and the payload, padded to 8 bytes. A record never wraps:
+//! when it would not fit before the end of the array the writer leaves a
+//! wrap marker (length [`WRAP`]) there and starts again at offset 0, so the
+//! reader hands every payload up as one slice, without copying it.
+//!
+//! The other side of a ring is another process: every counter and length
+//! read from the shared memory is checked before use. A reader that finds
+//! something impossible (head more than the ring ahead of tail, a record
+//! longer than what is left or than the largest datagram) drops everything
+//! published so far and counts it: the engine retransmits, as after loss
+//! on the network. A writer publishes `head` only after its record is
+//! complete, so a writer killed half-way through leaves nothing visible.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of a record's header.
+pub const RECORD_HEADER: usize = 8;
+/// The length that marks "continue at offset 0".
+const WRAP: u32 = u32::MAX;
+
+fn padded(len: usize) -> usize {
+    (RECORD_HEADER + len).next_multiple_of(8)
+}
+
+/// Why a push did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PushError {
+    /// Not enough room until the reader catches up.
+    Full,
+    /// Longer than any record this ring holds.
+    TooLong,
+}
+
+/// The writer's own copies of the counters: `head` as it published it
+/// (never re-read from the shared memory, which the reader could have
+/// scribbled on) and `tail` as it last read it.
+#[derive(Debug)]
+pub struct Writer {
+    pub head: u64,
+    tail: u64,
+}
+
+/// What one [`Ring::pop`] pass saw.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PopCounts {
+    /// Datagrams handed up.
+    pub datagrams: u64,
+    /// Times the ring held something impossible (everything published
+    /// until then was dropped).
+    pub malformed: u64,
+}
+
+/// A view of one ring: its two counters and its data (`cap` bytes, a power
+/// of two, a multiple of 8). It does not own the memory.
+pub struct Ring {
+    head: *const AtomicU64,
+    tail: *const AtomicU64,
+    data: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: the ring is memory shared with another process anyway; a `Ring`
+// is used by the one thread that holds the port's lock.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// # Safety
+    /// `head` and `tail` point at live 8-aligned counters and `data` at
+    /// `cap` live bytes (8-aligned), all valid for as long as the `Ring`
+    /// is used; `cap` is a power of two ≥ 64.
+    pub unsafe fn new(
+        head: *const AtomicU64,
+        tail: *const AtomicU64,
+        data: *mut u8,
+        cap: usize,
+    ) -> Ring {
+        Ring {
+            head,
+            tail,
+            data,
+            cap,
+        }
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: valid for our lifetime (Ring::new).
+        unsafe { &*self.head }
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: valid for our lifetime (Ring::new).
+        unsafe { &*self.tail }
+    }
+
+    /// Longest payload a record can have: half the ring, so that a record
+    /// and a wrap marker always fit once the reader has caught up.
+    pub fn max_record(&self) -> usize {
+        self.cap / 2 - RECORD_HEADER
+    }
+
+    /// Whether the reader has consumed everything published.
+    pub fn is_empty(&self) -> bool {
+        self.head().load(Ordering::Acquire) == self.tail().load(Ordering::Acquire)
+    }
+
+    /// Writer: where to continue from when taking the ring over (a
+    /// previous writer may have left anything there).
+    pub fn writer_start(&self) -> Writer {
+        let (head, tail) = (
+            self.head().load(Ordering::Acquire),
+            self.tail().load(Ordering::Acquire),
+        );
+        if head.wrapping_sub(tail) > self.cap as u64 || !head.is_multiple_of(8) {
+            // Nothing sane is published: start where the reader is.
+            self.head().store(tail, Ordering::Release);
+            return Writer { head: tail, tail };
+        }
+        Writer { head, tail }
+    }
+
+    /// Writer: append `payload` (pieces, concatenated) and publish it.
+    pub fn push(&self, w: &mut Writer, payload: &[&[u8]]) -> Result<(), PushError> {
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        if len > self.max_record() {
+            return Err(PushError::TooLong);
+        }
+        let need = padded(len) as u64;
+        let mut at = w.head;
+        let to_end = (self.cap - (at as usize & (self.cap - 1))) as u64;
+        let skip = if need > to_end { to_end } else { 0 };
+        let fits = |tail: u64| {
+            let used = at.wrapping_sub(tail);
+            // An impossible reader's counter: nothing fits until it is sane.
+            used <= self.cap as u64 && used + skip + need <= self.cap as u64
+        };
+        // The reader's counter is read again only when the room we last
+        // knew of is used up: it is a cache line the reader keeps writing.
+        if !fits(w.tail) {
+            w.tail = self.tail().load(Ordering::Acquire);
+            if !fits(w.tail) {
+                return Err(PushError::Full);
+            }
+        }
+        if skip > 0 {
+            self.write_header(at, WRAP);
+            at += skip;
+        }
+        let pos = at as usize & (self.cap - 1);
+        self.write_header(at, len as u32);
+        let mut off = pos + RECORD_HEADER;
+        for p in payload {
+            // SAFETY: pos + RECORD_HEADER + len ≤ cap (the record fits
+            // before the end, checked above); the source is ours.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), self.data.add(off), p.len());
+            }
+            off += p.len();
+        }
+        w.head = at + need;
+        self.head().store(w.head, Ordering::Release);
+        Ok(())
+    }
+
+    fn write_header(&self, at: u64, len: u32) {
+        let pos = at as usize & (self.cap - 1);
+        let mut h = [0u8; RECORD_HEADER];
+        h[..4].copy_from_slice(&len.to_le_bytes());
+        // SAFETY: pos is 8-aligned and cap a multiple of 8: 8 bytes fit.
+        unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), self.data.add(pos), RECORD_HEADER) };
+    }
+
+    fn read_len(&self, pos: usize) -> u32 {
+        let mut h = [0u8; 4];
+        // SAFETY: pos is 8-aligned, below cap: 4 bytes fit.
+        unsafe { std::ptr::copy_nonoverlapping(self.data.add(pos), h.as_mut_ptr(), 4) };
+        u32::from_le_bytes(h)
+    }
+
+    /// Reader: hand up to `max` published datagrams to `f`, each no longer
+    /// than `max_len` (longer ones are malformed), and release their room.
+    pub fn pop(&self, max: usize, max_len: usize, mut f: impl FnMut(&[u8])) -> PopCounts {
+        let mut counts = PopCounts::default();
+        let head = self.head().load(Ordering::Acquire);
+        let mut tail = self.tail().load(Ordering::Relaxed);
+        let cap = self.cap as u64;
+        let max_len = max_len.min(self.max_record());
+        while tail != head && (counts.datagrams as usize) < max {
+            let avail = head.wrapping_sub(tail);
+            if avail > cap || avail < RECORD_HEADER as u64 || !tail.is_multiple_of(8) {
+                counts.malformed += 1;
+                tail = head;
+                break;
+            }
+            let pos = tail as usize & (self.cap - 1);
+            let len = self.read_len(pos);
+            let to_end = cap - pos as u64;
+            if len == WRAP {
+                if to_end > avail {
+                    counts.malformed += 1;
+                    tail = head;
+                    break;
+                }
+                tail = tail.wrapping_add(to_end);
+                continue;
+            }
+            let need = padded(len as usize) as u64;
+            if len as usize > max_len || need > avail || need > to_end {
+                counts.malformed += 1;
+                tail = head;
+                break;
+            }
+            // SAFETY: pos + 8 + len ≤ cap (need ≤ to_end, checked above).
+            let payload = unsafe {
+                std::slice::from_raw_parts(self.data.add(pos + RECORD_HEADER), len as usize)
+            };
+            f(payload);
+            counts.datagrams += 1;
+            tail = tail.wrapping_add(need);
+            // Room goes back as soon as each record is used: a writer
+            // waiting for it need not wait for the whole batch.
+            self.tail().store(tail, Ordering::Release);
+        }
+        self.tail().store(tail, Ordering::Release);
+        counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring over heap memory: counters, then data.
+    struct Mem {
+        words: Vec<AtomicU64>,
+        cap: usize,
+    }
+
+    impl Mem {
+        fn new(cap: usize) -> Mem {
+            Mem {
+                words: (0..2 + cap / 8).map(|_| AtomicU64::new(0)).collect(),
+                cap,
+            }
+        }
+
+        fn ring(&self) -> Ring {
+            let base = self.words.as_ptr();
+            // SAFETY: the vector outlives the ring in every test; data is
+            // the words after the two counters.
+            unsafe { Ring::new(base, base.add(1), base.add(2) as *mut u8, self.cap) }
+        }
+    }
+
+    fn collect(r: &Ring, max_len: usize) -> (Vec<Vec<u8>>, PopCounts) {
+        let mut got = Vec::new();
+        let c = r.pop(usize::MAX, max_len, |p| got.push(p.to_vec()));
+        (got, c)
+    }
+
+    #[test]
+    fn datagrams_come_out_in_order() {
+        let m = Mem::new(1024);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"hello"]).unwrap();
+        r.push(&mut w, &[b"wor", b"ld!"]).unwrap();
+        r.push(&mut w, &[]).unwrap();
+        let (got, c) = collect(&r, 512);
+        assert_eq!(got, vec![b"hello".to_vec(), b"world!".to_vec(), vec![]]);
+        assert_eq!(c.datagrams, 3);
+        assert_eq!(c.malformed, 0);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn wraps_around_many_times() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        for i in 0..1000u32 {
+            let len = (i as usize * 7) % 100;
+            let p: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();
+            r.push(&mut w, &[&p]).unwrap();
+            let (got, c) = collect(&r, 512);
+            assert_eq!(got, vec![p], "datagram {i}");
+            assert_eq!(c.malformed, 0);
+        }
+        assert!(
+            w.head > 256 * 100,
+            "the counters ran past the ring many times"
+        );
+    }
+
+    #[test]
+    fn full_ring_refuses_until_read() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        let p = [7u8; 56]; // 64 bytes a record
+        for _ in 0..4 {
+            r.push(&mut w, &[&p]).unwrap();
+        }
+        assert_eq!(r.push(&mut w, &[&p]), Err(PushError::Full));
+        let mut n = 0;
+        r.pop(1, 512, |_| n += 1);
+        assert_eq!(n, 1);
+        r.push(&mut w, &[&p]).unwrap();
+        let (got, _) = collect(&r, 512);
+        assert_eq!(got.len(), 4);
+        assert_eq!(r.push(&mut w, &[&[0u8; 200]]), Err(PushError::TooLong));
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_before_the_end_wraps() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[&[1u8; 100]]).unwrap(); // 112 bytes
+        r.push(&mut w, &[&[2u8; 100]]).unwrap(); // 224
+        let (got, _) = collect(&r, 512);
+        assert_eq!(got.len(), 2);
+        // 32 bytes left before the end: this one goes to offset 0.
+        r.push(&mut w, &[&[3u8; 100]]).unwrap();
+        assert_eq!(w.head, 256 + 112);
+        let (got, c) = collect(&r, 512);
+        assert_eq!(got, vec![vec![3u8; 100]]);
+        assert_eq!(c.malformed, 0);
+    }
+
+    #[test]
+    fn impossible_counters_are_dropped_and_counted() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        // Head far ahead of tail.
+        m.words[0].store(10_000, Ordering::Release);
+        let (got, c) = collect(&r, 512);
+        assert!(got.is_empty());
+        assert_eq!(c.malformed, 1);
+        assert!(r.is_empty(), "the reader skipped to head");
+        // A writer taking the ring over starts from a sane place.
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"ok"]).unwrap();
+        assert_eq!(collect(&r, 512).0, vec![b"ok".to_vec()]);
+        // Head not a multiple of 8 behind a sane tail.
+        m.words[0].store(m.words[1].load(Ordering::Relaxed) + 3, Ordering::Release);
+        assert_eq!(collect(&r, 512).1.malformed, 1);
+    }
+
+    #[test]
+    fn malformed_lengths_are_dropped_and_counted() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[&[1u8; 40]]).unwrap();
+        r.push(&mut w, &[&[2u8; 40]]).unwrap();
+        // The first record claims more than was published.
+        let start = m.words[1].load(Ordering::Relaxed);
+        let pos = start as usize % 256;
+        // SAFETY: test memory, in bounds.
+        unsafe { (m.words.as_ptr().add(2) as *mut u8).add(pos).write(200) };
+        let (got, c) = collect(&r, 512);
+        assert!(got.is_empty());
+        assert_eq!(c.malformed, 1);
+        // Longer than the reader's largest datagram.
+        r.push(&mut w, &[&[3u8; 40]]).unwrap();
+        let (got, c) = collect(&r, 16);
+        assert!(got.is_empty());
+        assert_eq!(c.malformed, 1);
+        // The ring works on afterwards.
+        r.push(&mut w, &[&[4u8; 8]]).unwrap();
+        assert_eq!(collect(&r, 512).0, vec![vec![4u8; 8]]);
+    }
+
+    #[test]
+    fn a_writer_that_died_mid_record_leaves_nothing_visible() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"whole"]).unwrap();
+        // The dead writer's half-written record: bytes, but no head store.
+        // SAFETY: test memory, in bounds.
+        unsafe {
+            let data = m.words.as_ptr().add(2) as *mut u8;
+            data.add(w.head as usize % 256).write(50);
+        }
+        let (got, c) = collect(&r, 512);
+        assert_eq!(got, vec![b"whole".to_vec()]);
+        assert_eq!(c.malformed, 0);
+        // Its successor continues from the published head.
+        let mut w = r.writer_start();
+        r.push(&mut w, &[b"next"]).unwrap();
+        assert_eq!(collect(&r, 512).0, vec![b"next".to_vec()]);
+    }
+}

@@ -1,0 +1,120 @@
+//! `ofi-xdp local-bench`: two processes on one host (one test namespace, one address, two
+//! ports), Debian's `fi_pingpong` over `xdp` — whose endpoints then talk through shared
+//! memory — beside libfabric's own `shm` provider, `tcp`, and `xdp` with its shared-memory
+//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before). 64 B latency and
+//! 1 MiB bandwidth, in interleaved rounds; ratios within a round, as `provider-bench`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ofi_xdp_testhosts::HostPair;
+
+use crate::args::Args;
+use crate::fi_pingpong::{self, Row, Run};
+use crate::stats::{ratios, spread};
+
+/// One path measured: its name, the provider, extra environment.
+type Path = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// The paths measured, in the order of each round.
+const PATHS: [Path; 4] = [
+    ("xdp", "xdp", &[]),
+    ("shm", "shm", &[]),
+    ("tcp", "tcp", &[]),
+    ("xdp kernel socket", "xdp", &[("FI_XDP_LOCAL_SHM", "0")]),
+];
+
+fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
+    Run {
+        provider: provider.to_owned(),
+        endpoint: "rdm".to_owned(),
+        mode: "tagged".to_owned(),
+        sizes: sizes.to_owned(),
+        iterations: Some(iterations),
+        check: false,
+        timeout: Duration::from_secs(300),
+    }
+}
+
+/// `ofi-xdp local-bench [--rounds 3] [--iters 10000] [--big-iters 200] [--mtu 9000]`.
+pub fn main(args: &[String]) -> Result<(), String> {
+    let a = Args::parse(args, &[])?;
+    let rounds: usize = a.get("rounds", 3)?;
+    let iterations: u32 = a.get("iters", 10_000)?;
+    let big_iterations: u32 = a.get("big-iters", 200)?;
+    let mtu: u32 = a.get("mtu", 9000)?;
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    if !fi_pingpong::available() {
+        return Err("fi_pingpong not found: run `cargo xtask deps` (package libfabric-bin)".into());
+    }
+    let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
+    let host = &pair.a;
+    let measure = |provider: &str, env: &[(&str, &str)], size: &str, iters| {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let done = fi_pingpong::run_between(host, host, &pingpong(provider, size, iters), &env)?;
+        done.rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("fi_pingpong -p {provider} printed no row"))
+    };
+    let mut small: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut big: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 1..=rounds {
+        eprintln!("local-bench: round {round} of {rounds}");
+        for (name, provider, env) in PATHS {
+            let r: Row = measure(provider, env, "64", iterations)?;
+            small.entry(name).or_default().push(r.usec_per_xfer);
+            let r: Row = measure(provider, env, "1048576", big_iterations)?;
+            big.entry(name).or_default().push(r.mb_per_sec);
+        }
+    }
+    let s = |p: &str| small.get(p).cloned().unwrap_or_default();
+    let b = |p: &str| big.get(p).cloned().unwrap_or_default();
+    println!(
+        "\nfi_pingpong -e rdm -m tagged, both processes in one test host ({host}, MTU {mtu}); \
+         {rounds} rounds: median [min - max]"
+    );
+    println!("{:<20} {:>26} {:>26}", "path", "64 B us/xfer", "1 MiB MB/s");
+    for (name, _, _) in PATHS {
+        println!(
+            "{name:<20} {:>26} {:>26}",
+            spread(&s(name)),
+            spread(&b(name))
+        );
+    }
+    println!("\nratios within each round, median [min - max] (targets in parentheses)");
+    println!(
+        "  64 B latency xdp / shm                 {}  (target <= 1.50)",
+        spread(&ratios(&s("xdp"), &s("shm")))
+    );
+    println!(
+        "  1 MiB bandwidth xdp / shm              {}  (target >= 1.00)",
+        spread(&ratios(&b("xdp"), &b("shm")))
+    );
+    println!(
+        "  64 B latency xdp / tcp                 {}",
+        spread(&ratios(&s("xdp"), &s("tcp")))
+    );
+    println!(
+        "  1 MiB bandwidth xdp / tcp              {}",
+        spread(&ratios(&b("xdp"), &b("tcp")))
+    );
+    println!(
+        "  64 B latency xdp / xdp kernel socket   {}",
+        spread(&ratios(&s("xdp"), &s("xdp kernel socket")))
+    );
+    println!(
+        "  1 MiB bandwidth xdp / xdp kernel socket {}",
+        spread(&ratios(&b("xdp"), &b("xdp kernel socket")))
+    );
+    Ok(())
+}
