@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{local_paths, wait_running, work_dir};
+use common::{local_paths, remote_paths, wait_running, work_dir};
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
 const MPIRUN_TIMEOUT: &str = "240";
@@ -244,14 +244,35 @@ fn mpi_two_hosts_impaired() {
 }
 
 /// Eight ranks, four on each host: a node's worth of ranks on each side,
-/// every pair exchanging verified messages.
+/// every pair exchanging verified messages. Every rank's datagrams from
+/// the other host arrive through AF_XDP (the four ranks of a host share
+/// its queue), none through the kernel socket, and those from its own
+/// host through shared memory (each port's closing line, at info, says).
 #[test]
 fn mpi_eight_ranks_two_hosts() {
     let bin = mpi_check().display().to_string();
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     let ranks = ranks_on(&pair, &bin, 4, 4);
-    assert_ranks_passed(&mpirun(&pair, TWO_SIDED, &ranks), "mpi_check", 8);
+    let out = mpirun_with(&pair.a, TWO_SIDED, &ranks, &[("FI_LOG_LEVEL", "info")]);
+    let stderr = assert_ranks_passed(&out, "mpi_check", 8);
+    let remote = remote_paths(&stderr);
+    let local = local_paths(&stderr);
+    println!("(AF_XDP, from other hosts through the kernel) per port: {remote:?}");
+    println!("(kernel from this host, shared memory) per port: {local:?}");
+    assert_eq!(remote.len(), 8, "one closing line per rank:\n{stderr}");
+    assert!(
+        local.iter().all(|(kernel, shm)| *kernel == 0 && *shm > 0),
+        "a rank's same-host datagrams took the kernel socket: {local:?}"
+    );
+    if ofi_xdp_link::group::kernel_lets_members_join() {
+        assert!(
+            remote
+                .iter()
+                .all(|(af_xdp, kernel)| *af_xdp && *kernel == 0),
+            "a rank's datagrams from the other host took the kernel path: {remote:?}"
+        );
+    }
 }
 
 /// Four ranks on one host, none elsewhere.

@@ -100,17 +100,7 @@ pub fn compile(name: &str) -> PathBuf {
 /// From a port's closing line: (datagrams from this host through the
 /// kernel socket, datagrams through shared memory).
 pub fn local_paths(log: &str) -> Vec<(u64, u64)> {
-    let number_before = |line: &str, key: &str| -> Option<u64> {
-        let at = line.find(key)?;
-        line[..at]
-            .trim_end()
-            .rsplit(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    log.lines()
-        .filter(|l| l.contains(" closed: "))
+    closing_lines(log)
         .filter_map(|l| {
             Some((
                 number_before(l, " from this host,")?,
@@ -118,6 +108,35 @@ pub fn local_paths(log: &str) -> Vec<(u64, u64)> {
             ))
         })
         .collect()
+}
+
+/// From each port's closing line: whether it had AF_XDP, and how many
+/// datagrams from other hosts came through its kernel socket.
+pub fn remote_paths(log: &str) -> Vec<(bool, u64)> {
+    closing_lines(log)
+        .filter_map(|l| {
+            Some((
+                l.contains(" sent through AF_XDP"),
+                number_before(l, " from other hosts")?,
+            ))
+        })
+        .collect()
+}
+
+/// The ports' closing lines in a log (at info level).
+fn closing_lines(log: &str) -> impl Iterator<Item = &str> {
+    log.lines().filter(|l| l.contains(" closed: "))
+}
+
+/// The number just before the first `key` in `line`.
+fn number_before(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(key)?;
+    line[..at]
+        .trim_end()
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Removes the shared-memory areas a killed test process left for its
