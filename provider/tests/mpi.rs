@@ -104,7 +104,10 @@ fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
 }
 
 /// [`mpirun_on`] with more environment (pass each name with `-x` in `mca`).
+///
+/// One mpirun at a time (see [`one_at_a_time`]).
 fn mpirun_with(host: &Host, mca: &[&str], ranks: &[String], env: &[(&str, &str)]) -> Output {
+    let _turn = one_at_a_time();
     let ifname = host.ifname();
     let mut cmd = host.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
@@ -123,6 +126,26 @@ fn mpirun_with(host: &Host, mca: &[&str], ranks: &[String], env: &[(&str, &str)]
         .envs(env.iter().copied());
     cmd.output()
         .expect("run mpirun (xtask installs openmpi-bin)")
+}
+
+/// Holds an exclusive lock on a file every MPI test takes before its
+/// mpirun, whichever process the test runs in (cargo test runs the tests
+/// of this file as threads, nextest as processes): each mpirun starts up
+/// to eight busy-polling ranks, and several at once on a small machine
+/// starve ranks of the CPU for seconds, which a peer timeout then takes
+/// for a dead peer. Released when the file closes.
+fn one_at_a_time() -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let path = std::env::temp_dir().join("ofi-xdp-mpi-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // SAFETY: a valid fd we own; flock blocks until the lock is ours.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    file
 }
 
 fn assert_ranks_passed(out: &Output, program: &str, ranks: usize) -> String {
@@ -308,7 +331,7 @@ fn mpi_rank_killed() {
             "-x",
             "FI_XDP_PEER_TIMEOUT",
         ]);
-        let out = mpirun_with(&pair.a, &mca, &ranks, &[("FI_XDP_PEER_TIMEOUT", "3")]);
+        let out = mpirun_with(&pair.a, &mca, &ranks, &[("FI_XDP_PEER_TIMEOUT", "10")]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let n = in_a + in_b;
