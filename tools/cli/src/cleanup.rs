@@ -223,18 +223,25 @@ fn find_groups(f: &mut Findings) {
 /// magic, layout version (u32), owner pid (u32).
 const AREA_MAGIC: &[u8; 8] = b"OFIXDPL\0";
 
-/// The shared-memory areas in /dev/shm whose owner process is gone.
+/// The shared-memory areas in /dev/shm of endpoints of this network
+/// namespace (`ofi-xdp-local-<netns inode>-…`) whose owner process is gone:
+/// a sweep of one namespace leaves other namespaces' areas alone, as it
+/// does their programs and groups.
 fn stale_local_areas() -> Vec<Leftover> {
+    let Some(netns) = ofi_xdp_epstats::netns_inode() else {
+        return Vec::new();
+    };
     let Ok(dir) = std::fs::read_dir("/dev/shm") else {
         return Vec::new();
     };
+    let prefix = format!("ofi-xdp-local-{netns}-");
     let mut found = Vec::new();
     for entry in dir.flatten() {
         let path = entry.path();
         let ours = entry
             .file_name()
             .to_str()
-            .is_some_and(|n| n.starts_with("ofi-xdp-local-"));
+            .is_some_and(|n| n.starts_with(&prefix));
         if !ours {
             continue;
         }
