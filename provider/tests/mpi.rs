@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{local_paths, remote_paths, wait_running, work_dir};
+use common::{local_paths, remote_paths, remove_shm_leftovers, wait_running, work_dir};
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
 const MPIRUN_TIMEOUT: &str = "240";
@@ -332,6 +332,10 @@ fn mpi_rank_killed() {
             "FI_XDP_PEER_TIMEOUT",
         ]);
         let out = mpirun_with(&pair.a, &mca, &ranks, &[("FI_XDP_PEER_TIMEOUT", "10")]);
+        // The victim was killed and the others left with _exit: nobody
+        // closed an endpoint.
+        remove_shm_leftovers(&pair.a);
+        remove_shm_leftovers(&pair.b);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let n = in_a + in_b;

@@ -153,3 +153,27 @@ pub fn remove_local_areas(ip: &str) {
         }
     }
 }
+
+/// Removes what endpoints of `host`'s namespace left in /dev/shm when their
+/// processes ended without closing them (killed, or `_exit`): their
+/// shared-memory areas and the namespace's AF_XDP group files. Call it once
+/// they are all gone; the namespace itself goes with the test, and with it
+/// the only endpoints that would have tidied these up.
+pub fn remove_shm_leftovers(host: &ofi_xdp_testhosts::Host) {
+    let Some(netns) = host.run(ofi_xdp_epstats::netns_inode) else {
+        return;
+    };
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    let ours = [
+        format!("ofi-xdp-local-{netns}-"),
+        format!("ofi-xdp-umem-{netns}-"),
+    ];
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if ours.iter().any(|p| name.starts_with(p.as_str())) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
