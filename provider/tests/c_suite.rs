@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{compile, local_paths, remove_local_areas, wait_running, work_dir};
+use common::{compile, local_paths, remove_shm_leftovers, wait_running, work_dir};
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
@@ -490,7 +490,7 @@ fn c_data_rdm_one_host_peer_dies() {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     data_between(&pair.a, &pair.a, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
-    remove_local_areas(&pair.a.ipv4().to_string());
+    remove_shm_leftovers(&pair.a);
 }
 
 /// On one host, the client streams 64 KiB messages to the server, which the
@@ -570,7 +570,7 @@ fn c_data_rdm_one_host_peer_killed_and_restarted() {
         "{paths:?}\n{log}"
     );
     let _ = std::fs::remove_dir_all(&rv);
-    remove_local_areas(&host.ipv4().to_string());
+    remove_shm_leftovers(host);
 }
 
 /// FI_XDP_LOCAL_SHM=0: local peers use the kernel socket as before.
@@ -682,7 +682,7 @@ fn c_data_rdm_peer_dies() {
     let pair = HostPair::new().expect("test hosts");
     wait_running(&pair);
     data_between(&pair.a, &pair.b, "rdm", &[("XT_PEER_DIES", "1")], &[], &[]);
-    remove_local_areas(&pair.a.ipv4().to_string());
+    remove_shm_leftovers(&pair.a);
 }
 
 /// The RDM data test with an FI_WAIT_FD receive CQ; at its end the server

@@ -139,21 +139,6 @@ fn number_before(line: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
-/// Removes the shared-memory areas a killed test process left for its
-/// endpoints at `ip` (the provider removes them itself only when another
-/// endpoint opens in that namespace, and a test's namespace is gone by then).
-pub fn remove_local_areas(ip: &str) {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("ofi-xdp-local-") && name.contains(&format!("-{ip}-")) {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
-}
-
 /// Removes what endpoints of `host`'s namespace left in /dev/shm when their
 /// processes ended without closing them (killed, or `_exit`): their
 /// shared-memory areas and the namespace's AF_XDP group files. Call it once
