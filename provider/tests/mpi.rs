@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{local_paths, remote_paths, remove_shm_leftovers, wait_running, work_dir};
+use common::{
+    local_paths, one_at_a_time, remote_paths, remove_shm_leftovers, wait_running, work_dir,
+};
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
 const MPIRUN_TIMEOUT: &str = "240";
@@ -105,9 +107,11 @@ fn mpirun_on(host: &Host, mca: &[&str], ranks: &[String]) -> Output {
 
 /// [`mpirun_on`] with more environment (pass each name with `-x` in `mca`).
 ///
-/// One mpirun at a time (see [`one_at_a_time`]).
+/// One mpirun at a time: each starts up to eight busy-polling ranks, and
+/// several at once on a small machine starve ranks of the CPU for seconds,
+/// which a peer timeout then takes for a dead peer.
 fn mpirun_with(host: &Host, mca: &[&str], ranks: &[String], env: &[(&str, &str)]) -> Output {
-    let _turn = one_at_a_time();
+    let _turn = one_at_a_time("mpi");
     let ifname = host.ifname();
     let mut cmd = host.command("timeout");
     cmd.arg(MPIRUN_TIMEOUT)
@@ -126,26 +130,6 @@ fn mpirun_with(host: &Host, mca: &[&str], ranks: &[String], env: &[(&str, &str)]
         .envs(env.iter().copied());
     cmd.output()
         .expect("run mpirun (xtask installs openmpi-bin)")
-}
-
-/// Holds an exclusive lock on a file every MPI test takes before its
-/// mpirun, whichever process the test runs in (cargo test runs the tests
-/// of this file as threads, nextest as processes): each mpirun starts up
-/// to eight busy-polling ranks, and several at once on a small machine
-/// starve ranks of the CPU for seconds, which a peer timeout then takes
-/// for a dead peer. Released when the file closes.
-fn one_at_a_time() -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let path = std::env::temp_dir().join("ofi-xdp-mpi-tests.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    // SAFETY: a valid fd we own; flock blocks until the lock is ours.
-    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
-    file
 }
 
 fn assert_ranks_passed(out: &Output, program: &str, ranks: usize) -> String {

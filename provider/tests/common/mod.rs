@@ -162,3 +162,22 @@ pub fn remove_shm_leftovers(host: &ofi_xdp_testhosts::Host) {
         }
     }
 }
+
+/// Holds an exclusive lock on `$TMPDIR/ofi-xdp-<what>-tests.lock` until the
+/// returned file closes, whichever process the test runs in (cargo test
+/// runs one file's tests as threads, nextest as processes): for tests that
+/// each load the machine so much that two at once would measure the
+/// scheduler, not the provider.
+pub fn one_at_a_time(what: &str) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let path = std::env::temp_dir().join(format!("ofi-xdp-{what}-tests.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // SAFETY: a valid fd we own; flock blocks until the lock is ours.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    file
+}
