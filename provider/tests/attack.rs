@@ -5,10 +5,7 @@
 //! as fast as it can, one kind of attack per test: forged DATA, forged
 //! ACKs (receiver-not-ready), forged HELLOs, forged CLOSE and RESET on the
 //! live session's ids, ICMP port unreachable about host 1, and replays of
-//! every datagram it captured — in bursts, at a paced rate the receiver can
-//! drain (a flood beyond that is a denial of service by CPU, which no
-//! authentication prevents, and on a small machine it turns the test into
-//! a measure of the scheduler). Each must change nothing: the transfer
+//! every datagram it captured. Each must change nothing: the transfer
 //! completes with its data verified, no session is lost, and every
 //! datagram host 0's engine received was either host 1's or counted as
 //! rejected.
@@ -26,10 +23,8 @@ use ofi_xdp_testhosts::{Host, RawPort, Segment};
 mod common;
 use common::{one_at_a_time, remove_shm_leftovers, work_dir};
 
-/// Frames the attacker injects per burst, and the pause between bursts:
-/// at most about 64,000 frames a second.
+/// Frames the attacker injects between looks at what it captured.
 const BURST: usize = 64;
-const BURST_PAUSE: Duration = Duration::from_millis(1);
 
 /// The job key both endpoints get (hex, as `FI_XDP_AUTH_KEY` takes it).
 const KEY: &str = "00112233445566778899aabbccddeeff0123456789abcdef";
@@ -257,7 +252,6 @@ fn attacker(
                 n += 1;
             }
             sent.store(n, Ordering::Relaxed);
-            std::thread::sleep(BURST_PAUSE);
         }
     })
 }
@@ -277,8 +271,10 @@ fn stat(stderr: &str, name: &str) -> u64 {
 
 fn pingpong(host: &Host, port: &str, server: Option<&Host>) -> Command {
     let mut c = host.command("timeout");
+    // A hang fails the test; a flood that leaves the endpoints little CPU
+    // on a slow machine must not.
     c.args([
-        "120",
+        "240",
         "fi_pingpong",
         "-p",
         "xdp",
@@ -311,8 +307,9 @@ fn ours(log: &str) -> String {
 }
 
 fn attacked(kind: Attack) {
-    // One attack at a time: seven attackers, fourteen busy-polling
-    // endpoints on two cores would starve the endpoints of the CPU.
+    // One attack at a time: seven attackers at full rate and fourteen
+    // busy-polling endpoints on two cores measure the scheduler (in CI the
+    // pingpongs got so little CPU that 20 x 1 MiB outlasted their timeout).
     let _turn = one_at_a_time("attack");
     let seg = Segment::new(3, 1500).unwrap();
     let _ = work_dir();
