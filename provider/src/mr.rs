@@ -2,7 +2,7 @@
 //! so registration is bookkeeping: FI_MR_LOCAL is never required and
 //! `desc` arguments are accepted but not needed. What a registration does
 //! is make memory reachable by peers' RMA and atomics: it enters the
-//! domain's [`Registry`] under its key with its remote access rights.
+//! domain's `Registry` under its key with its remote access rights.
 //!
 //! Keys and addresses follow the domain's mr_mode (fi_mr(3) "MEMORY
 //! REGISTRATION MODES"): with FI_MR_PROV_KEY (or FI_MR_BASIC) the provider

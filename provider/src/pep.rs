@@ -232,7 +232,7 @@ impl Progress for Pep {
 
 /// A connection request handed to the application as `info->handle`
 /// (class FI_CLASS_CONNREQ). Consumed by fi_accept or fi_reject; until
-/// then it is listed in [`live_requests`], so that a stale or forged
+/// then it is listed in `live_requests`, so that a stale or forged
 /// handle is refused instead of dereferenced.
 #[repr(C)]
 pub struct ConnReqObj {

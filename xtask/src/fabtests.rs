@@ -14,7 +14,7 @@
 //!
 //! Without options after `--` it runs the `short` set (which holds
 //! `fi_rma_bw -e rdm -o write|read|writedata` and `fi_rdm_atomic -o all`)
-//! and `functional`, less the tests in [`EXCLUDED`] (said why when it
+//! and `functional`, less the tests in `EXCLUDED` (said why when it
 //! runs); anything after `--` is passed to runfabtests.sh instead (e.g.
 //! `-- -t unit`, `-- -t short -e msg`).
 

@@ -127,8 +127,9 @@ pub fn demo() -> Result<(), String> {
     run(cmd)
 }
 
-/// The whole test suite, as CI runs it: formatting, lints, the workspace's tests (unit,
-/// simulation, veth, provider C suite) and the VM suite on the oldest kernel we promise.
+/// The whole test suite, as CI runs it: formatting, lints, documentation, the workspace's
+/// tests (unit, simulation, veth, provider C suite) and the VM suite on the oldest kernel we
+/// promise.
 pub fn test() -> Result<(), String> {
     use crate::progress::step;
     require_root("test")?;
@@ -146,6 +147,12 @@ pub fn test() -> Result<(), String> {
             "-D",
             "warnings",
         ]))
+    })?;
+    step("documentation (cargo doc, warnings denied)", || {
+        // A broken or private intra-doc link is a newcomer's dead end.
+        let mut doc = cargo(&["doc", "--workspace", "--no-deps", "--release"]);
+        doc.env("RUSTDOCFLAGS", "-D warnings");
+        run(doc)
     })?;
     step("build the provider and the tools", build)?;
     step("the workspace's tests (cargo test --workspace)", || {

@@ -2,7 +2,7 @@
 //! and for connected endpoints (FI_EP_MSG) fi_connect, fi_accept,
 //! fi_shutdown and fi_getpeer. The connection itself runs below the seam
 //! (`xdp/connected.rs`); its events reach the endpoint's EQ from
-//! [`super::Endpoint::conn_event`]. Connectionless endpoints have no
+//! `super::Endpoint::conn_event`. Connectionless endpoints have no
 //! connection: those calls return -FI_ENOSYS there, as fi_listen,
 //! fi_reject and fi_join do everywhere on an active endpoint.
 

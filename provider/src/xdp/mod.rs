@@ -10,7 +10,7 @@
 //!   the peer), unreliable, no tags.
 //! - [`rdm`]: FI_EP_RDM through the reliability engine (`ofi-xdp-reliability`),
 //!   and FI_EP_MSG: the same with one peer, chosen by its connection
-//!   ([`connected`]).
+//!   (`connected`).
 //! - `published`: each endpoint's identity and counters in a statistics file
 //!   that `ofi-xdp status` reads from another process.
 

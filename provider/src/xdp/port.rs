@@ -28,7 +28,7 @@
 //!   socket alone: slower, but the same protocol and wire format, and its
 //!   port is not steered, so the kernel delivers its datagrams.
 //!   FI_XDP_KERNEL_PATH=1 asks for that.
-//! - **Shared memory** ([`local`]) carries the engine's datagrams (RDM,
+//! - **Shared memory** (`local`) carries the engine's datagrams (RDM,
 //!   MSG) to and from peers on this host whose area we can open; the
 //!   kernel socket stays for the others (FI_XDP_LOCAL_SHM=0: for all).
 

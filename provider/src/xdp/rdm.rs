@@ -1,9 +1,9 @@
 //! FI_EP_RDM: reliable, ordered (FI_ORDER_SAS) messages through the sans-IO
 //! reliability engine, whose datagrams travel over the AF_XDP link. A
 //! connected endpoint (FI_EP_MSG) is the same with one peer, chosen by its
-//! connection ([`super::connected`]).
+//! connection (`super::connected`).
 //!
-//! The engine names buffers by token: [`SendSide`]/[`RecvSide`] map a token
+//! The engine names buffers by token: `SendSide`/`RecvSide` map a token
 //! to the application's iov, so payload is copied once per direction
 //! (application buffer ↔ UMEM frame). Peers are engine keys `u32`: indices
 //! into a table of addresses, stable for the endpoint's lifetime. Sending
@@ -79,7 +79,7 @@ pub struct Rdm {
     /// Engine timeouts seen by the last [`Rdm::check_refused`].
     timeouts_seen: u64,
     /// Datagrams dropped because their source was new and the address table
-    /// full ([`MAX_PEER_ADDRS`]).
+    /// full (`MAX_PEER_ADDRS`).
     unknown_sources_dropped: u64,
     /// FI_EP_MSG: the connection, which admits engine datagrams from its
     /// peer only.

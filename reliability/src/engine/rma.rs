@@ -22,7 +22,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Post an RMA read or write or an atomic. It completes (an event with
     /// its token, flags `RMA|WRITE`, `RMA|READ`, `ATOMIC|WRITE` or
     /// `ATOMIC|READ`) when the target's answer arrives: the target executed
-    /// it, or refused it ([`crate::OpError::Remote`], its memory untouched).
+    /// it, or refused it (`crate::OpError::Remote`, its memory untouched).
     ///
     /// Errors: [`PostError::QueueFull`] as for sends (the limit counts sends
     /// and RMA operations together) or when inject storage is used up;

@@ -16,13 +16,15 @@
 //! - **shared-memory areas** (`/dev/shm/ofi-xdp-local-*`, the rings that
 //!   endpoints on one host exchange datagrams through) whose owner is gone;
 //!   the provider itself removes those of its own network namespace when an
-//!   endpoint opens, but not those of namespaces that are gone.
+//!   endpoint opens; a sweep of the whole host (no `--netns`, no `--dev`)
+//!   also removes those named after namespaces that no longer exist.
 //! - **ntuple rules** steering an endpoint's port to its queue, whose
 //!   record names a process that is gone (`ofi_xdp_link::ntuple`): removed
 //!   when the driver still holds exactly that rule, the record with it.
 //! - **AF_XDP group files** (`ofi_xdp_link::group`) of this namespace and
 //!   user whose every member is gone (the last member to leave removes the
-//!   file; killed ones cannot).
+//!   file; killed ones cannot), and, in a whole-host sweep, the user's
+//!   abandoned group files of namespaces that no longer exist.
 //!
 //! Every leftover is a [`Leftover`], each kind with the same two questions:
 //! is it ours, and is its owner gone.
@@ -196,6 +198,9 @@ fn find(scope: &Scope) -> Result<Findings, String> {
     if scope.dev.is_none() {
         f.leftovers.extend(stale_local_areas());
     }
+    if scope.dev.is_none() && scope.netns.is_none() {
+        gone_namespaces_files(&mut f);
+    }
     Ok(f)
 }
 
@@ -231,17 +236,22 @@ fn stale_local_areas() -> Vec<Leftover> {
     let Some(netns) = ofi_xdp_epstats::netns_inode() else {
         return Vec::new();
     };
+    let prefix = format!("ofi-xdp-local-{netns}-");
+    dead_owners_areas(|name| name.starts_with(&prefix))
+}
+
+/// The areas whose file name `wanted` and whose owner process is gone.
+fn dead_owners_areas(wanted: impl Fn(&str) -> bool) -> Vec<Leftover> {
     let Ok(dir) = std::fs::read_dir("/dev/shm") else {
         return Vec::new();
     };
-    let prefix = format!("ofi-xdp-local-{netns}-");
     let mut found = Vec::new();
     for entry in dir.flatten() {
         let path = entry.path();
         let ours = entry
             .file_name()
             .to_str()
-            .is_some_and(|n| n.starts_with(&prefix));
+            .is_some_and(|n| n.starts_with("ofi-xdp-local-") && wanted(n));
         if !ours {
             continue;
         }
@@ -257,6 +267,45 @@ fn stale_local_areas() -> Vec<Leftover> {
         }
     }
     found
+}
+
+/// Areas and AF_XDP group files named after network namespaces that no
+/// longer exist (test hosts, containers gone while a process in them was
+/// killed): no endpoint of theirs can ever open again and tidy them up.
+/// Only in a whole-host sweep, only when we may read the tasks' namespaces
+/// (root), and only files whose owner process (areas) or every member
+/// (groups) is gone as well.
+fn gone_namespaces_files(f: &mut Findings) {
+    let Some(live) = crate::live_netns::live_netns() else {
+        f.kept.push(
+            "files of namespaces that may be gone: the processes' namespaces are not \
+             readable here (run as root to sweep them)"
+                .to_owned(),
+        );
+        return;
+    };
+    let gone = |name: &str| {
+        crate::live_netns::netns_of_shm_name(name).is_some_and(|ns| !live.contains(&ns))
+    };
+    f.leftovers.extend(dead_owners_areas(gone));
+    let dir = std::path::Path::new(group::DEFAULT_DIR);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    // SAFETY: geteuid cannot fail. Group files end with their user's id.
+    let suffix = format!("-{}", unsafe { libc::geteuid() });
+    for e in entries.flatten() {
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !name.starts_with("ofi-xdp-umem-") || !name.ends_with(&suffix) || !gone(&name) {
+            continue;
+        }
+        let path = e.path();
+        if let Ok(true) = Group::open_path(&path).and_then(|g| g.abandoned()) {
+            f.leftovers.push(Leftover::GroupFile(path));
+        }
+    }
 }
 
 /// The name of the interface with `ifindex` in this network namespace.

@@ -36,7 +36,7 @@ const BENCHMARKS: [(&str, Figure); 3] = [
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Figure {
-    /// t[usec] of PingPong: half the round trip.
+    /// `t[usec]` of PingPong: half the round trip.
     Latency,
     /// Mbytes/sec (IMB's MB are 10^6 bytes).
     Bandwidth,

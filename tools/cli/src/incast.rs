@@ -89,7 +89,7 @@ fn engine_segments(stderr: &str) -> (u64, u64) {
     (field("tx_datagrams"), field("retransmits"))
 }
 
-/// Parses "<who> bytes <n> usec <t>" into bytes per second.
+/// Parses `"<who> bytes <n> usec <t>"` into bytes per second.
 fn rate(stdout: &str, who: &str) -> Option<f64> {
     let line = stdout.lines().find(|l| l.starts_with(who))?;
     let w: Vec<&str> = line.split_whitespace().collect();

@@ -572,3 +572,65 @@ fn dead_rule_record(host: &Host, port: &str) -> PathBuf {
         rec.file
     })
 }
+
+/// A shared-memory area as the provider writes its start (magic, layout
+/// version, owner pid), for an owner that is gone.
+fn fake_area(path: &Path, owner: u32) {
+    let mut head = Vec::from(*b"OFIXDPL\0");
+    head.extend_from_slice(&1u32.to_ne_bytes());
+    head.extend_from_slice(&owner.to_ne_bytes());
+    std::fs::write(path, head).unwrap();
+}
+
+/// A pid that no longer runs.
+fn dead_pid() -> u32 {
+    let mut gone = Command::new(EXE)
+        .arg("help")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    pid
+}
+
+/// Processes killed in a test host (or a container) leave their areas and
+/// group files in /dev/shm, and once the namespace is gone no endpoint of
+/// it can tidy them up: a whole-host `ofi-xdp cleanup` removes those, and
+/// leaves a live namespace's alone (its next endpoint's business).
+#[test]
+fn cleanup_removes_files_of_namespaces_that_are_gone() {
+    use ofi_xdp_link::group::{DEFAULT_DIR, Group};
+    let gone_ns = {
+        let pair = HostPair::new().unwrap();
+        pair.a.run(ofi_xdp_tools::epstats::netns_inode).unwrap()
+    };
+    let alive = HostPair::new().unwrap();
+    let alive_ns = alive.a.run(ofi_xdp_tools::epstats::netns_inode).unwrap();
+    let owner = dead_pid();
+    let gone_area = PathBuf::from(format!("/dev/shm/ofi-xdp-local-{gone_ns}-198.18.0.1-9999"));
+    let live_area = PathBuf::from(format!("/dev/shm/ofi-xdp-local-{alive_ns}-198.18.0.1-9999"));
+    fake_area(&gone_area, owner);
+    fake_area(&live_area, owner);
+    // A group nobody is a member of, as its last killed member leaves it.
+    let group = Group::open(Path::new(DEFAULT_DIR), gone_ns, 2, 0).unwrap();
+    let group_path = group.path().to_path_buf();
+    drop(group);
+
+    let empty_stats = std::env::temp_dir().join(format!("ofi-xdp-nostats-{}", std::process::id()));
+    std::fs::create_dir_all(&empty_stats).unwrap();
+    let cleaned = ofi_xdp(&["cleanup", "--stats-dir", &empty_stats.display().to_string()]);
+    let text = stdout_of(&cleaned);
+    let (area_left, live_left, group_left) =
+        (gone_area.exists(), live_area.exists(), group_path.exists());
+    for p in [&gone_area, &live_area, &group_path] {
+        let _ = std::fs::remove_file(p);
+    }
+    let _ = std::fs::remove_dir_all(&empty_stats);
+    assert!(!area_left, "the gone namespace's area stayed:\n{text}");
+    assert!(
+        !group_left,
+        "the gone namespace's group file stayed:\n{text}"
+    );
+    assert!(live_left, "a live namespace's area was removed:\n{text}");
+}

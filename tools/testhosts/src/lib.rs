@@ -574,13 +574,13 @@ impl Addressing {
         Ipv4Addr::from(base + 1 + side)
     }
 
-    /// fd6f:6678:6470:<subnet>::1 / ::2 — a ULA /64 per pair.
+    /// `fd6f:6678:6470:<subnet>::1` / `::2` — a ULA /64 per pair.
     fn ipv6(&self, side: u32) -> Ipv6Addr {
         let subnet = (self.index % 65_536) as u16;
         Ipv6Addr::new(0xfd6f, 0x6678, 0x6470, subnet, 0, 0, 0, 1 + side as u16)
     }
 
-    /// 02:<pid 24 bits>:<index 8 bits>:<side> — locally administered unicast.
+    /// `02:<pid 24 bits>:<index 8 bits>:<side>` — locally administered unicast.
     fn mac(&self, side: u8) -> [u8; 6] {
         let p = self.pid.to_be_bytes();
         let i = (self.index & 0x7f) as u8;

@@ -26,7 +26,7 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// `n` hosts (at most [`MAX_HOSTS`]) on one bridge, links with MTU `mtu`.
+    /// `n` hosts (at most `MAX_HOSTS`) on one bridge, links with MTU `mtu`.
     pub fn new(n: usize, mtu: u32) -> io::Result<Segment> {
         if n == 0 || n > MAX_HOSTS {
             return Err(io::Error::new(

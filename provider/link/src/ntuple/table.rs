@@ -29,7 +29,7 @@ pub trait RuleTable {
     /// `ETHTOOL_GRXCLSRLALL`: every rule's location.
     fn locations(&self) -> io::Result<Vec<u32>>;
     /// `ETHTOOL_GRXCLSRULE`: the rule at `location` if it is UDP to one
-    /// (IP, port) → a queue ([`FlowRule::from_spec`]), `None` for any other
+    /// (IP, port) → a queue (`FlowRule::from_spec`), `None` for any other
     /// kind of rule.
     fn get(&self, location: u32) -> io::Result<Option<FlowRule>>;
     /// `ETHTOOL_SRXCLSRLINS` at `location` (or `RX_CLS_LOC_ANY`); returns
