@@ -19,6 +19,7 @@ use ofi_xdp_testhosts::{Host, Segment};
 use crate::args::Args;
 use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
+use crate::incast_settle::{self, Sampler};
 
 /// The program, compiled at run time.
 const SOURCE: &str = include_str!("incast.c");
@@ -36,6 +37,11 @@ pub struct Outcome {
     /// Datagrams (segments) sent and retransmitted by the senders.
     pub sent: u64,
     pub retransmitted: u64,
+    /// The same, counted only once each sender's window had settled
+    /// (after its first quarter: `incast_settle`); senders whose counters
+    /// could not be sampled that far are left out.
+    pub settled_sent: u64,
+    pub settled_retransmitted: u64,
 }
 
 impl Outcome {
@@ -50,6 +56,11 @@ impl Outcome {
     pub fn retransmitted_pct(&self) -> f64 {
         100.0 * self.retransmitted as f64 / self.sent.max(1) as f64
     }
+
+    /// Retransmitted once settled, percent of sent once settled.
+    pub fn settled_retransmitted_pct(&self) -> f64 {
+        100.0 * self.settled_retransmitted as f64 / self.settled_sent.max(1) as f64
+    }
 }
 
 /// `Tcp:` OutSegs and RetransSegs of `host`'s namespace.
@@ -57,20 +68,21 @@ fn tcp_segments(host: &Host) -> (u64, u64) {
     let Ok(out) = host.command("cat").arg("/proc/net/snmp").output() else {
         return (0, 0);
     };
-    let text = String::from_utf8_lossy(&out.stdout);
+    tcp_fields(&String::from_utf8_lossy(&out.stdout)).unwrap_or((0, 0))
+}
+
+/// `Tcp:` OutSegs and RetransSegs of a `/proc/net/snmp` text.
+pub fn tcp_fields(text: &str) -> Option<(u64, u64)> {
     let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
-        return (0, 0);
-    };
+    let (names, values) = (tcp.next()?, tcp.next()?);
     let field = |want: &str| {
         names
             .split_whitespace()
             .zip(values.split_whitespace())
             .find(|(n, _)| *n == want)
             .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
     };
-    (field("OutSegs"), field("RetransSegs"))
+    Some((field("OutSegs")?, field("RetransSegs")?))
 }
 
 /// `tx_datagrams` and `retransmits` from the engine statistics the provider
@@ -144,6 +156,7 @@ pub fn run(
     }
     let before: Vec<(u64, u64)> = seg.hosts[1..=senders].iter().map(tcp_segments).collect();
     let mut clients = Vec::new();
+    let mut pids = Vec::new();
     for host in &seg.hosts[1..=senders] {
         let mut c = common(host);
         c.args([
@@ -154,10 +167,13 @@ pub fn run(
             &msgs.to_string(),
         ])
         .args([&size.to_string(), &start]);
-        clients.push(ChildGuard(
-            c.spawn().map_err(|e| format!("incast sender: {e}"))?,
-        ));
+        let child = c.spawn().map_err(|e| format!("incast sender: {e}"))?;
+        // `ip netns exec` execs the program: the pid is the sender's.
+        pids.push(child.id());
+        clients.push(ChildGuard(child));
     }
+    let sampler = Sampler::start(provider, pids);
+    let mut finals = Vec::new();
     let mut out = Outcome::default();
     for (i, c) in clients.into_iter().enumerate() {
         let done = wait_output(
@@ -180,6 +196,16 @@ pub fn run(
         };
         out.sent += sent;
         out.retransmitted += rtx;
+        // The samples are absolute: the engine's from zero, tcp's the
+        // namespace's since it was made.
+        let base = if provider == "xdp" { (0, 0) } else { before[i] };
+        finals.push((base, (base.0 + sent, base.1 + rtx)));
+    }
+    for (samples, (base, last)) in sampler.finish().iter().zip(finals) {
+        if let Some((sent, rtx)) = incast_settle::settled(samples, base, last) {
+            out.settled_sent += sent;
+            out.settled_retransmitted += rtx;
+        }
     }
     let done = wait_output(
         server,
@@ -213,14 +239,15 @@ pub fn main(args: &[String]) -> Result<(), String> {
         most + 1
     );
     println!(
-        "{:<6} {:>7} {:>15} {:>15} {:>24} {:>9} {:>14}",
+        "{:<6} {:>7} {:>15} {:>15} {:>24} {:>9} {:>14} {:>14}",
         "prov",
         "senders",
         "aggregate MB/s",
         "alone MB/s",
         "per sender MB/s",
         "max/min",
-        "retransmitted"
+        "retransmitted",
+        "once settled"
     );
     let mut failed = Vec::new();
     for provider in providers.iter().map(String::as_str) {
@@ -238,12 +265,13 @@ pub fn main(args: &[String]) -> Result<(), String> {
                     let min = o.per_sender.iter().cloned().fold(f64::MAX, f64::min);
                     let max = o.per_sender.iter().cloned().fold(0.0, f64::max);
                     println!(
-                        "{provider:<6} {n:>7} {:>15.0} {:>15.0} {:>24} {:>9.2} {:>13.3}%",
+                        "{provider:<6} {n:>7} {:>15.0} {:>15.0} {:>24} {:>9.2} {:>13.3}% {:>13.3}%",
                         o.aggregate / 1e6,
                         alone.aggregate / 1e6,
                         format!("{:.0}..{:.0}", min / 1e6, max / 1e6),
                         o.spread(),
-                        o.retransmitted_pct()
+                        o.retransmitted_pct(),
+                        o.settled_retransmitted_pct()
                     );
                 }
                 Err(e) => {

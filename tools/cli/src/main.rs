@@ -31,6 +31,7 @@ mod fi_pingpong;
 mod host;
 mod imb;
 mod incast;
+mod incast_settle;
 mod live_netns;
 mod local_bench;
 mod pingpong;
