@@ -451,6 +451,12 @@ impl Port {
         Ok(self.epoll.get_or_init(|| ep).as_raw_fd())
     }
 
+    /// Whether `to` is on this host and we have the shared-memory path
+    /// (whether its area is open yet or not).
+    pub fn reaches_by_shm(&self, to: &XdpAddr) -> bool {
+        self.local.is_some() && self.is_local(&to.ip)
+    }
+
     fn is_local(&self, ip: &IpAddr) -> bool {
         self.local_ips.contains(ip)
     }

@@ -1,0 +1,210 @@
+//! Single-copy rendezvous between endpoints on this host (PROTOCOL.md
+//! §6.7): a request-to-send to a peer reached through shared memory
+//! carries a pull offer — our pid, our pid namespace, a cookie, and the
+//! send buffer's (address, length) list — and the receiver copies the
+//! message straight into its receive buffer with one `process_vm_readv`
+//! (cross-memory attach, as libfabric's `shm` provider does), instead of
+//! the three copies and CRCs of the datagrams through the rings. The engine
+//! decides when; this file builds offers and executes pulls.
+//!
+//! A pull fails (and the engine falls back to a CTS: the data comes
+//! through the rings) when the kernel refuses it (EPERM: another user,
+//! Yama ptrace restrictions, a non-dumpable sender; ESRCH: the sender is
+//! gone; EFAULT), reads short, or when the cookie read with the data is
+//! not the sender's: then the pid was reused by another process, whose
+//! bytes are overwritten by the fallback's.
+
+use std::os::unix::fs::MetadataExt;
+
+use crate::datapath::Iov;
+
+/// Offer layout version (PROTOCOL.md §6.7).
+const VERSION: u8 = 1;
+/// Bytes before the segment list.
+const HEAD: usize = 32;
+/// Bytes per (address, length) segment.
+const SEGMENT: usize = 16;
+
+/// This process's identity as a pull source and target.
+#[derive(Debug)]
+pub(super) struct Cma {
+    pid: u32,
+    /// Inode of /proc/self/ns/pid: a receiver in another pid namespace
+    /// would read some other process by our pid, so it does not try.
+    pidns: u64,
+    /// A random value at a fixed address: the receiver reads it with the
+    /// data, and a mismatch means the pid now names another process.
+    cookie: Box<u64>,
+    /// Offer a pid no process has (tests of the fallback).
+    bad_pid: bool,
+}
+
+impl Cma {
+    /// `None` where this process cannot tell its pid namespace.
+    pub(super) fn new() -> Option<Cma> {
+        let pidns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+        let mut cookie = [0u8; 8];
+        // SAFETY: getrandom writes at most 8 bytes into `cookie`.
+        let _ = unsafe { libc::getrandom(cookie.as_mut_ptr().cast(), 8, 0) };
+        Some(Cma {
+            pid: std::process::id(),
+            pidns,
+            cookie: Box::new(u64::from_ne_bytes(cookie) | 1),
+            bad_pid: std::env::var("OFI_XDP_TEST_CMA_BAD_PID").is_ok_and(|v| v == "1"),
+        })
+    }
+
+    /// Write the offer for send buffers `iov` into `dst`; its length, 0
+    /// when it does not fit.
+    pub(super) fn offer(&self, iov: &[(usize, usize)], dst: &mut [u8]) -> usize {
+        let n = HEAD + SEGMENT * iov.len();
+        let Ok(count) = u16::try_from(iov.len()) else {
+            return 0;
+        };
+        let Some(out) = dst.get_mut(..n) else {
+            return 0;
+        };
+        // pid_max is at most 2^22: i32::MAX names no process (ESRCH).
+        let pid = if self.bad_pid {
+            i32::MAX as u32
+        } else {
+            self.pid
+        };
+        out[0] = VERSION;
+        out[1] = 0;
+        out[2..4].copy_from_slice(&count.to_le_bytes());
+        out[4..8].copy_from_slice(&pid.to_le_bytes());
+        out[8..16].copy_from_slice(&self.pidns.to_le_bytes());
+        let cookie_addr = &*self.cookie as *const u64 as u64;
+        out[16..24].copy_from_slice(&cookie_addr.to_le_bytes());
+        out[24..32].copy_from_slice(&self.cookie.to_le_bytes());
+        for (i, &(addr, len)) in iov.iter().enumerate() {
+            let at = HEAD + SEGMENT * i;
+            out[at..at + 8].copy_from_slice(&(addr as u64).to_le_bytes());
+            out[at + 8..at + 16].copy_from_slice(&(len as u64).to_le_bytes());
+        }
+        n
+    }
+
+    /// Copy the first `len` bytes offered by `offer` into receive buffers
+    /// `iov` from byte `offset` on, with one `process_vm_readv`. True when
+    /// every byte (and the sender's cookie) arrived.
+    pub(super) fn pull(&self, iov: &Iov, offset: usize, len: usize, offer: &[u8]) -> bool {
+        let Some(o) = Offer::parse(offer) else {
+            return false;
+        };
+        if o.pidns != self.pidns || o.pid == 0 || o.pid > i32::MAX as u32 {
+            return false;
+        }
+        let mut got = 0u64;
+        let mut local = sub_iov(iov, offset, len);
+        let mut remote = o.segments(len);
+        if sum(&local) != len || sum(&remote) != len {
+            return false;
+        }
+        local.push(libc::iovec {
+            iov_base: (&mut got as *mut u64).cast(),
+            iov_len: 8,
+        });
+        remote.push(libc::iovec {
+            iov_base: o.cookie_addr as *mut libc::c_void,
+            iov_len: 8,
+        });
+        if local.len() > 1024 || remote.len() > 1024 {
+            // IOV_MAX: more segments than one call takes.
+            return false;
+        }
+        // SAFETY: `local` lies inside the receive's buffers (fi_msg(3):
+        // valid until its completion, which comes after this) and `got`;
+        // the kernel checks `remote` against the sender's address space.
+        let n = unsafe {
+            libc::process_vm_readv(
+                o.pid as libc::pid_t,
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        n >= 0 && n as usize == len + 8 && got == o.cookie
+    }
+}
+
+/// The fields of a pull offer (PROTOCOL.md §6.7).
+struct Offer<'a> {
+    pid: u32,
+    pidns: u64,
+    cookie_addr: u64,
+    cookie: u64,
+    list: &'a [u8],
+}
+
+impl<'a> Offer<'a> {
+    fn parse(b: &'a [u8]) -> Option<Offer<'a>> {
+        let u64_at = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
+        if *b.first()? != VERSION {
+            return None;
+        }
+        let count = usize::from(u16::from_le_bytes(b.get(2..4)?.try_into().ok()?));
+        let list = b.get(HEAD..HEAD + SEGMENT * count)?;
+        Some(Offer {
+            pid: u32::from_le_bytes(b.get(4..8)?.try_into().ok()?),
+            pidns: u64_at(8)?,
+            cookie_addr: u64_at(16)?,
+            cookie: u64_at(24)?,
+            list,
+        })
+    }
+
+    /// The sender's segments holding the first `len` bytes.
+    fn segments(&self, mut len: usize) -> Vec<libc::iovec> {
+        let mut v = Vec::new();
+        for s in self.list.chunks_exact(SEGMENT) {
+            if len == 0 {
+                break;
+            }
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[..8]);
+            let addr = u64::from_le_bytes(w);
+            w.copy_from_slice(&s[8..]);
+            let n = usize::try_from(u64::from_le_bytes(w))
+                .unwrap_or(usize::MAX)
+                .min(len);
+            if n > 0 {
+                v.push(libc::iovec {
+                    iov_base: addr as *mut libc::c_void,
+                    iov_len: n,
+                });
+            }
+            len -= n;
+        }
+        v
+    }
+}
+
+/// The pieces of `iov` holding bytes `[offset, offset + len)`.
+fn sub_iov(iov: &[(usize, usize)], mut offset: usize, mut len: usize) -> Vec<libc::iovec> {
+    let mut v = Vec::new();
+    for &(base, l) in iov {
+        if len == 0 {
+            break;
+        }
+        if offset >= l {
+            offset -= l;
+            continue;
+        }
+        let n = (l - offset).min(len);
+        v.push(libc::iovec {
+            iov_base: (base + offset) as *mut libc::c_void,
+            iov_len: n,
+        });
+        len -= n;
+        offset = 0;
+    }
+    v
+}
+
+fn sum(v: &[libc::iovec]) -> usize {
+    v.iter().map(|i| i.iov_len).sum()
+}
