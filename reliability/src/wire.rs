@@ -677,6 +677,51 @@ mod tests {
         assert_eq!(p.ctrl, CtrlExt { a: 11, b: 22 });
     }
 
+    /// A rendezvous request carries a pull offer of at most
+    /// [`MAX_PULL_OFFER`] bytes whatever `total_len` says (§2.2, §6.7); a
+    /// CTS may have flag PULLED; flags 10–11 stay reserved.
+    #[test]
+    fn pull_offer_and_pulled_flag() {
+        let rts = |n: usize, total: u32| {
+            let mut buf = vec![0u8; DATA_OVERHEAD + n];
+            let h = Header {
+                ty: PacketType::Data as u8,
+                flags: flags::ACK | flags::FIRST | flags::RNDV,
+                payload_len: n as u16,
+                ..Default::default()
+            };
+            encode_header(&mut buf, &h);
+            let ext = DataExt {
+                total_len: total,
+                ..Default::default()
+            };
+            encode_data_ext(&mut buf, &ext);
+            seal(&mut buf, DATA_HDR_LEN + n);
+            buf
+        };
+        assert!(decode(&rts(0, 1 << 20)).is_ok());
+        assert_eq!(decode(&rts(48, 1 << 20)).unwrap().payload.len(), 48);
+        assert!(decode(&rts(48, 10)).is_ok());
+        assert!(decode(&rts(MAX_PULL_OFFER, 1 << 20)).is_ok());
+        assert_eq!(
+            decode(&rts(MAX_PULL_OFFER + 1, 1 << 20)),
+            Err(WireError::Malformed)
+        );
+        for (bit, ok) in [(flags::PULLED, true), (1 << 10, false), (1 << 11, false)] {
+            let mut buf = [0u8; MAX_CTRL_LEN];
+            let h = Header {
+                ty: PacketType::Cts as u8,
+                flags: flags::ACK | bit,
+                seq: 1,
+                ..Default::default()
+            };
+            encode_header(&mut buf, &h);
+            encode_ctrl_ext(&mut buf, &CtrlExt { a: 1, b: 2 });
+            let n = seal(&mut buf, COMMON_LEN + CTRL_EXT_LEN);
+            assert_eq!(decode(&buf[..n]).is_ok(), ok, "flag {bit:#x}");
+        }
+    }
+
     /// Every way of cutting a datagram in two or three pieces (through the
     /// header, the payload, the CRC trailer; empty pieces too) decodes to
     /// the same packet as the whole, and corruption is still caught.

@@ -1,8 +1,10 @@
 //! `ofi-xdp local-bench`: two processes on one host (one test namespace, one address, two
 //! ports), Debian's `fi_pingpong` over `xdp` — whose endpoints then talk through shared
 //! memory — beside libfabric's own `shm` provider, `tcp`, and `xdp` with its shared-memory
-//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before). 64 B latency and
-//! 1 MiB bandwidth, in interleaved rounds; ratios within a round, as `provider-bench`.
+//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), and `xdp` without
+//! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings).
+//! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
+//! `provider-bench`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,11 +23,12 @@ type Path = (
 );
 
 /// The paths measured, in the order of each round.
-const PATHS: [Path; 4] = [
+const PATHS: [Path; 5] = [
     ("xdp", "xdp", &[]),
     ("shm", "shm", &[]),
     ("tcp", "tcp", &[]),
     ("xdp kernel socket", "xdp", &[("FI_XDP_LOCAL_SHM", "0")]),
+    ("xdp rings only", "xdp", &[("FI_XDP_LOCAL_CMA", "0")]),
 ];
 
 fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
@@ -115,6 +118,14 @@ pub fn main(args: &[String]) -> Result<(), String> {
     println!(
         "  1 MiB bandwidth xdp / xdp kernel socket {}",
         spread(&ratios(&b("xdp"), &b("xdp kernel socket")))
+    );
+    println!(
+        "  1 MiB bandwidth xdp / xdp rings only   {}",
+        spread(&ratios(&b("xdp"), &b("xdp rings only")))
+    );
+    println!(
+        "  1 MiB bandwidth xdp rings only / shm   {}",
+        spread(&ratios(&b("xdp rings only"), &b("shm")))
     );
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! messages, and the sender dying before the pull.
 
 use super::*;
-use crate::sim::PullHost;
+use crate::sim::{PullHost, Sim};
 
 /// Two nodes on one simulated host: both offer and pull.
 fn same_host(faults: Faults, seed: u64) -> (Sim<Buffers>, PullHost) {
@@ -196,4 +196,50 @@ fn no_offer_without_a_host() {
     assert_eq!(completions(&mut s, 1)[0].error, None);
     assert_eq!(s.nodes[1].app.recv[&1], pattern(1 << 20, 9));
     assert_eq!(s.nodes[1].app.pulls_tried, 0);
+}
+
+#[test]
+fn offers_travel_sealed_with_authentication() {
+    // With a job key the request (and its offer) is encrypted and
+    // authenticated like any payload, CTS|PULLED like any CTS (§11.3).
+    let f = Faults {
+        loss: 0.05,
+        dup: 0.05,
+        ..Faults::default()
+    };
+    let mut s = Sim::new((0..2).map(|_| Buffers::default()).collect(), f, 6, |i| {
+        Config {
+            auth: Some(AuthConfig {
+                key: b"job key: sixteen bytes or more".to_vec(),
+                encrypt: true,
+            }),
+            ..cfg(i)
+        }
+    });
+    let host = PullHost::default();
+    for (i, n) in s.nodes.iter_mut().enumerate() {
+        n.app.host = Some(host.clone());
+        n.app.pid = 1000 + i as u32;
+    }
+    for (i, &n) in SIZES.iter().enumerate() {
+        recv(&mut s, 1, i as u64, n, None, Some(tag(i)));
+        send_level(
+            &mut s,
+            i as u64,
+            pattern(n, i as u8),
+            CompletionLevel::Delivery,
+        );
+    }
+    run(&mut s);
+    let c1 = completions(&mut s, 1);
+    assert_eq!(c1.len(), SIZES.len());
+    for c in &c1 {
+        let i = c.token as usize;
+        assert_eq!((c.error, c.len), (None, SIZES[i]));
+        assert_eq!(s.nodes[1].app.recv[&c.token], pattern(SIZES[i], i as u8));
+    }
+    assert!(completions(&mut s, 0).iter().all(|c| c.error.is_none()));
+    let st = s.nodes[1].engine.stats();
+    assert_eq!((st.pulls, st.pull_fallbacks), (SIZES.len() as u64, 0));
+    assert_eq!(st.auth_rejected, 0);
 }
