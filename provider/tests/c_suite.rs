@@ -611,12 +611,12 @@ fn c_data_rdm_one_host_large_messages_single_copy() {
     assert_eq!(server, (8, 0), "server (pulls, fallbacks)");
 }
 
-/// A pull that fails (here: the offers name a pid no process has, as
-/// ESRCH after the sender died) falls back to the rings: every message
-/// still arrives intact.
+/// A pull that fails (here: the offers name an address that faults, so
+/// process_vm_readv copies the data, then reads short) falls back to the
+/// rings: every message still arrives intact.
 #[test]
 fn c_data_rdm_one_host_large_messages_pull_fails() {
-    let [client, server] = large_one_host(&[("OFI_XDP_TEST_CMA_BAD_PID", "1")]);
+    let [client, server] = large_one_host(&[("OFI_XDP_TEST_CMA_FAULT", "1")]);
     assert_eq!(client, (0, 4), "client (pulls, fallbacks)");
     assert_eq!(server, (0, 8), "server (pulls, fallbacks)");
 }

@@ -216,9 +216,10 @@ impl Rdm {
         );
         // Only with the shared-memory path: it is what finds peers on this
         // host, and the rings are the fallback of a failed pull.
-        let cma = (args.cfg.local_cma && port.local_capacity().is_some())
-            .then(Cma::new)
-            .flatten();
+        let cma = port
+            .local_writers()
+            .filter(|_| args.cfg.local_cma)
+            .and_then(Cma::new);
         Rdm {
             port,
             engine: Engine::new(cfg),

@@ -7,6 +7,11 @@
 //! the three copies and CRCs of the datagrams through the rings. The engine
 //! decides when; this file builds offers and executes pulls.
 //!
+//! A receiver pulls only from a process that writes to its shared-memory
+//! area (a sender of its user that reached it through shared memory; or
+//! itself): an offer that came from anywhere else — a forged request from
+//! the network naming some local process — is not acted on.
+//!
 //! A pull fails (and the engine falls back to a CTS: the data comes
 //! through the rings) when the kernel refuses it (EPERM: another user,
 //! Yama ptrace restrictions, a non-dumpable sender; ESRCH: the sender is
@@ -16,6 +21,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
+use super::super::port::local::Writers;
 use crate::datapath::Iov;
 
 /// Offer layout version (PROTOCOL.md §6.7).
@@ -26,31 +32,34 @@ const HEAD: usize = 32;
 const SEGMENT: usize = 16;
 
 /// This process's identity as a pull source and target.
-#[derive(Debug)]
 pub(super) struct Cma {
     pid: u32,
+    /// The processes writing to our area: the only ones we pull from.
+    writers: Writers,
     /// Inode of /proc/self/ns/pid: a receiver in another pid namespace
     /// would read some other process by our pid, so it does not try.
     pidns: u64,
     /// A random value at a fixed address: the receiver reads it with the
     /// data, and a mismatch means the pid now names another process.
     cookie: Box<u64>,
-    /// Offer a pid no process has (tests of the fallback).
-    bad_pid: bool,
+    /// Offer a cookie address nothing is mapped at, so the kernel faults
+    /// after copying the data (tests of the fallback after a short read).
+    bad_cookie: bool,
 }
 
 impl Cma {
     /// `None` where this process cannot tell its pid namespace.
-    pub(super) fn new() -> Option<Cma> {
+    pub(super) fn new(writers: Writers) -> Option<Cma> {
         let pidns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
         let mut cookie = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `cookie`.
         let _ = unsafe { libc::getrandom(cookie.as_mut_ptr().cast(), 8, 0) };
         Some(Cma {
             pid: std::process::id(),
+            writers,
             pidns,
             cookie: Box::new(u64::from_ne_bytes(cookie) | 1),
-            bad_pid: std::env::var("OFI_XDP_TEST_CMA_BAD_PID").is_ok_and(|v| v == "1"),
+            bad_cookie: std::env::var("OFI_XDP_TEST_CMA_FAULT").is_ok_and(|v| v == "1"),
         })
     }
 
@@ -64,18 +73,17 @@ impl Cma {
         let Some(out) = dst.get_mut(..n) else {
             return 0;
         };
-        // pid_max is at most 2^22: i32::MAX names no process (ESRCH).
-        let pid = if self.bad_pid {
-            i32::MAX as u32
-        } else {
-            self.pid
-        };
         out[0] = VERSION;
         out[1] = 0;
         out[2..4].copy_from_slice(&count.to_le_bytes());
-        out[4..8].copy_from_slice(&pid.to_le_bytes());
+        out[4..8].copy_from_slice(&self.pid.to_le_bytes());
         out[8..16].copy_from_slice(&self.pidns.to_le_bytes());
-        let cookie_addr = &*self.cookie as *const u64 as u64;
+        // The first page is never mapped (vm.mmap_min_addr): EFAULT.
+        let cookie_addr = if self.bad_cookie {
+            8
+        } else {
+            &*self.cookie as *const u64 as u64
+        };
         out[16..24].copy_from_slice(&cookie_addr.to_le_bytes());
         out[24..32].copy_from_slice(&self.cookie.to_le_bytes());
         for (i, &(addr, len)) in iov.iter().enumerate() {
@@ -94,6 +102,9 @@ impl Cma {
             return false;
         };
         if o.pidns != self.pidns || o.pid == 0 || o.pid > i32::MAX as u32 {
+            return false;
+        }
+        if o.pid != self.pid && !self.writers.has(o.pid) {
             return false;
         }
         let mut got = 0u64;
@@ -207,4 +218,90 @@ fn sub_iov(iov: &[(usize, usize)], mut offset: usize, mut len: usize) -> Vec<lib
 
 fn sum(v: &[libc::iovec]) -> usize {
     v.iter().map(|i| i.iov_len).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::xdp::port::local::LocalPath;
+
+    /// A shared-memory path of our own (an address no endpoint has) and
+    /// the puller watching its writers.
+    fn cma(n: u8) -> (LocalPath, Cma) {
+        let pid = std::process::id();
+        let at = SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, n], 0));
+        let local = LocalPath::open(at, 1 << 16).unwrap();
+        let cma = Cma::new(local.writers()).unwrap();
+        (local, cma)
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    /// Gather on the sender (an empty piece too), scatter on the receiver
+    /// from an offset, as one process_vm_readv (our own memory here).
+    #[test]
+    fn pulls_across_pieces_from_an_offset() {
+        let (_local, c) = cma(201);
+        let src = pattern(300_000);
+        let at = src.as_ptr() as usize;
+        let send = [(at, 70_000), (at + 70_000, 0), (at + 70_000, 230_000)];
+        let mut offer = [0u8; 1024];
+        let n = c.offer(&send, &mut offer);
+        assert_eq!(n, HEAD + 3 * SEGMENT);
+        let mut a = vec![0u8; 100_000];
+        let mut b = vec![0u8; 250_000];
+        let recv = Iov::Many(vec![
+            (a.as_mut_ptr() as usize, a.len()),
+            (b.as_mut_ptr() as usize, b.len()),
+        ]);
+        assert!(c.pull(&recv, 10, 250_000, &offer[..n]));
+        let mut got = a[10..].to_vec();
+        got.extend_from_slice(&b[..250_000 - (100_000 - 10)]);
+        assert_eq!(got, src[..250_000]);
+        // An offer that does not fit its room is not made.
+        assert_eq!(c.offer(&send, &mut offer[..n - 1]), 0);
+    }
+
+    /// Another pid namespace, a process that does not write to our area,
+    /// a cookie that is not the sender's, an offer too short for the
+    /// length, a damaged or unknown offer: no pull (the engine falls back).
+    #[test]
+    fn refuses_offers_it_must_not_act_on() {
+        let (_local, c) = cma(202);
+        let src = pattern(100_000);
+        let send = [(src.as_ptr() as usize, src.len())];
+        let mut offer = [0u8; 1024];
+        let n = c.offer(&send, &mut offer);
+        let mut dst = vec![0u8; 100_000];
+        let recv = Iov::One((dst.as_mut_ptr() as usize, dst.len()));
+        let with = |f: &dyn Fn(&mut [u8])| {
+            let mut o = offer[..n].to_vec();
+            f(&mut o);
+            o
+        };
+        assert!(c.pull(&recv, 0, 100_000, &offer[..n]));
+        let refused = [
+            with(&|o| o[8] ^= 1),                                    // pid namespace
+            with(&|o| o[4..8].copy_from_slice(&1u32.to_le_bytes())), // init: not a writer
+            with(&|o| o[24] ^= 1),                                   // cookie
+            with(&|o| o[0] = 2),                                     // version
+        ];
+        for o in &refused {
+            assert!(!c.pull(&recv, 0, 100_000, o));
+        }
+        assert!(
+            !c.pull(&recv, 0, 100_001, &offer[..n]),
+            "longer than offered"
+        );
+        assert!(
+            !c.pull(&recv, 1, 100_000, &offer[..n]),
+            "longer than the receive"
+        );
+        assert!(!c.pull(&recv, 0, 100_000, &offer[..n - 1]), "cut short");
+        drop(dst);
+    }
 }
