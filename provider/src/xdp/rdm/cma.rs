@@ -19,6 +19,7 @@
 //! not the sender's: then the pid was reused by another process, whose
 //! bytes are overwritten by the fallback's.
 
+use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
 
 use super::super::port::local::Writers;
@@ -30,6 +31,8 @@ const VERSION: u8 = 1;
 const HEAD: usize = 32;
 /// Bytes per (address, length) segment.
 const SEGMENT: usize = 16;
+/// Senders remembered as refused by the kernel (EPERM) at most.
+const MAX_DENIED: usize = 1024;
 
 /// This process's identity as a pull source and target.
 pub(super) struct Cma {
@@ -45,6 +48,10 @@ pub(super) struct Cma {
     /// Offer a cookie address nothing is mapped at, so the kernel faults
     /// after copying the data (tests of the fallback after a short read).
     bad_cookie: bool,
+    /// Senders the kernel refused to let us read (EPERM: Yama's
+    /// ptrace_scope, a non-dumpable sender): their messages take the
+    /// rings without another try.
+    denied: RefCell<Vec<u32>>,
 }
 
 impl Cma {
@@ -60,6 +67,7 @@ impl Cma {
             pidns,
             cookie: Box::new(u64::from_ne_bytes(cookie) | 1),
             bad_cookie: std::env::var("OFI_XDP_TEST_CMA_FAULT").is_ok_and(|v| v == "1"),
+            denied: RefCell::new(Vec::new()),
         })
     }
 
@@ -104,7 +112,8 @@ impl Cma {
         if o.pidns != self.pidns || o.pid == 0 || o.pid > i32::MAX as u32 {
             return false;
         }
-        if o.pid != self.pid && !self.writers.has(o.pid) {
+        let stranger = o.pid != self.pid && !self.writers.has(o.pid);
+        if stranger || self.denied.borrow().contains(&o.pid) {
             return false;
         }
         let mut got = 0u64;
@@ -138,7 +147,24 @@ impl Cma {
                 0,
             )
         };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) {
+            self.deny(o.pid);
+        }
         n >= 0 && n as usize == len + 8 && got == o.cookie
+    }
+
+    /// The kernel will not let us read `pid`: say so once, and stop trying.
+    fn deny(&self, pid: u32) {
+        let mut d = self.denied.borrow_mut();
+        if d.len() < MAX_DENIED {
+            d.push(pid);
+        }
+        crate::xdp_info!(
+            crate::sys::FI_LOG_EP_DATA,
+            "process_vm_readv from pid {pid} refused (EPERM: ptrace restrictions such as Yama's \
+             ptrace_scope, or a non-dumpable sender): its large messages take the shared-memory \
+             rings"
+        );
     }
 }
 
