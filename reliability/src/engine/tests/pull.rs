@@ -243,3 +243,40 @@ fn offers_travel_sealed_with_authentication() {
     assert_eq!((st.pulls, st.pull_fallbacks), (SIZES.len() as u64, 0));
     assert_eq!(st.auth_rejected, 0);
 }
+
+#[test]
+fn multi_recv_buffer_takes_pulled_messages_at_their_offsets() {
+    let (mut s, _host) = same_host(Faults::default(), 7);
+    let len = 3 << 20;
+    s.nodes[1].app.recv.insert(1, vec![0; len]);
+    let node = &mut s.nodes[1];
+    let op = RecvOp {
+        token: 1,
+        len,
+        src: None,
+        tag: None,
+        multi_recv: Some(1 << 20),
+    };
+    node.engine.post_recv(op, &mut node.app).unwrap();
+    // 1 MiB, 1 MiB, then 1.5 MiB of which the 1 MiB left fits (truncated,
+    // and the buffer released: less than 1 MiB would be left).
+    let sizes = [1 << 20, 1 << 20, 3 << 19];
+    for (i, &n) in sizes.iter().enumerate() {
+        send(&mut s, 0, 1, 10 + i as u64, pattern(n, i as u8), None);
+    }
+    run(&mut s);
+    let c = completions(&mut s, 1);
+    assert_eq!(c.len(), 3, "{c:?}");
+    for (i, c) in c.iter().enumerate() {
+        let at = i << 20;
+        assert_eq!((c.token, c.buf_offset, c.len), (1, at, 1 << 20));
+        assert_eq!(
+            s.nodes[1].app.recv[&1][at..at + (1 << 20)],
+            pattern(sizes[i], i as u8)[..1 << 20]
+        );
+        assert_eq!(c.flags.contains(Flags::MULTI_RECV), i == 2);
+    }
+    assert_eq!(c[2].error, Some(OpError::Truncated));
+    assert_eq!(s.nodes[1].engine.stats().pulls, 3);
+    assert!(completions(&mut s, 0).iter().all(|c| c.error.is_none()));
+}
