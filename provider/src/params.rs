@@ -73,6 +73,9 @@ pub struct Config {
     /// Engine datagrams to peers on this host through shared memory
     /// instead of the kernel UDP socket.
     pub local_shm: bool,
+    /// Rendezvous messages between endpoints on this host copied once,
+    /// by the receiver, with `process_vm_readv` (PROTOCOL.md §6.7).
+    pub local_cma: bool,
     /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
     /// (jumbo frames) when a full frame does not fit one UMEM frame.
     pub multi_buffer: bool,
@@ -114,6 +117,7 @@ impl Default for Config {
             linger_ms: 1000,
             kernel_path: false,
             local_shm: true,
+            local_cma: true,
             multi_buffer: true,
             auth_key: KeySetting::None,
             auth_encrypt: true,
@@ -199,6 +203,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"local_shm",
         ty: FI_PARAM_BOOL,
         help: c"RDM and MSG endpoints exchange datagrams with endpoints of the same user on the same host through shared memory instead of the kernel UDP socket (default: 1)",
+    },
+    ParamDef {
+        name: c"local_cma",
+        ty: FI_PARAM_BOOL,
+        help: c"Messages above the eager limit between RDM endpoints on the same host (shared-memory path) are copied once, by the receiver, from the sender's memory with process_vm_readv (cross-memory attach); a pull that fails falls back to the shared-memory rings (default: 1)",
     },
     ParamDef {
         name: c"multi_buffer",
@@ -424,6 +433,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"local_shm") {
             c.local_shm = v;
+        }
+        if let Some(v) = get_bool(c"local_cma") {
+            c.local_cma = v;
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;

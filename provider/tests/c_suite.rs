@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{compile, local_paths, remove_shm_leftovers, wait_running, work_dir};
+use common::{cma_counts, compile, local_paths, remove_shm_leftovers, wait_running, work_dir};
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
@@ -585,6 +585,47 @@ fn c_data_rdm_one_host_without_shared_memory() {
         log.contains(" closed: ") && !log.contains("through shared memory"),
         "{log}"
     );
+}
+
+/// Large messages between two processes of one host (sizes around the
+/// eager limit, 1 and 16 MiB both ways, unexpected, gather/scatter,
+/// truncation, delivery complete), data verified: `env` for both; the
+/// (pulls, fallbacks) of (client, server) from their closing lines.
+fn large_one_host(env: &[(&str, &str)]) -> [(u64, u64); 2] {
+    let mut all = vec![("XT_LARGE", "1")];
+    all.extend_from_slice(env);
+    let (client, server) = data_one_host(&all);
+    [client, server].map(|out| {
+        let log = String::from_utf8_lossy(&out.stderr);
+        cma_counts(&log).unwrap_or_else(|| panic!("no closing line:\n{log}"))
+    })
+}
+
+/// The receiver copies each rendezvous message once from the sender's
+/// memory (process_vm_readv, PROTOCOL.md §6.7): 4 sizes above the eager
+/// limit each way, then 4 more messages to the server; nothing falls back.
+#[test]
+fn c_data_rdm_one_host_large_messages_single_copy() {
+    let [client, server] = large_one_host(&[]);
+    assert_eq!(client, (4, 0), "client (pulls, fallbacks)");
+    assert_eq!(server, (8, 0), "server (pulls, fallbacks)");
+}
+
+/// A pull that fails (here: the offers name an address that faults, so
+/// process_vm_readv copies the data, then reads short) falls back to the
+/// rings: every message still arrives intact.
+#[test]
+fn c_data_rdm_one_host_large_messages_pull_fails() {
+    let [client, server] = large_one_host(&[("OFI_XDP_TEST_CMA_FAULT", "1")]);
+    assert_eq!(client, (0, 4), "client (pulls, fallbacks)");
+    assert_eq!(server, (0, 8), "server (pulls, fallbacks)");
+}
+
+/// FI_XDP_LOCAL_CMA=0: no offers, the data goes through the rings.
+#[test]
+fn c_data_rdm_one_host_large_messages_without_cma() {
+    let counts = large_one_host(&[("FI_XDP_LOCAL_CMA", "0")]);
+    assert_eq!(counts, [(0, 0); 2]);
 }
 
 /// Jumbo frames (MTU 9000): RDM datagrams of up to 9 KB span three UMEM

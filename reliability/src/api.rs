@@ -415,6 +415,18 @@ pub trait SendBuffers {
         let _ = (key, addr);
         dst.fill(0);
     }
+
+    /// Single-copy rendezvous (PROTOCOL.md §6.7): write into `dst` what a
+    /// receiver needs to copy the message of rendezvous send `token` out of
+    /// this process itself (the "pull offer", opaque to the engine), and
+    /// return its length; 0 (the default): no offer, the data goes through
+    /// the link after a CTS. Asked at every (re)transmission of the
+    /// request-to-send, so it must give the same answer each time. The
+    /// buffer stays the caller's until the send's completion, as always.
+    fn pull_offer(&mut self, token: u64, dst: &mut [u8]) -> usize {
+        let _ = (token, dst);
+        0
+    }
 }
 
 /// Gives the engine write access to posted receive buffers (the single RX copy).
@@ -472,6 +484,18 @@ pub trait RecvBuffers {
     /// values). The engine only writes inside the length posted.
     fn rma_result(&mut self, token: u64, offset: usize, src: &[u8]) {
         let _ = (token, offset, src);
+    }
+
+    /// Single-copy rendezvous (PROTOCOL.md §6.7): copy the first `len`
+    /// bytes of the message that `offer` (a sender's
+    /// [`SendBuffers::pull_offer`]) describes straight into bytes
+    /// `[offset, offset + len)` of the buffer of receive `token`. True when
+    /// every byte was copied; false (the default) for any failure — the
+    /// engine then asks the sender for the data through the link (CTS), so
+    /// bytes a failed pull wrote are overwritten and nothing is lost.
+    fn pull(&mut self, token: u64, offset: usize, len: usize, offer: &[u8]) -> bool {
+        let _ = (token, offset, len, offer);
+        false
     }
 }
 
@@ -537,6 +561,12 @@ pub struct Stats {
     /// Unexpected eager messages kept as a header only (over budget); their
     /// data is fetched when a receive matches.
     pub deferred: u64,
+    /// Rendezvous messages the receiver copied itself from the sender's
+    /// memory with its pull offer (§6.7).
+    pub pulls: u64,
+    /// Pull offers whose pull failed: those messages came through the
+    /// link after a CTS instead.
+    pub pull_fallbacks: u64,
     /// Data packets received with the ECN mark CE.
     pub ecn_marked: u64,
     /// Times a congestion window was reduced (loss, ECN, delay).

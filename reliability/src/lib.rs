@@ -61,6 +61,13 @@
 //! that arrive out of order (held until the gap fills, bounded by
 //! [`Config::reorder_budget`]).
 //!
+//! Between processes of one host a rendezvous message can take no copy
+//! through the engine at all: [`SendBuffers::pull_offer`] lets the request
+//! carry what the receiver needs to copy the message out of the sender's
+//! memory itself, and [`RecvBuffers::pull`] does that copy (PROTOCOL.md
+//! §6.7); the engine only decides when, and falls back to sending the data
+//! when the pull fails.
+//!
 //! ## Peers
 //!
 //! Peers are named by a caller-chosen key `P: Copy + Eq + Hash`. The key of a

@@ -475,6 +475,54 @@ pub struct Buffers {
     pub recv: std::collections::HashMap<u64, Vec<u8>>,
     /// Registered memory (RMA target) and RMA results (initiator).
     pub mem: memory::Memory,
+    /// Single-copy rendezvous (PROTOCOL.md §6.7): the simulated host this
+    /// node's process runs on. With one, rendezvous sends carry pull
+    /// offers and matched offers are pulled from the host.
+    pub host: Option<PullHost>,
+    /// This node's process id on its host (names its offers).
+    pub pid: u32,
+    /// Every pull fails (as `process_vm_readv` does under ptrace
+    /// restrictions): the engine must fall back to a CTS.
+    pub pull_fails: bool,
+    /// Pulls attempted through this node.
+    pub pulls_tried: u64,
+}
+
+/// Offered send buffers by (pid, token).
+type HostMemory = std::collections::HashMap<(u32, u64), Vec<u8>>;
+
+/// A simulated host's memory as seen by a fake `process_vm_readv`: the send
+/// buffers its processes offered for pulling, by (pid, token). A process
+/// that dies takes its entries with it ([`PullHost::kill`]).
+#[derive(Clone, Debug, Default)]
+pub struct PullHost(std::sync::Arc<std::sync::Mutex<HostMemory>>);
+
+impl PullHost {
+    /// Process `pid` died: its memory can no longer be read.
+    pub fn kill(&self, pid: u32) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|&(p, _), _| p != pid);
+        }
+    }
+
+    fn offer(&self, pid: u32, token: u64, data: &[u8]) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert((pid, token), data.to_vec());
+        }
+    }
+
+    /// Copies `dst.len()` bytes of `(pid, token)`'s buffer: false (like
+    /// ESRCH / EFAULT) when it is gone or shorter.
+    fn read(&self, pid: u32, token: u64, dst: &mut [u8]) -> bool {
+        let Ok(m) = self.0.lock() else { return false };
+        match m.get(&(pid, token)).and_then(|b| b.get(..dst.len())) {
+            Some(src) => {
+                dst.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl SendBuffers for Buffers {
@@ -492,6 +540,20 @@ impl SendBuffers for Buffers {
     fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
         self.mem.read(key, addr, dst);
     }
+
+    /// The offer: pid and token, 12 bytes.
+    fn pull_offer(&mut self, token: u64, dst: &mut [u8]) -> usize {
+        let (Some(host), Some(data)) = (&self.host, self.send.get(&token)) else {
+            return 0;
+        };
+        if dst.len() < 12 {
+            return 0;
+        }
+        host.offer(self.pid, token, data);
+        dst[..4].copy_from_slice(&self.pid.to_le_bytes());
+        dst[4..12].copy_from_slice(&token.to_le_bytes());
+        12
+    }
 }
 
 impl RecvBuffers for Buffers {
@@ -500,6 +562,27 @@ impl RecvBuffers for Buffers {
             && let Some(d) = b.get_mut(offset..offset + src.len())
         {
             d.copy_from_slice(src);
+        }
+    }
+
+    fn pull(&mut self, token: u64, offset: usize, len: usize, offer: &[u8]) -> bool {
+        self.pulls_tried += 1;
+        let (Some(host), Some(pid), Some(from)) = (
+            &self.host,
+            offer.get(..4).and_then(|b| b.try_into().ok()),
+            offer.get(4..12).and_then(|b| b.try_into().ok()),
+        ) else {
+            return false;
+        };
+        let dst = self
+            .recv
+            .get_mut(&token)
+            .and_then(|b| b.get_mut(offset..offset + len));
+        match dst {
+            Some(dst) if !self.pull_fails => {
+                host.read(u32::from_le_bytes(pid), u64::from_le_bytes(from), dst)
+            }
+            _ => false,
         }
     }
 

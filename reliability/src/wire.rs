@@ -30,6 +30,8 @@ pub const TRAILER_LEN: usize = 4;
 pub const DATA_HDR_LEN: usize = COMMON_LEN + DATA_EXT_LEN;
 /// Per-packet overhead of a DATA packet (header + trailer).
 pub const DATA_OVERHEAD: usize = DATA_HDR_LEN + TRAILER_LEN;
+/// Largest pull offer a request-to-send carries (PROTOCOL.md §6.7).
+pub const MAX_PULL_OFFER: usize = 1024;
 /// Largest control packet.
 pub const MAX_CTRL_LEN: usize = COMMON_LEN + CTRL_EXT_LEN + TRAILER_LEN;
 
@@ -139,6 +141,10 @@ pub mod flags {
     /// when it is acknowledged, so the receiver acknowledges the end of the
     /// message at once instead of delaying it (PROTOCOL.md §5.2).
     pub const AR: u16 = 1 << 8;
+    /// CTS: the receiver copied the message itself from the sender's
+    /// memory with the pull offer of its request-to-send (PROTOCOL.md
+    /// §6.7): send no data, the message is placed (delivered).
+    pub const PULLED: u16 = 1 << 9;
     /// The datagram ends in an authentication trailer (nonce and tag)
     /// instead of the CRC-32C (PROTOCOL.md §11).
     pub const AUTH: u16 = 1 << 12;
@@ -150,8 +156,8 @@ pub mod flags {
     /// ACK fields: a DEFER notice of the sender is not yet acknowledged, so
     /// this ack does not yet prove an eager message was kept (§6.5).
     pub const HOLD: u16 = 1 << 15;
-    /// All defined bits (9–11 are reserved).
-    pub const ALL: u16 = ((1 << 9) - 1) | AUTH | ENC | ECE | HOLD;
+    /// All defined bits (10–11 are reserved).
+    pub const ALL: u16 = ((1 << 10) - 1) | AUTH | ENC | ECE | HOLD;
 }
 
 /// Why a datagram was rejected.
@@ -487,12 +493,14 @@ pub(crate) fn parse<'a>(
                 tag: rd64(buf, 48),
                 data: rd64(buf, 56),
             };
+            // A rendezvous request carries no message data, at most a pull
+            // offer (§6.7); other payload lies inside the message.
+            let rts = hdr.flags & flags::FIRST != 0 && hdr.flags & flags::RNDV != 0;
             let end = u64::from(p.data.offset) + plen as u64;
-            if end > u64::from(p.data.total_len) {
+            if rts && plen > MAX_PULL_OFFER {
                 return Err(WireError::Malformed);
             }
-            // A rendezvous request carries no payload.
-            if hdr.flags & flags::FIRST != 0 && hdr.flags & flags::RNDV != 0 && plen != 0 {
+            if !rts && end > u64::from(p.data.total_len) {
                 return Err(WireError::Malformed);
             }
             if hdr.flags & flags::FIRST != 0 && p.data.offset != 0 {
@@ -667,6 +675,51 @@ mod tests {
         let p = decode(&buf[..n]).unwrap();
         assert_eq!(p.ty, PacketType::Cts);
         assert_eq!(p.ctrl, CtrlExt { a: 11, b: 22 });
+    }
+
+    /// A rendezvous request carries a pull offer of at most
+    /// [`MAX_PULL_OFFER`] bytes whatever `total_len` says (§2.2, §6.7); a
+    /// CTS may have flag PULLED; flags 10–11 stay reserved.
+    #[test]
+    fn pull_offer_and_pulled_flag() {
+        let rts = |n: usize, total: u32| {
+            let mut buf = vec![0u8; DATA_OVERHEAD + n];
+            let h = Header {
+                ty: PacketType::Data as u8,
+                flags: flags::ACK | flags::FIRST | flags::RNDV,
+                payload_len: n as u16,
+                ..Default::default()
+            };
+            encode_header(&mut buf, &h);
+            let ext = DataExt {
+                total_len: total,
+                ..Default::default()
+            };
+            encode_data_ext(&mut buf, &ext);
+            seal(&mut buf, DATA_HDR_LEN + n);
+            buf
+        };
+        assert!(decode(&rts(0, 1 << 20)).is_ok());
+        assert_eq!(decode(&rts(48, 1 << 20)).unwrap().payload.len(), 48);
+        assert!(decode(&rts(48, 10)).is_ok());
+        assert!(decode(&rts(MAX_PULL_OFFER, 1 << 20)).is_ok());
+        assert_eq!(
+            decode(&rts(MAX_PULL_OFFER + 1, 1 << 20)),
+            Err(WireError::Malformed)
+        );
+        for (bit, ok) in [(flags::PULLED, true), (1 << 10, false), (1 << 11, false)] {
+            let mut buf = [0u8; MAX_CTRL_LEN];
+            let h = Header {
+                ty: PacketType::Cts as u8,
+                flags: flags::ACK | bit,
+                seq: 1,
+                ..Default::default()
+            };
+            encode_header(&mut buf, &h);
+            encode_ctrl_ext(&mut buf, &CtrlExt { a: 1, b: 2 });
+            let n = seal(&mut buf, COMMON_LEN + CTRL_EXT_LEN);
+            assert_eq!(decode(&buf[..n]).is_ok(), ok, "flag {bit:#x}");
+        }
     }
 
     /// Every way of cutting a datagram in two or three pieces (through the

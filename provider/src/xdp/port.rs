@@ -53,7 +53,7 @@ use crate::xdp::published::PortIdentity;
 use crate::xdp_warn;
 
 mod kernel;
-mod local;
+pub(super) mod local;
 mod open;
 
 use kernel::*;
@@ -449,6 +449,18 @@ impl Port {
             Errno::from_os(&e)
         })?;
         Ok(self.epoll.get_or_init(|| ep).as_raw_fd())
+    }
+
+    /// The local senders writing to our shared-memory area (`None`
+    /// without the shared-memory path).
+    pub fn local_writers(&self) -> Option<local::Writers> {
+        self.local.as_ref().map(LocalPath::writers)
+    }
+
+    /// Whether `to` is on this host and we have the shared-memory path
+    /// (whether its area is open yet or not).
+    pub fn reaches_by_shm(&self, to: &XdpAddr) -> bool {
+        self.local.is_some() && self.is_local(&to.ip)
     }
 
     fn is_local(&self, ip: &IpAddr) -> bool {

@@ -148,7 +148,7 @@ fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len(
 
 /// An RDM endpoint's figures: the engine's [`Stats`], datagrams from sources
 /// it could not take, then the link's.
-pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
+pub const RDM_COUNTERS: [&str; 27 + LINK_COUNTERS.len()] = [
     "rx_datagrams",
     "tx_datagrams",
     "corrupt",
@@ -174,6 +174,8 @@ pub const RDM_COUNTERS: [&str; 25 + LINK_COUNTERS.len()] = [
     "unexpected_bytes",
     "unexpected_bytes_max",
     "reorder_bytes",
+    "shm_cma_pulls",
+    "shm_cma_fallbacks",
     LINK_COUNTERS[0],
     LINK_COUNTERS[1],
     LINK_COUNTERS[2],
@@ -225,6 +227,8 @@ pub fn rdm_values(
         e.unexpected_bytes,
         e.unexpected_bytes_max,
         e.reorder_bytes,
+        e.pulls,
+        e.pull_fallbacks,
     ];
     v.extend(link_values(l, c));
     v

@@ -13,6 +13,7 @@
 // errors in libfabric's terms (`codes.rs`); FI_EP_MSG's connection
 // (`connection.rs`); RMA and atomics (`rma.rs`).
 mod buffers;
+mod cma;
 mod codes;
 mod connection;
 mod rma;
@@ -24,6 +25,7 @@ use ofi_xdp_reliability as rel;
 use rel::{Engine, Event, Instant as RelInstant};
 
 use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
+use cma::Cma;
 use codes::{completion_level, fabric_flags, op_errno, post_errno};
 
 use super::connected::Connected;
@@ -86,6 +88,9 @@ pub struct Rdm {
     conn: Option<Connected>,
     /// The statistics file `ofi-xdp status` reads.
     published: Published,
+    /// Single-copy rendezvous with peers on this host (FI_XDP_LOCAL_CMA,
+    /// PROTOCOL.md §6.7); `None`: off.
+    cma: Option<Cma>,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -209,6 +214,12 @@ impl Rdm {
             &published::RDM_COUNTERS,
             &published::RDM_GAUGES,
         );
+        // Only with the shared-memory path: it is what finds peers on this
+        // host, and the rings are the fallback of a failed pull.
+        let cma = port
+            .local_writers()
+            .filter(|_| args.cfg.local_cma)
+            .and_then(Cma::new);
         Rdm {
             port,
             engine: Engine::new(cfg),
@@ -227,6 +238,7 @@ impl Rdm {
             unknown_sources_dropped: 0,
             conn: (args.ep_type == FI_EP_MSG).then(|| Connected::new(args)),
             published,
+            cma,
         }
     }
 
@@ -258,6 +270,7 @@ impl Rdm {
                 sends,
                 memory,
                 self_key,
+                cma,
                 ..
             } = self;
             for n in 0..TX_BATCH {
@@ -275,7 +288,9 @@ impl Rdm {
                 }
                 let Some(buf) = port.alloc_tx() else { break };
                 let t = match port.tx_payload_mut(buf) {
-                    Some(b) => engine.poll_transmit(now, b, &mut SendSide(sends, memory)),
+                    Some(b) => {
+                        engine.poll_transmit(now, b, &mut SendSide(sends, memory, cma.as_ref()))
+                    }
                     None => None,
                 };
                 let Some(t) = t else {
@@ -323,9 +338,10 @@ impl Rdm {
                 memory,
                 remote,
                 self_key,
+                cma,
                 ..
             } = self;
-            let mut bufs = RecvSide(recvs, results, memory, remote);
+            let mut bufs = RecvSide(recvs, results, memory, remote, cma.as_ref());
             engine.handle_datagram(now, *self_key, &d, &mut bufs);
         }
         drained
@@ -427,6 +443,8 @@ impl DataPath for Rdm {
         let injected = matches!(op.payload, Payload::Inject(_));
         let copied = injected || level == rel::CompletionLevel::Inject;
         let token = self.token();
+        // Offer it for pulling if it goes to a peer on this host (§6.7).
+        let offer = self.cma.is_some() && !copied && self.port.reaches_by_shm(&op.dest);
         {
             // SAFETY: we are inside the posting call (the engine copies now).
             let bytes = copied.then(|| unsafe { contiguous(op.payload.iov()) });
@@ -464,6 +482,7 @@ impl DataPath for Rdm {
                     context: op.context,
                     iov,
                     report,
+                    offer,
                 },
             );
         }
@@ -503,7 +522,13 @@ impl DataPath for Rdm {
             Peek::PeekDiscard => Some(rel::PeekMode::Discard),
             Peek::None | Peek::Claim | Peek::ClaimDiscard => None,
         };
-        let mut bufs = RecvSide(&self.recvs, &self.results, &self.memory, &mut self.remote);
+        let mut bufs = RecvSide(
+            &self.recvs,
+            &self.results,
+            &self.memory,
+            &mut self.remote,
+            self.cma.as_ref(),
+        );
         let r = match (mode, op.peek) {
             (Some(mode), _) => {
                 self.engine.peek(token, src, tag, mode);
@@ -539,9 +564,10 @@ impl DataPath for Rdm {
                 remote,
                 unknown_sources_dropped,
                 conn,
+                cma,
                 ..
             } = self;
-            let mut bufs = RecvSide(recvs, results, memory, remote);
+            let mut bufs = RecvSide(recvs, results, memory, remote, cma.as_ref());
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, pieces, ce| {
                 probe::arrived();

@@ -3,6 +3,7 @@
  * (remote CQ data), FI_SOURCE (fi_cq_readfrom), multi-recv, truncation
  * (-FI_EAVAIL then fi_cq_readerr with FI_ETRUNC), cancel, directed and
  * tag-ignore receives, and sends to our own address (looped back).
+ * XT_LARGE=1: large messages only (large_pair).
  *
  * argv: <iface> <local IP> <peer IP> <server|client|self> <rendezvous dir> <rdm|dgram>
  * server and client run in two namespaces and exchange fi_getname
@@ -218,6 +219,96 @@ static void one_way(int sending, size_t n, int tagged, unsigned seed, uint8_t *b
 		CHECK(check(buf, n, seed));
 		CHECK(buf[n] == 0xee);
 	}
+}
+
+/* Large messages (XT_LARGE), the rendezvous path: sizes around the eager
+ * limit up to 16 MiB both ways, a message that arrives before its receive
+ * is posted (unexpected), gather/scatter lists on both sides, truncation,
+ * and FI_DELIVERY_COMPLETE. Between two processes of one host these are
+ * pulled by the receiver (PROTOCOL.md §6.7) unless the pull fails. */
+static const size_t large_sizes[] = {65536, 65537, 100000, 1 << 20, 16 << 20};
+
+static void large_pair(int server)
+{
+	uint8_t *buf = malloc((16 << 20) + 64);
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	REQUIRE(buf);
+	for (unsigned i = 0; i < sizeof(large_sizes) / sizeof(large_sizes[0]); i++) {
+		one_way(!server, large_sizes[i], 1, 300 + i, buf);
+		one_way(server, large_sizes[i], 1, 400 + i, buf);
+	}
+	/* Unexpected: the receive is posted well after the request came. */
+	if (!server) {
+		fill(buf, 1 << 20, 21);
+		POST(fi_tsend(ep, buf, 1 << 20, NULL, peer, 7000, (void *)0x61));
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x61);
+	} else {
+		usleep(300000);
+		memset(buf, 0, 1 << 20);
+		POST(fi_trecv(ep, buf, 1 << 20, NULL, FI_ADDR_UNSPEC, 7000, 0, (void *)0x62));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 1 << 20 && e.tag == 7000 && check(buf, 1 << 20, 21));
+	}
+	/* Gather on the sender (three pieces, one empty), scatter on the
+	 * receiver (two pieces cut elsewhere): 270,001 bytes. */
+	if (!server) {
+		uint8_t *whole = malloc(270001);
+		REQUIRE(whole);
+		fill(whole, 270001, 22);
+		memcpy(buf, whole, 70000);
+		memcpy(buf + 100000, whole + 70000, 200001);
+		struct iovec iov[3] = {{buf, 70000}, {buf + 80000, 0}, {buf + 100000, 200001}};
+		POST(fi_tsendv(ep, iov, NULL, 3, peer, 7100, (void *)0x63));
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x63);
+		free(whole);
+	} else {
+		memset(buf, 0, 400000);
+		struct iovec iov[2] = {{buf + 300000, 100000}, {buf, 200001}};
+		POST(fi_trecvv(ep, iov, NULL, 2, FI_ADDR_UNSPEC, 7100, 0, (void *)0x64));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 270001);
+		uint8_t *whole = malloc(270001);
+		REQUIRE(whole);
+		memcpy(whole, buf + 300000, 100000);
+		memcpy(whole + 100000, buf, 170001);
+		CHECK(check(whole, 270001, 22));
+		free(whole);
+	}
+	/* Truncation: 300,000 bytes into 100,000 → FI_ETRUNC, olen 200,000
+	 * (fi_msg(3)); the sender's send succeeds. */
+	if (!server) {
+		fill(buf, 300000, 23);
+		POST(fi_tsend(ep, buf, 300000, NULL, peer, 7200, (void *)0x65));
+		wait_ok(txcq, &e, NULL);
+	} else {
+		memset(buf, 0xee, 100016);
+		POST(fi_trecv(ep, buf, 100000, NULL, FI_ADDR_UNSPEC, 7200, 0, (void *)0x66));
+		CHECK(wait_cq(rxcq, &e, NULL, &err) == 0);
+		CHECK(err.err == FI_ETRUNC && err.olen == 200000 && err.op_context == (void *)0x66);
+		CHECK(check(buf, 100000, 23) && buf[100000] == 0xee);
+	}
+	/* FI_DELIVERY_COMPLETE: the send completes once the data is placed. */
+	if (!server) {
+		fill(buf, 1 << 20, 24);
+		struct iovec iov = {buf, 1 << 20};
+		struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = peer,
+					  .tag = 7300, .context = (void *)0x67};
+		POST(fi_tsendmsg(ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION));
+		wait_ok(txcq, &e, NULL);
+		CHECK(e.op_context == (void *)0x67 && (e.flags & FI_SEND));
+	} else {
+		memset(buf, 0, 1 << 20);
+		POST(fi_trecv(ep, buf, 1 << 20, NULL, FI_ADDR_UNSPEC, 7300, 0, (void *)0x68));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == 1 << 20 && check(buf, 1 << 20, 24));
+	}
+	/* The last word: the client waits for the server's, so neither closes
+	 * while the other still pulls from it. */
+	one_way(server, 8, 1, 500, buf);
+	free(buf);
 }
 
 static void rdm_pair(int server)
@@ -869,6 +960,8 @@ int main(int argc, char **argv)
 		threads_test();
 	else if (!strcmp(role, "self"))
 		self_test();
+	else if (rdm && getenv("XT_LARGE"))
+		large_pair(!strcmp(role, "server"));
 	else if (rdm)
 		rdm_pair(!strcmp(role, "server"));
 	else

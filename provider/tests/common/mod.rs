@@ -123,6 +123,26 @@ pub fn remote_paths(log: &str) -> Vec<(bool, u64)> {
         .collect()
 }
 
+/// From the RDM endpoint's closing line (at info level): messages it
+/// pulled from a local sender's memory, and pulls that fell back to the
+/// rings (PROTOCOL.md §6.7).
+pub fn cma_counts(log: &str) -> Option<(u64, u64)> {
+    let line = log.lines().find(|l| l.contains("rdm endpoint closed:"))?;
+    Some((
+        number_after(line, " pulls: ")?,
+        number_after(line, " pull_fallbacks: ")?,
+    ))
+}
+
+/// The number just after the first `key` in `line`.
+fn number_after(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
 /// The ports' closing lines in a log (at info level).
 fn closing_lines(log: &str) -> impl Iterator<Item = &str> {
     log.lines().filter(|l| l.contains(" closed: "))

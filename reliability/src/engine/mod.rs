@@ -21,6 +21,7 @@ mod inject;
 mod matcher;
 mod oneshot;
 mod peers;
+mod pull;
 mod rma;
 mod schedule;
 mod seam;
@@ -81,6 +82,9 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         s.unexpected_bytes_max = unexpected_max as u64;
         s.reorder_bytes = self.shared.reorder_bytes as u64;
         s.deferred = self.matcher.deferred();
+        let pulls = self.matcher.pull_counts();
+        s.pulls = pulls.pulls;
+        s.pull_fallbacks = pulls.fallbacks;
         s
     }
 

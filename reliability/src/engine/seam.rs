@@ -33,11 +33,14 @@ pub(crate) struct MsgInfo<P> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Control {
     /// Clear-to-send for rendezvous message `msg_id`: send `max_len` bytes
-    /// of it, or (`discard`) none (§6.3).
+    /// of it, or (`discard`) none (§6.3), or none because the receiver
+    /// copied those bytes itself with the sender's pull offer (`pulled`,
+    /// §6.7).
     Cts {
         msg_id: u32,
         max_len: u32,
         discard: bool,
+        pulled: bool,
     },
     /// Message `msg_id` was placed or discarded (§6.4).
     Done { msg_id: u32 },

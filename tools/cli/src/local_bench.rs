@@ -1,8 +1,10 @@
 //! `ofi-xdp local-bench`: two processes on one host (one test namespace, one address, two
 //! ports), Debian's `fi_pingpong` over `xdp` — whose endpoints then talk through shared
 //! memory — beside libfabric's own `shm` provider, `tcp`, and `xdp` with its shared-memory
-//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before). 64 B latency and
-//! 1 MiB bandwidth, in interleaved rounds; ratios within a round, as `provider-bench`.
+//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), and `xdp` without
+//! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings).
+//! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
+//! `provider-bench`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,11 +23,12 @@ type Path = (
 );
 
 /// The paths measured, in the order of each round.
-const PATHS: [Path; 4] = [
+const PATHS: [Path; 5] = [
     ("xdp", "xdp", &[]),
     ("shm", "shm", &[]),
     ("tcp", "tcp", &[]),
     ("xdp kernel socket", "xdp", &[("FI_XDP_LOCAL_SHM", "0")]),
+    ("xdp rings only", "xdp", &[("FI_XDP_LOCAL_CMA", "0")]),
 ];
 
 fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
@@ -40,12 +43,20 @@ fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
     }
 }
 
-/// `ofi-xdp local-bench [--rounds 3] [--iters 10000] [--big-iters 200] [--mtu 9000]`.
+/// `ofi-xdp local-bench [--rounds 3] [--iters 10000] [--big-iters 200] [--big-size 1048576]
+/// [--mtu 9000]`.
 pub fn main(args: &[String]) -> Result<(), String> {
     let a = Args::parse(args, &[])?;
     let rounds: usize = a.get("rounds", 3)?;
     let iterations: u32 = a.get("iters", 10_000)?;
     let big_iterations: u32 = a.get("big-iters", 200)?;
+    // The bandwidth size: 1 MiB, or e.g. either side of the eager limit (65536 / 65537).
+    let big_size: usize = a.get("big-size", 1 << 20)?;
+    let big_label = if big_size == 1 << 20 {
+        "1 MiB".to_owned()
+    } else {
+        format!("{big_size} B")
+    };
     let mtu: u32 = a.get("mtu", 9000)?;
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
@@ -73,7 +84,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         for (name, provider, env) in PATHS {
             let r: Row = measure(provider, env, "64", iterations)?;
             small.entry(name).or_default().push(r.usec_per_xfer);
-            let r: Row = measure(provider, env, "1048576", big_iterations)?;
+            let r: Row = measure(provider, env, &big_size.to_string(), big_iterations)?;
             big.entry(name).or_default().push(r.mb_per_sec);
         }
     }
@@ -83,7 +94,12 @@ pub fn main(args: &[String]) -> Result<(), String> {
         "\nfi_pingpong -e rdm -m tagged, both processes in one test host ({host}, MTU {mtu}); \
          {rounds} rounds: median [min - max]"
     );
-    println!("{:<20} {:>26} {:>26}", "path", "64 B us/xfer", "1 MiB MB/s");
+    println!(
+        "{:<20} {:>26} {:>26}",
+        "path",
+        "64 B us/xfer",
+        format!("{big_label} MB/s")
+    );
     for (name, _, _) in PATHS {
         println!(
             "{name:<20} {:>26} {:>26}",
@@ -97,7 +113,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         spread(&ratios(&s("xdp"), &s("shm")))
     );
     println!(
-        "  1 MiB bandwidth xdp / shm              {}  (target >= 1.00)",
+        "  {big_label} bandwidth xdp / shm              {}  (target >= 1.00)",
         spread(&ratios(&b("xdp"), &b("shm")))
     );
     println!(
@@ -105,7 +121,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         spread(&ratios(&s("xdp"), &s("tcp")))
     );
     println!(
-        "  1 MiB bandwidth xdp / tcp              {}",
+        "  {big_label} bandwidth xdp / tcp              {}",
         spread(&ratios(&b("xdp"), &b("tcp")))
     );
     println!(
@@ -113,8 +129,16 @@ pub fn main(args: &[String]) -> Result<(), String> {
         spread(&ratios(&s("xdp"), &s("xdp kernel socket")))
     );
     println!(
-        "  1 MiB bandwidth xdp / xdp kernel socket {}",
+        "  {big_label} bandwidth xdp / xdp kernel socket {}",
         spread(&ratios(&b("xdp"), &b("xdp kernel socket")))
+    );
+    println!(
+        "  {big_label} bandwidth xdp / xdp rings only   {}",
+        spread(&ratios(&b("xdp"), &b("xdp rings only")))
+    );
+    println!(
+        "  {big_label} bandwidth xdp rings only / shm   {}",
+        spread(&ratios(&b("xdp rings only"), &b("shm")))
     );
     Ok(())
 }

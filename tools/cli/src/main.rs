@@ -12,8 +12,8 @@
 //!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
-//! - `local-bench` — two processes on one host: `xdp` (shared memory) beside `shm`, `tcp`
-//!   and `xdp` on its kernel socket.
+//! - `local-bench` — two processes on one host: `xdp` (shared memory) beside `shm`, `tcp`,
+//!   `xdp` on its kernel socket and `xdp` without its single copy of large messages.
 //! - `incast` — 4 and 8 senders to one receiver over `xdp` and `tcp`: aggregate and
 //!   per-sender throughput, retransmissions.
 //! - `status` — the steering program on each interface, its ports and counters, the
@@ -75,8 +75,10 @@ commands:
                   rank per test host, xdp beside tcp at MTU 1500 and 9000
                   --imb PATH/IMB-MPI1 [--rounds 3] [--sizes …] [--providers …]
   local-bench     two processes on one host: 64 B latency and 1 MiB bandwidth
-                  of xdp (shared memory) beside shm, tcp and xdp on its kernel
-                  socket [--rounds 3] [--iters 10000] [--big-iters 200] [--mtu 9000]
+                  of xdp (shared memory) beside shm, tcp, xdp on its kernel
+                  socket and xdp through its rings only (FI_XDP_LOCAL_CMA=0)
+                  [--rounds 3] [--iters 10000] [--big-iters 200]
+                  [--big-size 1048576] [--mtu 9000]
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
                   xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use area::Writers;
 use area::{Area, Outbound, SendError};
 use doorbell::Doorbell;
 
@@ -113,6 +114,11 @@ impl LocalPath {
                 None
             }
         }
+    }
+
+    /// Which processes write to our area (see [`Writers`]).
+    pub fn writers(&self) -> Writers {
+        self.area.writers()
     }
 
     pub fn counts(&self) -> LocalCounts {

@@ -8,12 +8,16 @@ use std::collections::HashMap;
 
 use ofi_xdp_reliability as rel;
 
+use super::cma::Cma;
 use crate::datapath::{Iov, Registry, gather, scatter};
 
 pub(super) struct SendState {
     pub(super) context: usize,
     pub(super) iov: Iov,
     pub(super) report: bool,
+    /// Its receiver is on this host: a rendezvous request offers it for
+    /// pulling (PROTOCOL.md §6.7).
+    pub(super) offer: bool,
 }
 
 pub(super) struct RecvState {
@@ -26,18 +30,24 @@ pub(super) struct RecvState {
 /// Operations by token. Tokens are ours (a counter), so the fast hash.
 pub(super) type TokenMap<V> = HashMap<u64, V, rel::FxBuild>;
 
-/// Send buffers by token, and (as RMA target) the registered memory a
-/// read's response is copied from.
-pub(super) struct SendSide<'a>(pub(super) &'a TokenMap<SendState>, pub(super) &'a Registry);
+/// Send buffers by token, (as RMA target) the registered memory a read's
+/// response is copied from, and what makes pull offers (off: `None`).
+pub(super) struct SendSide<'a>(
+    pub(super) &'a TokenMap<SendState>,
+    pub(super) &'a Registry,
+    pub(super) Option<&'a Cma>,
+);
 /// Receive buffers by token, RMA results by token (reads, fetches), and
 /// (as RMA target) the registered memory writes and atomics go to.
 /// Remote accesses executed in the pass (key, access) are noted in the
-/// fourth: FI_RMA_EVENT counters count them after it.
+/// fourth: FI_RMA_EVENT counters count them after it. The fifth pulls
+/// offered messages (off: `None`).
 pub(super) struct RecvSide<'a>(
     pub(super) &'a TokenMap<RecvState>,
     pub(super) &'a TokenMap<Iov>,
     pub(super) &'a Registry,
     pub(super) &'a mut Vec<(u64, rel::Access)>,
+    pub(super) Option<&'a Cma>,
 );
 
 impl rel::SendBuffers for SendSide<'_> {
@@ -52,6 +62,13 @@ impl rel::SendBuffers for SendSide<'_> {
 
     fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
         self.1.read(key, addr, dst);
+    }
+
+    fn pull_offer(&mut self, token: u64, dst: &mut [u8]) -> usize {
+        match (self.2, self.0.get(&token)) {
+            (Some(cma), Some(s)) if s.offer => cma.offer(&s.iov, dst),
+            _ => 0,
+        }
     }
 }
 
@@ -100,6 +117,13 @@ impl rel::RecvBuffers for RecvSide<'_> {
             // its completion (fi_rma(3), fi_atomic(3)); the engine writes
             // only inside the length posted.
             unsafe { scatter(iov, offset, src) };
+        }
+    }
+
+    fn pull(&mut self, token: u64, offset: usize, len: usize, offer: &[u8]) -> bool {
+        match (self.4, self.0.get(&token)) {
+            (Some(cma), Some(r)) => cma.pull(&r.iov, offset, len, offer),
+            _ => false,
         }
     }
 }

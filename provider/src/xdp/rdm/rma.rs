@@ -86,6 +86,7 @@ impl Rdm {
                 context: op.context,
                 iov: source,
                 report: op.report,
+                offer: false,
             },
         );
         if !op.result.is_empty() {

@@ -19,6 +19,7 @@ use unexpected::{UnexpId, Unexpected};
 
 use super::events::{Events, msg_flags};
 use super::peers::PeerId;
+use super::pull::{Offer, PullCounts};
 use super::seam::{Control, Incoming, MsgInfo, Sessions};
 use crate::api::{
     Completion, Config, Flags, OpError, PeekMode, PostError, RecvBuffers, RecvOp, TagMatch,
@@ -32,6 +33,8 @@ pub(crate) struct Matcher<P> {
     unexpected: Unexpected<P>,
     /// Most receives posted at once (`fi_rx_attr::size`).
     rx_queue_len: usize,
+    /// Single-copy rendezvous pulls (§6.7).
+    pulls: PullCounts,
 }
 
 impl<P: Copy + Eq> Matcher<P> {
@@ -40,6 +43,7 @@ impl<P: Copy + Eq> Matcher<P> {
             posted: Posted::default(),
             unexpected: Unexpected::new(cfg),
             rx_queue_len: cfg.rx_queue_len,
+            pulls: PullCounts::default(),
         }
     }
 
@@ -56,6 +60,11 @@ impl<P: Copy + Eq> Matcher<P> {
     /// Eager messages kept as their header only (§6.5), since the start.
     pub(crate) fn deferred(&self) -> u64 {
         self.unexpected.deferred_total()
+    }
+
+    /// Rendezvous messages pulled, and pull offers that fell back (§6.7).
+    pub(crate) fn pull_counts(&self) -> PullCounts {
+        self.pulls
     }
 
     /// Bytes of unexpected data buffered now, and the most ever.
@@ -229,7 +238,8 @@ impl<P: Copy + Eq> Matcher<P> {
                 .place(recv, Some(pos), tagged, info.total as usize);
             let dest = Dest::Posted { recv, base, cap };
             if rndv {
-                self.clear_to_send(info, cap, dest, events, sessions, bufs);
+                let offer = Offer::from_payload(payload);
+                self.clear_to_send(info, cap, dest, &offer, events, sessions, bufs);
             } else {
                 self.write(dest, 0, payload, bufs);
                 let received = payload.len() as u32;
@@ -378,25 +388,48 @@ impl<P: Copy + Eq> Matcher<P> {
     }
 
     /// Rendezvous request `info` matched a receive that takes `cap` bytes at
-    /// `dest`: a CTS for what fits (§6.3), then expect that many bytes.
+    /// `dest`: with a pull offer, copy what fits from the sender's memory
+    /// and answer CTS|PULLED (§6.7); otherwise, or if the pull fails, a CTS
+    /// for what fits (§6.3), then expect that many bytes.
+    #[allow(clippy::too_many_arguments)]
     fn clear_to_send(
         &mut self,
         info: MsgInfo<P>,
         cap: usize,
         dest: Dest,
+        offer: &Offer,
         events: &mut Events<P>,
         sessions: &mut impl Sessions<P>,
         bufs: &mut impl RecvBuffers,
     ) {
         let expect = (info.total as usize).min(cap) as u32;
+        let pulled = if expect > 0
+            && !offer.is_empty()
+            && let Dest::Posted { recv, base, .. } = dest
+            && let Some(token) = self.posted.token(recv)
+        {
+            self.pulls.pull(bufs, token, base, expect as usize, offer)
+        } else {
+            false
+        };
         sessions.send_control(
             info.peer,
             Control::Cts {
                 msg_id: info.msg_id,
                 max_len: expect,
                 discard: false,
+                pulled,
             },
         );
+        if pulled {
+            // Placed: the receive completes now (truncated as §6.2 says if
+            // `cap` was short). CTS|PULLED tells the sender it is delivered,
+            // so no DONE follows.
+            if let Dest::Posted { recv, base, cap } = dest {
+                self.posted.complete(recv, base, cap, &info, None, events);
+            }
+            return;
+        }
         self.begin(info, (expect, 0), dest, true, events, sessions, bufs);
     }
 
@@ -425,7 +458,8 @@ impl<P: Copy + Eq> Matcher<P> {
                 return more;
             };
             if sessions.is_current(info.peer, Some(u.sess)) {
-                self.clear_to_send(info, cap, dest, events, sessions, bufs);
+                let offer = u.offer;
+                self.clear_to_send(info, cap, dest, &offer, events, sessions, bufs);
             } else {
                 // The session that sent the request is gone: its data never comes.
                 self.posted
@@ -467,6 +501,7 @@ impl<P: Copy + Eq> Matcher<P> {
                     msg_id: u.info.msg_id,
                     max_len: 0,
                     discard: true,
+                    pulled: false,
                 },
             );
         }

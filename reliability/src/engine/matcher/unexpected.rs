@@ -12,6 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::super::peers::PeerId;
+use super::super::pull::Offer;
 use super::super::seam::MsgInfo;
 use super::placement::Dest;
 use crate::api::{Config, TagMatch};
@@ -39,6 +40,8 @@ pub(super) struct Unexp<P> {
     pub(super) rndv: bool,
     /// An eager message kept as its header only, over budget (§6.5).
     pub(super) deferred: bool,
+    /// A rendezvous request's pull offer (§6.7; empty: none).
+    pub(super) offer: Offer,
     /// Reserved by FI_PEEK | FI_CLAIM with this key.
     pub(super) claimed: Option<u64>,
     /// A receive took it (or FI_DISCARD dropped it) while its data was
@@ -138,6 +141,12 @@ impl<P: Copy + Eq> Unexpected<P> {
             payload.copy_to(&mut buf);
         }
         let received = if rndv { 0 } else { payload.len() as u32 };
+        // A deferred eager message's payload is data, not an offer.
+        let offer = if eager {
+            Offer::default()
+        } else {
+            Offer::from_payload(payload)
+        };
         let id = self.store.insert(Unexp {
             info,
             sess,
@@ -146,6 +155,7 @@ impl<P: Copy + Eq> Unexpected<P> {
             complete: !rndv && received >= info.total,
             rndv,
             deferred,
+            offer,
             claimed: None,
             attached: None,
             cost,

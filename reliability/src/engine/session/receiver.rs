@@ -129,7 +129,8 @@ impl<P: Copy + Eq> Session<P> {
             }
             PacketType::Cts => {
                 let discard = pkt.flags & wf::DISCARD != 0;
-                self.on_cts(pkt.ctrl.a, pkt.ctrl.b, discard, sh);
+                let pulled = pkt.flags & wf::PULLED != 0;
+                self.on_cts(pkt.ctrl.a, pkt.ctrl.b, discard || pulled, sh);
                 true
             }
             PacketType::Done => {

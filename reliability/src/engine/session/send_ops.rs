@@ -268,7 +268,8 @@ impl SendOps {
     }
 
     /// A CTS for rendezvous message `msg_id` (§6.3): send `max_len` bytes of
-    /// it, or none (`discard`). Returns false when no op awaits it.
+    /// it, or none (`discard`: FI_DISCARD, or CTS|PULLED — the receiver
+    /// copied the message itself, §6.7). Returns false when no op awaits it.
     pub(super) fn on_cts<P>(
         &mut self,
         msg_id: u32,
@@ -289,8 +290,8 @@ impl SendOps {
         st.await_cts = false;
         st.send_len = if discard { 0 } else { st.len.min(max_len) };
         if discard {
-            // Discarded is as delivered as it will get: no DONE follows
-            // (fi_tagged(3) FI_DISCARD).
+            // Discarded is as delivered as it will get, and pulled is
+            // placed: no DONE follows (fi_tagged(3) FI_DISCARD, §6.7).
             st.done_rcvd = true;
         }
         if st.send_len == 0 {

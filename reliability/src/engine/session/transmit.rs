@@ -5,6 +5,7 @@
 //! our acknowledgement of the peer's stream (§5.1).
 
 use super::super::oneshot::handshake_datagram;
+use super::super::pull::write_offer;
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
@@ -218,10 +219,14 @@ impl<P: Copy> Session<P> {
                         msg_id,
                         max_len,
                         discard,
+                        pulled,
                     } => {
                         h.ty = PacketType::Cts as u8;
                         if discard {
                             h.flags |= wf::DISCARD;
+                        }
+                        if pulled {
+                            h.flags |= wf::PULLED;
                         }
                         ext.a = msg_id;
                         ext.b = max_len;
@@ -278,6 +283,14 @@ impl<P: Copy> Session<P> {
                     // deferred eager message (§6.5).
                     h.flags |= wf::RNDV;
                 }
+                // A request-to-send carries the pull offer, if any (§6.7).
+                let rts = first && st.hflags & wf::RNDV != 0;
+                let room = buf.len().min(self.peer_mtu as usize) - sh.data_overhead;
+                let offer = match buf.get_mut(wire::DATA_HDR_LEN..wire::DATA_HDR_LEN + room) {
+                    Some(dst) if rts => write_offer(bufs, st.token, dst),
+                    _ => 0,
+                };
+                let len = if rts { offer as u16 } else { len };
                 h.payload_len = len;
                 let ext = DataExt {
                     msg_id: st.msg_id,
@@ -293,7 +306,7 @@ impl<P: Copy> Session<P> {
                 if let Some(b) = st.inject.as_ref() {
                     let o = offset as usize;
                     dst.copy_from_slice(&b[o..o + n]);
-                } else if n > 0 {
+                } else if n > 0 && !rts {
                     bufs.read(st.token, offset as usize, dst);
                 }
                 self.seal(buf, wire::DATA_HDR_LEN + n)

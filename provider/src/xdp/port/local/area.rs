@@ -29,6 +29,7 @@ use std::ffi::CString;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::doorbell::Doorbell;
@@ -266,7 +267,8 @@ fn check_private(fd: &OwnedFd) -> io::Result<()> {
 
 /// The area this endpoint reads (its owner's side).
 pub struct Area {
-    map: Map,
+    /// Shared with the [`Writers`] views handed out.
+    map: Arc<Map>,
     path: String,
 }
 
@@ -312,7 +314,16 @@ impl Area {
         h.owner_pid.store(my_pid(), Ordering::Relaxed);
         h.state.store(LIVE, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::Release);
-        Ok(Area { map, path })
+        Ok(Area {
+            map: Arc::new(map),
+            path,
+        })
+    }
+
+    /// A view of who writes to this area, usable away from the area's
+    /// reader (the endpoint's single-copy pulls check it).
+    pub fn writers(&self) -> Writers {
+        Writers(Arc::clone(&self.map))
     }
 
     /// Publishes "about to sleep" and tells whether anything is waiting
@@ -432,6 +443,21 @@ impl Area {
     #[cfg(test)]
     fn sleeping(&self) -> u32 {
         self.map.header().sleeping.load(Ordering::SeqCst)
+    }
+}
+
+/// Which processes hold a slot of an area: the local senders of its owner.
+#[derive(Clone)]
+pub struct Writers(Arc<Map>);
+
+impl Writers {
+    /// Whether process `pid` holds a ready, open slot: it is a sender of
+    /// our user on this host that reached us through shared memory.
+    pub fn has(&self, pid: u32) -> bool {
+        (0..SLOTS).any(|i| {
+            let st = self.0.slot(i).state.load(Ordering::Acquire);
+            st & READY != 0 && st & CLOSED == 0 && (st & PID_MASK) as u32 == pid
+        })
     }
 }
 
