@@ -191,6 +191,7 @@ impl Rdm {
             congestion: args.cfg.congestion,
             rx_capacity: port.rx_capacity().unwrap_or(0),
             cc_delay_floor: rel::Nanos::from_micros(u64::from(args.cfg.cc_delay_us)),
+            pack: args.cfg.pack,
             ..rel::Config::default()
         };
         if cfg.auth.is_some() {

@@ -752,13 +752,17 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.fail_peer(peer, OpError::PeerClosed);
             return;
         }
-        if ce && pkt.ty == PacketType::Data {
+        if ce && matches!(pkt.ty, PacketType::Data | PacketType::Pack) {
             // Congestion experienced on the way: echo it (§12.3).
             self.shared.stats.ecn_marked += 1;
             self.peers[peer].echo_ce(&mut self.shared);
         }
-        if pkt.ty.is_sequenced() {
-            self.peers[peer].on_sequenced(now, pkt, &mut self.shared, &mut self.matcher, bufs);
+        let (session, shared, matcher) =
+            (&mut self.peers[peer], &mut self.shared, &mut self.matcher);
+        if pkt.ty == PacketType::Pack {
+            session.on_pack(now, pkt, shared, matcher, bufs);
+        } else if pkt.ty.is_sequenced() {
+            session.on_sequenced(now, pkt, shared, matcher, bufs);
         }
     }
 
