@@ -101,6 +101,15 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.peers.iter().map(Session::sends_reported_unacked).sum()
     }
 
+    /// Packets sent to `peer` and not yet acknowledged, if its session is
+    /// established and it accepts PACK datagrams (PROTOCOL.md §6.7) from
+    /// us: a caller that posts small sends while some are already on their
+    /// way may leave them for its next transmit pass, which packs them.
+    pub fn packing_in_flight(&mut self, peer: P) -> Option<usize> {
+        let id = self.peers.lookup(peer)?;
+        self.peers[id].packing_in_flight(&self.shared.cfg)
+    }
+
     /// Receive operations posted and not yet completed.
     pub fn recvs_posted(&self) -> usize {
         self.matcher.recvs_posted()

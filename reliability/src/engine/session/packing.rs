@@ -21,6 +21,12 @@ use crate::wire::pack::{self, RECORD_LEN, Record, Records};
 use crate::wire::{self, Header, Packet, PacketType, flags as wf};
 
 impl<P: Copy> Session<P> {
+    /// Packets in flight to the peer, if we pack to it (§6.7).
+    pub(crate) fn packing_in_flight(&self, cfg: &Config) -> Option<usize> {
+        let packs = cfg.pack && self.peer_packs && self.is_established();
+        packs.then(|| self.q.as_ref().map_or(0, |q| q.inflight.len()))
+    }
+
     /// What our HELLO and HELLO_ACK say we accept besides DATA (§4.1).
     pub(super) fn features(&self, cfg: &Config) -> u64 {
         if cfg.pack { pack::features::PACK } else { 0 }

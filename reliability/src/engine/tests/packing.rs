@@ -431,3 +431,30 @@ fn session_ids(s: &mut Sim<Buffers>) -> (u32, u32) {
     let p = wire::decode(&frame[..t.len]).unwrap();
     (p.hdr.src_sess, p.hdr.dst_sess)
 }
+
+/// What a caller asks before leaving a small send for its next transmit
+/// pass: packets in flight to a peer that accepts PACK, none otherwise.
+#[test]
+fn packing_in_flight_counts_only_towards_peers_that_pack() {
+    for pack in [true, false] {
+        let mut s = Sim::new(
+            vec![Buffers::default(), Buffers::default()],
+            Faults::default(),
+            3,
+            |i| Config { pack, ..cfg(i) },
+        );
+        assert_eq!(
+            s.nodes[0].engine.packing_in_flight(1),
+            None,
+            "no session yet"
+        );
+        recv(&mut s, 1, 1, 10, None, None);
+        send(&mut s, 0, 1, 1, pattern(10, 0), None);
+        run(&mut s);
+        let idle = s.nodes[0].engine.packing_in_flight(1);
+        assert_eq!(idle, pack.then_some(0));
+        send(&mut s, 0, 1, 2, pattern(10, 0), None);
+        s.flush();
+        assert_eq!(s.nodes[0].engine.packing_in_flight(1), pack.then_some(1));
+    }
+}
