@@ -471,9 +471,9 @@ fn packed_incast_behind_a_congested_bottleneck() {
     let f = Faults {
         mtu: 1472,
         bottleneck: Some(Bottleneck {
-            rate: 20_000_000,
-            queue: 16 << 10,
-            ecn_threshold: Some(4 << 10),
+            rate: 2_000_000,
+            queue: 6 << 10,
+            ecn_threshold: Some(2 << 10),
         }),
         ..Faults::default()
     };
