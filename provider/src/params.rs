@@ -91,6 +91,9 @@ pub struct Config {
     pub cc_delay_us: u32,
     /// Mark datagrams ECN-capable and react to CE marks (AF_XDP path).
     pub ecn: bool,
+    /// Pack several small messages to one peer into one datagram when they
+    /// wait together (PROTOCOL.md §6.8).
+    pub pack: bool,
     /// An RDM endpoint whose application has not driven progress for this
     /// long while its protocol has work (a retransmission, an ack) gets a
     /// pass from a helper thread (0 = never).
@@ -124,6 +127,7 @@ impl Default for Config {
             congestion: true,
             cc_delay_us: 0,
             ecn: true,
+            pack: true,
             progress_ms: 10,
         }
     }
@@ -243,6 +247,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"ecn",
         ty: FI_PARAM_BOOL,
         help: c"Send datagrams ECN-capable (ECT(0)) and slow down on congestion-experienced marks (default: 1)",
+    },
+    ParamDef {
+        name: c"pack",
+        ty: FI_PARAM_BOOL,
+        help: c"Send several small messages to one peer in one datagram when the application posted them together, if the peer accepts that (default: 1)",
     },
     ParamDef {
         name: c"progress_ms",
@@ -465,6 +474,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"ecn") {
             c.ecn = v;
+        }
+        if let Some(v) = get_bool(c"pack") {
+            c.pack = v;
         }
         if let Some(n) = get_int(c"progress_ms") {
             match u32::try_from(n) {

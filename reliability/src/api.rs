@@ -64,6 +64,10 @@ pub struct Config {
     /// in the middle of a message only costs the sender CPU: this keeps the
     /// first and cuts the others.
     pub ack_message_end_at_once: bool,
+    /// Pack several whole small eager messages to one peer into one
+    /// datagram when they wait together (PROTOCOL.md §6.8), if the peer
+    /// said in its handshake that it accepts them.
+    pub pack: bool,
     /// How long a sender waits after a receiver-not-ready refusal before retrying.
     pub rnr_delay: Nanos,
     /// A quiescent peer releases its queue storage after this long.
@@ -134,6 +138,7 @@ impl Default for Config {
             ack_delay: Nanos::from_micros(50),
             ack_every: 16,
             ack_message_end_at_once: false,
+            pack: true,
             rnr_delay: Nanos::from_micros(500),
             idle_release: Nanos::from_secs(1),
             auth: None,
@@ -577,4 +582,10 @@ pub struct Stats {
     pub unexpected_bytes_max: u64,
     /// Gauge: bytes of out-of-order packets held now.
     pub reorder_bytes: u64,
+    /// PACK datagrams sent (§6.8), and the messages they carried.
+    pub packs_sent: u64,
+    pub packed_sent: u64,
+    /// PACK datagrams received intact, and the records they carried.
+    pub packs_received: u64,
+    pub packed_received: u64,
 }

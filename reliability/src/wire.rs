@@ -13,6 +13,7 @@ pub use rma::{
     status,
 };
 pub mod auth;
+pub mod pack;
 
 pub use auth::HandshakeExt;
 
@@ -74,6 +75,9 @@ pub enum PacketType {
     /// The receiver keeps an eager message's header only, over its memory
     /// budget: the sender holds the data until a CTS fetches it (§6.5).
     Defer = 17,
+    /// Several whole small eager messages, one record each, each standing
+    /// for a DATA packet with its own sequence number (§6.8).
+    Pack = 32,
 }
 
 impl PacketType {
@@ -97,6 +101,7 @@ impl PacketType {
             14 => Self::RmaResp,
             16 => Self::Challenge,
             17 => Self::Defer,
+            32 => Self::Pack,
             _ => return None,
         })
     }
@@ -293,6 +298,20 @@ impl<'a> Bytes<'a> {
         n
     }
 
+    /// The `len` bytes from `from` (clamped to the length).
+    pub fn sub(&self, from: usize, len: usize) -> Bytes<'a> {
+        let from = from.min(self.len());
+        let len = len.min(self.len() - from);
+        match *self {
+            Bytes::One(b) => Bytes::One(&b[from..from + len]),
+            Bytes::Pieces { pieces, skip, .. } => Bytes::Pieces {
+                pieces,
+                skip: skip + from,
+                len,
+            },
+        }
+    }
+
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len()];
         self.copy_to(&mut v);
@@ -473,6 +492,15 @@ pub(crate) fn parse<'a>(
         return Err(WireError::Malformed);
     }
     match ty {
+        PacketType::Pack => {
+            // The records are checked where they are unpacked (§6.8).
+            if hdr.flags & !pack::PACK_FLAGS != 0
+                || body_end - COMMON_LEN != usize::from(hdr.payload_len)
+            {
+                return Err(WireError::Malformed);
+            }
+            p.payload = payload(COMMON_LEN, body_end);
+        }
         PacketType::Ack => {
             if body_end != COMMON_LEN || hdr.payload_len != 0 {
                 return Err(WireError::Malformed);

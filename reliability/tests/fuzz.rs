@@ -246,7 +246,10 @@ fn mutate(rng: &mut SplitMix64, src: &[u8]) -> Vec<u8> {
             1 => d.truncate((rng.next_u64() as usize) % (d.len() + 1)),
             2 => d.extend((0..rng.next_u64() % 64).map(|_| rng.next_u64() as u8)),
             // Field rewrites inside the header / extension (offsets per PROTOCOL.md §2).
-            3 if d.len() > 2 => d[1] = (rng.next_u64() % 15) as u8,
+            // Types 0–15, or PACK (32, §6.8).
+            3 if d.len() > 2 => {
+                d[1] = [(rng.next_u64() % 15) as u8, 32][rng.next_u64().is_multiple_of(4) as usize]
+            }
             4 if d.len() > 4 => {
                 let f = (rng.next_u64() & 0x1FF) as u16;
                 d[2..4].copy_from_slice(&f.to_le_bytes());

@@ -53,6 +53,13 @@ const TX_BATCH: usize = 256;
 /// 1 MiB messages (medians of alternating runs). 32 is also what one
 /// copy-mode `sendto` sends at most (TX_BATCH_SIZE in net/xdp/xsk.c).
 const KICK_EVERY: usize = 32;
+/// A small send posted while this many packets to its peer are already on
+/// their way waits for the next progress pass (the application streams a
+/// window: it calls progress for completions and acknowledgements right
+/// after posting it), which packs what waits into few datagrams
+/// (PROTOCOL.md §6.8). Below it, a send goes at once, so one message in
+/// flight (ping-pong, request/response) never waits.
+const STREAM_DEPTH: usize = 1;
 /// Rounds of `transmit` spent sending CLOSE notices when the endpoint closes:
 /// enough for thousands of peers; peers beyond that find out by their own
 /// retry limit.
@@ -196,6 +203,7 @@ impl Rdm {
             congestion: args.cfg.congestion,
             rx_capacity: port.rx_capacity().unwrap_or(0),
             cc_delay_floor: rel::Nanos::from_micros(u64::from(args.cfg.cc_delay_us)),
+            pack: args.cfg.pack,
             ..rel::Config::default()
         };
         if cfg.auth.is_some() {
@@ -437,7 +445,8 @@ impl DataPath for Rdm {
     fn post_send(&mut self, op: TxOp) -> Result<()> {
         let now = self.now();
         let dst = self.dest_key(&op.dest)?;
-        let level = completion_level(op.flags, op.payload.len(), self.engine.config().inject_size);
+        let len = op.payload.len();
+        let level = completion_level(op.flags, len, self.engine.config().inject_size);
         // An injected or inject-complete send is copied into the engine: it
         // retransmits from its copy after the caller has reused the buffer.
         let injected = matches!(op.payload, Payload::Inject(_));
@@ -486,7 +495,7 @@ impl DataPath for Rdm {
                 },
             );
         }
-        if op.flags & FI_MORE == 0 {
+        if op.flags & FI_MORE == 0 && !self.leave_for_packing(dst, len) {
             self.transmit(now);
         }
         Ok(())
@@ -726,6 +735,18 @@ impl DataPath for Rdm {
 }
 
 impl Rdm {
+    /// Whether a send of `len` bytes just posted to `dst` may wait for the
+    /// next progress pass, to go packed with the sends posted after it
+    /// ([`STREAM_DEPTH`]). A pass comes from the application's next call,
+    /// or at worst from the progress helper (`FI_XDP_PROGRESS_MS`).
+    fn leave_for_packing(&mut self, dst: u32, len: usize) -> bool {
+        len <= self.engine.config().inject_size
+            && self
+                .engine
+                .packing_in_flight(dst)
+                .is_some_and(|n| n >= STREAM_DEPTH)
+    }
+
     /// End every session with CLOSE and its final ack (PROTOCOL.md §4.5)
     /// and transmit them; the TX ring holds a bounded number of frames, so
     /// in rounds. Returns the time it used.

@@ -105,6 +105,15 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.peers.iter().map(Session::sends_reported_unacked).sum()
     }
 
+    /// Packets sent to `peer` and not yet acknowledged, if its session is
+    /// established and it accepts PACK datagrams (PROTOCOL.md §6.8) from
+    /// us: a caller that posts small sends while some are already on their
+    /// way may leave them for its next transmit pass, which packs them.
+    pub fn packing_in_flight(&mut self, peer: P) -> Option<usize> {
+        let id = self.peers.lookup(peer)?;
+        self.peers[id].packing_in_flight(&self.shared.cfg)
+    }
+
     /// Receive operations posted and not yet completed.
     pub fn recvs_posted(&self) -> usize {
         self.matcher.recvs_posted()
@@ -756,13 +765,17 @@ impl<P: Copy + Eq + Hash> Engine<P> {
             self.fail_peer(peer, OpError::PeerClosed);
             return;
         }
-        if ce && pkt.ty == PacketType::Data {
+        if ce && matches!(pkt.ty, PacketType::Data | PacketType::Pack) {
             // Congestion experienced on the way: echo it (§12.3).
             self.shared.stats.ecn_marked += 1;
             self.peers[peer].echo_ce(&mut self.shared);
         }
-        if pkt.ty.is_sequenced() {
-            self.peers[peer].on_sequenced(now, pkt, &mut self.shared, &mut self.matcher, bufs);
+        let (session, shared, matcher) =
+            (&mut self.peers[peer], &mut self.shared, &mut self.matcher);
+        if pkt.ty == PacketType::Pack {
+            session.on_pack(now, pkt, shared, matcher, bufs);
+        } else if pkt.ty.is_sequenced() {
+            session.on_sequenced(now, pkt, shared, matcher, bufs);
         }
     }
 

@@ -153,6 +153,9 @@ fn aad_end(buf: &[u8], body_len: usize) -> usize {
     let fl = u16::from_le_bytes([buf[2], buf[3]]);
     if buf[1] == PacketType::Data as u8 && fl & flags::ENC != 0 {
         DATA_HDR_LEN.min(body_len)
+    } else if buf[1] == PacketType::Pack as u8 && fl & flags::ENC != 0 {
+        // Records and their messages are all payload (§6.8).
+        COMMON_LEN.min(body_len)
     } else {
         body_len
     }

@@ -50,8 +50,15 @@ impl<P: Copy> Session<P> {
 
     /// The session is open: the peer's id and incarnation are known, both
     /// streams start at sequence 0. `peer_mtu` is word b of the peer's HELLO
-    /// or HELLO_ACK (0 = not stated: assume our own MTU).
-    fn establish(&mut self, remote_sess: u32, remote_inc: u32, peer_mtu: u32, sh: &mut Shared<P>) {
+    /// or HELLO_ACK (0 = not stated: assume our own MTU), `features` its
+    /// `sack` field (§4.1: what else the peer accepts).
+    fn establish(
+        &mut self,
+        remote_sess: u32,
+        remote_inc: u32,
+        (peer_mtu, features): (u32, u64),
+        sh: &mut Shared<P>,
+    ) {
         let mtu = sh.cfg.mtu as u32;
         if remote_inc != self.remote_inc {
             // Another incarnation: its handshake counters start afresh.
@@ -63,6 +70,7 @@ impl<P: Copy> Session<P> {
             0 => mtu,
             m => m.clamp(MIN_MTU as u32, mtu),
         };
+        self.peer_packs = features & crate::wire::pack::features::PACK != 0;
         self.conn = Conn::Established;
         self.keys = sh
             .auth
@@ -170,7 +178,8 @@ impl<P: Copy> Session<P> {
         counter: Option<u64>,
         sh: &mut Shared<P>,
     ) {
-        let (sess, inc, mtu) = (hello.hdr.src_sess, hello.ctrl.a, hello.ctrl.b);
+        let (sess, inc) = (hello.hdr.src_sess, hello.ctrl.a);
+        let mtu = (hello.ctrl.b, hello.hdr.sack);
         match self.conn {
             Conn::Established => {}
             Conn::HelloSent => self.establish(sess, inc, mtu, sh),
@@ -199,7 +208,8 @@ impl<P: Copy> Session<P> {
             && pkt.hdr.src_sess != 0
             && bound
         {
-            self.establish(pkt.hdr.src_sess, pkt.ctrl.a, pkt.ctrl.b, sh);
+            let mtu = (pkt.ctrl.b, pkt.hdr.sack);
+            self.establish(pkt.hdr.src_sess, pkt.ctrl.a, mtu, sh);
             self.note_hello_counter(counter);
         } else {
             sh.stats.dropped += 1;

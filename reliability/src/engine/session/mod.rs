@@ -15,6 +15,7 @@
 mod congestion;
 mod grant;
 mod handshake;
+mod packing;
 mod receiver;
 mod reorder;
 mod rma_ops;
@@ -137,6 +138,8 @@ pub(crate) struct Session<P> {
     /// Largest datagram the peer accepts (HELLO/HELLO_ACK word b, §2.3),
     /// at most our own `Config::mtu`: DATA to it is segmented to fit.
     peer_mtu: u32,
+    /// The peer accepts PACK datagrams (its HELLO/HELLO_ACK said so, §6.8).
+    peer_packs: bool,
     hello_retries: u32,
     /// TX: next sequence number to assign.
     next_seq: u32,
@@ -191,6 +194,7 @@ impl<P: Copy> Session<P> {
             remote_sess: 0,
             remote_inc: 0,
             peer_mtu: cfg.mtu as u32,
+            peer_packs: false,
             hello_retries: 0,
             next_seq: 0,
             una: 0,

@@ -13,6 +13,11 @@ use crate::api::RecvBuffers;
 use crate::time::Instant;
 use crate::wire::{self, Bytes, DataExt, Header, Packet, PacketType, flags as wf};
 
+/// Whether [`Session::on_sequenced`] refused the packet (receiver not
+/// ready, §5.4): what follows it in the same datagram is dropped too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Refused(pub(crate) bool);
+
 impl<P: Copy + Eq> Session<P> {
     /// A sequenced packet (DATA, CTS, DONE) of this session.
     pub(crate) fn on_sequenced(
@@ -22,7 +27,7 @@ impl<P: Copy + Eq> Session<P> {
         sh: &mut Shared<P>,
         matcher: &mut Matcher<P>,
         bufs: &mut impl RecvBuffers,
-    ) {
+    ) -> Refused {
         if pkt.ty == PacketType::Data && sh.cfg.congestion {
             // A peer sending to us now shares our capacity (§12.1).
             sh.rx_share.note(now, &mut self.rx_epoch);
@@ -33,12 +38,12 @@ impl<P: Copy + Eq> Session<P> {
             sh.stats.duplicates += 1;
             self.ack_now = true;
             self.mark_ready(&mut sh.schedule);
-            return;
+            return Refused(false);
         }
         if d > 0 {
             if d as usize >= usize::from(sh.cfg.window) {
                 sh.stats.dropped += 1;
-                return;
+                return Refused(false);
             }
             let budget = sh.cfg.reorder_budget;
             match self
@@ -53,11 +58,11 @@ impl<P: Copy + Eq> Session<P> {
             // Out of order: acknowledge at once so the sender sees the SACK.
             self.ack_now = true;
             self.mark_ready(&mut sh.schedule);
-            return;
+            return Refused(false);
         }
         if !self.deliver(InOrder::of(pkt), sh, matcher, bufs) {
             self.refuse(sh);
-            return;
+            return Refused(true);
         }
         let mut drained = false;
         loop {
@@ -70,7 +75,7 @@ impl<P: Copy + Eq> Session<P> {
             drained = true;
             if !self.deliver(held.in_order(), sh, matcher, bufs) {
                 self.refuse(sh);
-                return;
+                return Refused(true);
             }
         }
         // A DATA segment with more of its message to come (an RTS has no
@@ -97,6 +102,7 @@ impl<P: Copy + Eq> Session<P> {
             self.ack_at = now + cfg.ack_delay;
             self.arm_timers(&mut sh.schedule);
         }
+        Refused(false)
     }
 
     /// Process one in-order packet. Returns false to refuse it (RNR).

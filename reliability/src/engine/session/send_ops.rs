@@ -126,6 +126,21 @@ impl SendOps {
         self.store.get(op).map(|s| s.msg_id)
     }
 
+    /// The length of the `i`-th queued message if it could go whole in a
+    /// PACK record (§6.8): an eager message none of which was sent, at
+    /// most `max` bytes, with no rendezvous data waiting to go before it.
+    pub(super) fn packable_len(&self, i: usize, max: u32) -> Option<u16> {
+        if !self.rndv_ready.is_empty() {
+            return None;
+        }
+        let st = self.store.get(*self.sendq.get(i)?)?;
+        let whole = st.hflags & wf::RNDV == 0 && st.next_off == 0 && st.send_len == st.len;
+        if !whole || st.len > max {
+            return None;
+        }
+        u16::try_from(st.len).ok()
+    }
+
     pub(super) fn get(&self, op: OpId) -> Option<&SendState> {
         self.store.get(op)
     }

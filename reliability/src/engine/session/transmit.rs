@@ -49,11 +49,14 @@ impl<P: Copy> Session<P> {
             a: sh.cfg.incarnation,
             b: sh.cfg.mtu as u32,
         };
+        // ... and in `sack` what else we accept (§4.1).
+        let features = self.features(&sh.cfg);
         if self.send_hello {
             self.send_hello = false;
             let h = Header {
                 ty: PacketType::Hello as u8,
                 src_sess: self.local_sess,
+                sack: features,
                 ..Default::default()
             };
             // Authenticated: bound to the incarnation we know the peer by,
@@ -74,6 +77,7 @@ impl<P: Copy> Session<P> {
                 ty: PacketType::HelloAck as u8,
                 src_sess: self.local_sess,
                 dst_sess: self.remote_sess,
+                sack: features,
                 ..Default::default()
             };
             let hs = HandshakeExt {
@@ -165,6 +169,10 @@ impl<P: Copy> Session<P> {
         let rma_overhead = sh.data_overhead - wire::DATA_HDR_LEN + wire::RMA_HDR_LEN;
         let rma_payload = (buf.len().min(self.peer_mtu as usize) - rma_overhead)
             .min(usize::from(u16::MAX)) as u32;
+        if let Some(len) = self.emit_packed(now, window, buf, bufs, sh) {
+            return Some(len);
+        }
+        let q = self.q.as_mut()?;
         let kind = match q.ctrl.pop_front() {
             Some(c) => PktKind::Ctrl(c),
             // Responses we owe as RMA target first (§8), then our own

@@ -6,6 +6,7 @@ mod auth;
 mod congestion;
 mod limits;
 mod matching;
+mod packing;
 mod pull;
 mod rma;
 mod sessions;

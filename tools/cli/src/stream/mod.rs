@@ -114,12 +114,15 @@ impl Sample {
 const USAGE: &str = "\
 usage: ofi-xdp stream-bench [--rounds 3] [--mtus 1500,9000] [--providers xdp,tcp,udp;ofi_rxd]
                             [--sizes 4096,65536,1048576] [--windows 1,16,64] [--out DIR]
-                            [--mib-per-run 48] [--no-link]
-                            [--check] (every message's data verified: a test, not a benchmark)";
+                            [--mib-per-run 48] [--no-link] [--only-rate]
+                            [--check] (every message's data verified: a test, not a benchmark)
+A provider may carry environment settings for its runs after a colon, e.g.
+`--providers xdp,xdp:FI_XDP_PACK=0,tcp` (several separated by `+`).
+--only-rate: only the 64 B window 64 message rate.";
 
 /// `ofi-xdp stream-bench`: see the module documentation.
 pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &["help", "check", "no-link"])?;
+    let a = Args::parse(args, &["help", "check", "no-link", "only-rate"])?;
     if a.flag("help") {
         println!("{USAGE}");
         return Ok(());
@@ -144,7 +147,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
     if tool.mib == 0 {
         return Err("--mib-per-run must be at least 1".into());
     }
-    let cases = cases(&sizes, &windows);
+    let cases = if a.flag("only-rate") {
+        vec![Case::RATE]
+    } else {
+        cases(&sizes, &windows)
+    };
 
     let mut all = Vec::new();
     let mut failures = Vec::new();
@@ -233,7 +240,10 @@ impl Tool {
     }
 
     /// One run: the receiver in `pair.a`, the sender in `pair.b`; the sender's figures.
-    fn run(&self, pair: &HostPair, provider: &str, case: Case) -> Result<Sample, String> {
+    /// `spec` is a provider name, optionally followed by `:NAME=VALUE+NAME=VALUE…`,
+    /// environment settings for both processes.
+    fn run(&self, pair: &HostPair, spec: &str, case: Case) -> Result<Sample, String> {
+        let (provider, env) = provider_env(spec);
         let port = self.port().to_string();
         let (bytes, window) = (case.bytes.to_string(), case.window.to_string());
         let iters = case.iterations(self.mib).to_string();
@@ -242,6 +252,7 @@ impl Tool {
             cmd.args(["-p", provider, "-S", &bytes, "-W", &window, "-I", &iters])
                 .args(["-P", &port])
                 .args(self.check.then_some("-c"))
+                .envs(env.iter().copied())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -267,6 +278,18 @@ impl Tool {
         }
         Sample::parse(&sender.stdout).ok_or_else(|| format!("{what}: no RESULT line"))
     }
+}
+
+/// `xdp:FI_XDP_PACK=0+FI_XDP_CC=0` → (`xdp`, the settings).
+fn provider_env(spec: &str) -> (&str, Vec<(&str, &str)>) {
+    let Some((provider, settings)) = spec.split_once(':') else {
+        return (spec, Vec::new());
+    };
+    let env = settings
+        .split('+')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    (provider, env)
 }
 
 fn pair_mtu(pair: &HostPair) -> String {
