@@ -601,10 +601,12 @@ fn dead_pid() -> u32 {
 #[test]
 fn cleanup_removes_files_of_namespaces_that_are_gone() {
     use ofi_xdp_link::group::{DEFAULT_DIR, Group};
-    let gone_ns = {
-        let pair = HostPair::new().unwrap();
-        pair.a.run(ofi_xdp_tools::epstats::netns_inode).unwrap()
-    };
+    // The kernel hands a freed namespace number to the next namespace made
+    // (a guest reuses it at once), so a dropped test host's number may be
+    // live again by the time cleanup looks: name the gone namespace by a
+    // number no namespace ever has, between the kernel's fixed ones
+    // (0xEFFFFFFx) and its dynamic range (from 0xF0000000).
+    let gone_ns: u64 = 0xF000_0000 - 0x100;
     let alive = HostPair::new().unwrap();
     let alive_ns = alive.a.run(ofi_xdp_tools::epstats::netns_inode).unwrap();
     let owner = dead_pid();
