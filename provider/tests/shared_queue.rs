@@ -277,13 +277,20 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
     let pair = test_pair();
     let mut victim = start(&pair, "victim", 10_000);
     let short = start(&pair, "short", 1500);
-    let long = start(&pair, "long", 8000);
+    // Long enough to outlive the rest on a loaded machine: the newcomer
+    // must find it still a member to join through.
+    let mut long = start(&pair, "long", 20_000);
     std::thread::sleep(Duration::from_millis(700));
     victim.server.kill().unwrap();
     victim.client.kill().unwrap();
     let _ = victim.server.wait();
     let _ = victim.client.wait();
     finish(short);
+    assert!(
+        long.client.try_wait().unwrap().is_none(),
+        "the long pair ended before the newcomer started (a machine this slow \
+         needs a longer pair)"
+    );
     let (_, logs) = finish(start(&pair, "newcomer", 300));
     assert_eq!(
         logs.matches("joined the AF_XDP group").count(),
