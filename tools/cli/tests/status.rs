@@ -381,13 +381,7 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
     live.set(1, 4096);
     // The same endpoint's file as a killed process would leave it: a pid
     // that no longer runs.
-    let mut gone = Command::new(EXE)
-        .arg("help")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let dead_pid = gone.id();
-    gone.wait().unwrap();
+    let dead_pid = dead_pid();
     let text = std::fs::read(live.path()).unwrap();
     let me = format!("pid {}\n", std::process::id());
     let header_end = text.iter().position(|b| *b == 0).unwrap();

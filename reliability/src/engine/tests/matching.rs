@@ -134,20 +134,7 @@ fn directed_receive_and_any_source() {
 #[test]
 fn multi_recv_places_successively_and_releases() {
     let mut s = sim(2, Faults::default(), 5);
-    s.nodes[1].app.recv.insert(1, vec![0; 1000]);
-    let node = &mut s.nodes[1];
-    node.engine
-        .post_recv(
-            RecvOp {
-                token: 1,
-                len: 1000,
-                src: None,
-                tag: None,
-                multi_recv: Some(300),
-            },
-            &mut node.app,
-        )
-        .unwrap();
+    multi_recv(&mut s, 1, 1, 1000, 300);
     for i in 0..4 {
         send(&mut s, 0, 1, i, pattern(200, i as u8), None);
     }

@@ -80,20 +80,33 @@ fn recv(
     src: Option<usize>,
     tag: Option<TagMatch>,
 ) {
+    post_recv(s, at, token, len, (src, tag), None);
+}
+
+/// An untagged multi-recv buffer of `len` bytes from anyone, retired once
+/// less than `min_free` is left (fi_msg(3) FI_MULTI_RECV).
+fn multi_recv(s: &mut Sim<Buffers>, at: usize, token: u64, len: usize, min_free: usize) {
+    post_recv(s, at, token, len, (None, None), Some(min_free));
+}
+
+fn post_recv(
+    s: &mut Sim<Buffers>,
+    at: usize,
+    token: u64,
+    len: usize,
+    (src, tag): (Option<usize>, Option<TagMatch>),
+    multi_recv: Option<usize>,
+) {
     s.nodes[at].app.recv.insert(token, vec![0; len]);
     let node = &mut s.nodes[at];
-    node.engine
-        .post_recv(
-            RecvOp {
-                token,
-                len,
-                src,
-                tag,
-                multi_recv: None,
-            },
-            &mut node.app,
-        )
-        .unwrap();
+    let op = RecvOp {
+        token,
+        len,
+        src,
+        tag,
+        multi_recv,
+    };
+    node.engine.post_recv(op, &mut node.app).unwrap();
 }
 
 fn completions(s: &mut Sim<Buffers>, i: usize) -> Vec<Completion<usize>> {

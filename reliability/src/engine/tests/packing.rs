@@ -176,20 +176,7 @@ fn mixed_with_large_messages_in_order() {
 #[test]
 fn packed_into_a_multi_recv_buffer_and_truncated() {
     let mut s = sim(2, Faults::default(), 5);
-    s.nodes[1].app.recv.insert(100, vec![0; 1000]);
-    let node = &mut s.nodes[1];
-    node.engine
-        .post_recv(
-            RecvOp {
-                token: 100,
-                len: 1000,
-                src: None,
-                tag: None,
-                multi_recv: Some(300),
-            },
-            &mut node.app,
-        )
-        .unwrap();
+    multi_recv(&mut s, 1, 100, 1000, 300);
     // Tagged messages into short receives: truncated.
     for i in 0..4 {
         recv(&mut s, 1, i, 10, None, Some(TagMatch { tag: 9, ignore: 0 }));

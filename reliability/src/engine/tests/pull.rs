@@ -103,28 +103,32 @@ fn pulled_message_truncated_like_any_other() {
     assert_eq!(s.nodes[1].engine.stats().pulls, 1);
 }
 
-#[test]
-fn failed_pull_falls_back_to_the_link() {
-    let (mut s, _host) = same_host(Faults::default(), 3);
-    s.nodes[1].app.pull_fails = true;
+/// Posts a receive for each of [`SIZES`] at node 1, then sends each from
+/// node 0 at `level`, runs, and checks that every message arrived whole
+/// and every send completed without error.
+fn every_size_arrives(s: &mut Sim<Buffers>, level: CompletionLevel) {
     for (i, &n) in SIZES.iter().enumerate() {
-        recv(&mut s, 1, i as u64, n, None, Some(tag(i)));
-        send_level(
-            &mut s,
-            i as u64,
-            pattern(n, i as u8),
-            CompletionLevel::Delivery,
-        );
+        recv(s, 1, i as u64, n, None, Some(tag(i)));
+        send_level(s, i as u64, pattern(n, i as u8), level);
     }
-    run(&mut s);
-    let c1 = completions(&mut s, 1);
+    run(s);
+    let c1 = completions(s, 1);
     assert_eq!(c1.len(), SIZES.len());
     for c in &c1 {
         let i = c.token as usize;
         assert_eq!((c.error, c.len), (None, SIZES[i]));
         assert_eq!(s.nodes[1].app.recv[&c.token], pattern(SIZES[i], i as u8));
     }
-    assert!(completions(&mut s, 0).iter().all(|c| c.error.is_none()));
+    let c0 = completions(s, 0);
+    assert_eq!(c0.len(), SIZES.len());
+    assert!(c0.iter().all(|c| c.error.is_none()));
+}
+
+#[test]
+fn failed_pull_falls_back_to_the_link() {
+    let (mut s, _host) = same_host(Faults::default(), 3);
+    s.nodes[1].app.pull_fails = true;
+    every_size_arrives(&mut s, CompletionLevel::Delivery);
     let st = s.nodes[1].engine.stats();
     assert_eq!((st.pulls, st.pull_fallbacks), (0, SIZES.len() as u64));
     assert!(payload_bytes(&s) >= SIZES.iter().sum::<usize>() as u64);
@@ -142,26 +146,7 @@ fn pulls_survive_loss_and_duplication() {
     };
     for seed in 10..16 {
         let (mut s, _host) = same_host(f, seed);
-        for (i, &n) in SIZES.iter().enumerate() {
-            recv(&mut s, 1, i as u64, n, None, Some(tag(i)));
-            send_level(
-                &mut s,
-                i as u64,
-                pattern(n, i as u8),
-                CompletionLevel::Transmit,
-            );
-        }
-        run(&mut s);
-        let c1 = completions(&mut s, 1);
-        assert_eq!(c1.len(), SIZES.len(), "seed {seed}");
-        assert!(c1.iter().all(|c| c.error.is_none()));
-        for c in &c1 {
-            let i = c.token as usize;
-            assert_eq!(s.nodes[1].app.recv[&c.token], pattern(SIZES[i], i as u8));
-        }
-        let c0 = completions(&mut s, 0);
-        assert_eq!(c0.len(), SIZES.len(), "seed {seed}");
-        assert!(c0.iter().all(|c| c.error.is_none()));
+        every_size_arrives(&mut s, CompletionLevel::Transmit);
         // Each message pulled exactly once, whatever was duplicated.
         let st = s.nodes[1].engine.stats();
         assert_eq!((st.pulls, st.pull_fallbacks), (SIZES.len() as u64, 0));
@@ -221,24 +206,7 @@ fn offers_travel_sealed_with_authentication() {
         n.app.host = Some(host.clone());
         n.app.pid = 1000 + i as u32;
     }
-    for (i, &n) in SIZES.iter().enumerate() {
-        recv(&mut s, 1, i as u64, n, None, Some(tag(i)));
-        send_level(
-            &mut s,
-            i as u64,
-            pattern(n, i as u8),
-            CompletionLevel::Delivery,
-        );
-    }
-    run(&mut s);
-    let c1 = completions(&mut s, 1);
-    assert_eq!(c1.len(), SIZES.len());
-    for c in &c1 {
-        let i = c.token as usize;
-        assert_eq!((c.error, c.len), (None, SIZES[i]));
-        assert_eq!(s.nodes[1].app.recv[&c.token], pattern(SIZES[i], i as u8));
-    }
-    assert!(completions(&mut s, 0).iter().all(|c| c.error.is_none()));
+    every_size_arrives(&mut s, CompletionLevel::Delivery);
     let st = s.nodes[1].engine.stats();
     assert_eq!((st.pulls, st.pull_fallbacks), (SIZES.len() as u64, 0));
     assert_eq!(st.auth_rejected, 0);
@@ -248,16 +216,7 @@ fn offers_travel_sealed_with_authentication() {
 fn multi_recv_buffer_takes_pulled_messages_at_their_offsets() {
     let (mut s, _host) = same_host(Faults::default(), 7);
     let len = 3 << 20;
-    s.nodes[1].app.recv.insert(1, vec![0; len]);
-    let node = &mut s.nodes[1];
-    let op = RecvOp {
-        token: 1,
-        len,
-        src: None,
-        tag: None,
-        multi_recv: Some(1 << 20),
-    };
-    node.engine.post_recv(op, &mut node.app).unwrap();
+    multi_recv(&mut s, 1, 1, len, 1 << 20);
     // 1 MiB, 1 MiB, then 1.5 MiB of which the 1 MiB left fits (truncated,
     // and the buffer released: less than 1 MiB would be left).
     let sizes = [1 << 20, 1 << 20, 3 << 19];
