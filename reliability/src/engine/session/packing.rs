@@ -92,12 +92,7 @@ impl<P: Copy> Session<P> {
             rec.encode(&mut buf[at..at + RECORD_LEN]);
             at += RECORD_LEN;
             let n = usize::from(len);
-            let dst = &mut buf[at..at + n];
-            if let Some(b) = st.inject.as_ref() {
-                dst.copy_from_slice(&b[..n]);
-            } else if n > 0 {
-                bufs.read(st.token, 0, dst);
-            }
+            st.read_payload(0, &mut buf[at..at + n], bufs);
             at += n;
             q.inflight.push_back(SentPkt::new(kind, now));
             self.next_seq = self.next_seq.wrapping_add(1);

@@ -17,7 +17,7 @@ use super::super::inject::InjectStore;
 use super::super::shared::Shared;
 use super::Session;
 use super::sender::PktKind;
-use crate::api::{Completion, CompletionLevel, Flags, OpError, SendOp};
+use crate::api::{Completion, CompletionLevel, Flags, OpError, SendBuffers, SendOp};
 use crate::slab::{Slab, slab_key};
 use crate::time::Instant;
 use crate::wire::flags as wf;
@@ -64,6 +64,17 @@ pub(super) struct SendState {
 }
 
 impl SendState {
+    /// Copies the message's bytes from `offset` into `dst` (all of it):
+    /// from the engine's copy of an injected payload, or through `bufs`
+    /// from the application's buffer.
+    pub(super) fn read_payload(&self, offset: usize, dst: &mut [u8], bufs: &mut impl SendBuffers) {
+        if let Some(b) = self.inject.as_ref() {
+            dst.copy_from_slice(&b[offset..offset + dst.len()]);
+        } else if !dst.is_empty() {
+            bufs.read(self.token, offset, dst);
+        }
+    }
+
     /// Complete: every packet acknowledged, no CTS awaited, and the DONE
     /// received if it asked for one.
     fn is_done(&self) -> bool {

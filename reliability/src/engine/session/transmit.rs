@@ -310,12 +310,9 @@ impl<P: Copy> Session<P> {
                 wire::encode_header(buf, &h);
                 wire::encode_data_ext(buf, &ext);
                 let n = usize::from(len);
-                let dst = &mut buf[wire::DATA_HDR_LEN..wire::DATA_HDR_LEN + n];
-                if let Some(b) = st.inject.as_ref() {
-                    let o = offset as usize;
-                    dst.copy_from_slice(&b[o..o + n]);
-                } else if n > 0 && !rts {
-                    bufs.read(st.token, offset as usize, dst);
+                if !rts {
+                    let dst = &mut buf[wire::DATA_HDR_LEN..wire::DATA_HDR_LEN + n];
+                    st.read_payload(offset as usize, dst, bufs);
                 }
                 self.seal(buf, wire::DATA_HDR_LEN + n)
             }
