@@ -65,28 +65,42 @@ impl Payload {
     }
 }
 
+/// The pieces `(address, length)` of the list `iov` that hold its bytes
+/// `[offset, offset + len)`, in order; fewer bytes in all where the list
+/// ends first.
+pub fn pieces(
+    iov: &[(usize, usize)],
+    mut offset: usize,
+    mut len: usize,
+) -> impl Iterator<Item = (usize, usize)> + '_ {
+    iov.iter().filter_map(move |&(base, l)| {
+        if len == 0 {
+            return None;
+        }
+        if offset >= l {
+            offset -= l;
+            return None;
+        }
+        let n = (l - offset).min(len);
+        let piece = (base + offset, n);
+        len -= n;
+        offset = 0;
+        Some(piece)
+    })
+}
+
 /// Copy `src` into the scatter list `iov` starting at byte `offset`;
 /// returns the bytes copied (bounded by the list's capacity).
 ///
 /// # Safety
 /// Every `(addr, len)` in `iov` must be writable application memory, as
 /// fi_recv(3) requires until the receive completes.
-pub unsafe fn scatter(iov: &[(usize, usize)], mut offset: usize, mut src: &[u8]) -> usize {
+pub unsafe fn scatter(iov: &[(usize, usize)], offset: usize, src: &[u8]) -> usize {
     let mut done = 0;
-    for &(base, len) in iov {
-        if src.is_empty() {
-            break;
-        }
-        if offset >= len {
-            offset -= len;
-            continue;
-        }
-        let n = (len - offset).min(src.len());
+    for (addr, n) in pieces(iov, offset, src.len()) {
         // SAFETY: within the application's buffer per the caller.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (base + offset) as *mut u8, n) };
-        src = &src[n..];
+        unsafe { std::ptr::copy_nonoverlapping(src[done..].as_ptr(), addr as *mut u8, n) };
         done += n;
-        offset = 0;
     }
     done
 }
@@ -97,23 +111,12 @@ pub unsafe fn scatter(iov: &[(usize, usize)], mut offset: usize, mut src: &[u8])
 /// # Safety
 /// Every `(addr, len)` in `iov` must be readable application memory, as
 /// fi_send(3) requires until the send completes.
-pub unsafe fn gather(iov: &[(usize, usize)], mut offset: usize, dst: &mut [u8]) {
+pub unsafe fn gather(iov: &[(usize, usize)], offset: usize, dst: &mut [u8]) {
     let mut at = 0;
-    for &(base, len) in iov {
-        if at == dst.len() {
-            break;
-        }
-        if offset >= len {
-            offset -= len;
-            continue;
-        }
-        let n = (len - offset).min(dst.len() - at);
+    for (addr, n) in pieces(iov, offset, dst.len()) {
         // SAFETY: within the application's buffer per the caller.
-        unsafe {
-            std::ptr::copy_nonoverlapping((base + offset) as *const u8, dst[at..].as_mut_ptr(), n)
-        };
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst[at..].as_mut_ptr(), n) };
         at += n;
-        offset = 0;
     }
     dst[at..].fill(0);
 }

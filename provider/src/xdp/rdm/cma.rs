@@ -24,6 +24,7 @@ use std::os::unix::fs::MetadataExt;
 
 use super::super::port::local::Writers;
 use crate::datapath::Iov;
+use crate::datapath::iov::pieces;
 
 /// Offer layout version (PROTOCOL.md §6.7).
 const VERSION: u8 = 1;
@@ -221,25 +222,13 @@ impl<'a> Offer<'a> {
 }
 
 /// The pieces of `iov` holding bytes `[offset, offset + len)`.
-fn sub_iov(iov: &[(usize, usize)], mut offset: usize, mut len: usize) -> Vec<libc::iovec> {
-    let mut v = Vec::new();
-    for &(base, l) in iov {
-        if len == 0 {
-            break;
-        }
-        if offset >= l {
-            offset -= l;
-            continue;
-        }
-        let n = (l - offset).min(len);
-        v.push(libc::iovec {
-            iov_base: (base + offset) as *mut libc::c_void,
+fn sub_iov(iov: &[(usize, usize)], offset: usize, len: usize) -> Vec<libc::iovec> {
+    pieces(iov, offset, len)
+        .map(|(addr, n)| libc::iovec {
+            iov_base: addr as *mut libc::c_void,
             iov_len: n,
-        });
-        len -= n;
-        offset = 0;
-    }
-    v
+        })
+        .collect()
 }
 
 fn sum(v: &[libc::iovec]) -> usize {
