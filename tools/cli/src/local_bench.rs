@@ -108,37 +108,26 @@ pub fn main(args: &[String]) -> Result<(), String> {
         );
     }
     println!("\nratios within each round, median [min - max] (targets in parentheses)");
-    println!(
-        "  64 B latency xdp / shm                 {}  (target <= 1.50)",
-        spread(&ratios(&s("xdp"), &s("shm")))
-    );
-    println!(
-        "  {big_label} bandwidth xdp / shm              {}  (target >= 1.00)",
-        spread(&ratios(&b("xdp"), &b("shm")))
-    );
-    println!(
-        "  64 B latency xdp / tcp                 {}",
-        spread(&ratios(&s("xdp"), &s("tcp")))
-    );
-    println!(
-        "  {big_label} bandwidth xdp / tcp              {}",
-        spread(&ratios(&b("xdp"), &b("tcp")))
-    );
-    println!(
-        "  64 B latency xdp / xdp kernel socket   {}",
-        spread(&ratios(&s("xdp"), &s("xdp kernel socket")))
-    );
-    println!(
-        "  {big_label} bandwidth xdp / xdp kernel socket {}",
-        spread(&ratios(&b("xdp"), &b("xdp kernel socket")))
-    );
-    println!(
-        "  {big_label} bandwidth xdp / xdp rings only   {}",
-        spread(&ratios(&b("xdp"), &b("xdp rings only")))
-    );
-    println!(
-        "  {big_label} bandwidth xdp rings only / shm   {}",
-        spread(&ratios(&b("xdp rings only"), &b("shm")))
-    );
+    // (bandwidth rather than latency, numerator, denominator, target)
+    let rows: [(bool, &str, &str, &str); 8] = [
+        (false, "xdp", "shm", "(target <= 1.50)"),
+        (true, "xdp", "shm", "(target >= 1.00)"),
+        (false, "xdp", "tcp", ""),
+        (true, "xdp", "tcp", ""),
+        (false, "xdp", "xdp kernel socket", ""),
+        (true, "xdp", "xdp kernel socket", ""),
+        (true, "xdp", "xdp rings only", ""),
+        (true, "xdp rings only", "shm", ""),
+    ];
+    for (bandwidth, num, den, target) in rows {
+        let (what, r) = if bandwidth {
+            (format!("{big_label} bandwidth"), ratios(&b(num), &b(den)))
+        } else {
+            ("64 B latency".to_owned(), ratios(&s(num), &s(den)))
+        };
+        let label = format!("{what} {num} / {den}");
+        let line = format!("  {label:<38} {}  {target}", spread(&r));
+        println!("{}", line.trim_end());
+    }
     Ok(())
 }
