@@ -285,23 +285,14 @@ fn gone_namespaces_files(f: &mut Findings) {
         return;
     };
     let gone = |name: &str| {
-        crate::live_netns::netns_of_shm_name(name).is_some_and(|ns| !live.contains(&ns))
+        crate::live_netns::netns_of_area_name(name).is_some_and(|ns| !live.contains(&ns))
     };
     f.leftovers.extend(dead_owners_areas(gone));
     let dir = std::path::Path::new(group::DEFAULT_DIR);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    // SAFETY: geteuid cannot fail. Group files end with their user's id.
-    let suffix = format!("-{}", unsafe { libc::geteuid() });
-    for e in entries.flatten() {
-        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        if !name.starts_with("ofi-xdp-umem-") || !name.ends_with(&suffix) || !gone(&name) {
+    for (netns, path) in Group::all_files(dir) {
+        if live.contains(&netns) {
             continue;
         }
-        let path = e.path();
         if let Ok(true) = Group::open_path(&path).and_then(|g| g.abandoned()) {
             f.leftovers.push(Leftover::GroupFile(path));
         }

@@ -59,12 +59,10 @@ pub fn live_netns() -> Option<HashSet<u64>> {
     Some(live)
 }
 
-/// The namespace inode a /dev/shm file of ours is named after
-/// (`ofi-xdp-local-<netns>-…`, `ofi-xdp-umem-<netns>-…`).
-pub fn netns_of_shm_name(name: &str) -> Option<u64> {
-    let rest = name
-        .strip_prefix("ofi-xdp-local-")
-        .or_else(|| name.strip_prefix("ofi-xdp-umem-"))?;
+/// The namespace inode a shared-memory area is named after
+/// (`ofi-xdp-local-<netns>-<ip>-<port>`; group files: `Group::all_files`).
+pub fn netns_of_area_name(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("ofi-xdp-local-")?;
     rest.split('-').next()?.parse().ok()
 }
 
@@ -82,16 +80,16 @@ mod tests {
     }
 
     #[test]
-    fn names_give_their_namespace() {
+    fn area_names_give_their_namespace() {
         assert_eq!(
-            netns_of_shm_name("ofi-xdp-local-4026532322-198.19.1.2-51286"),
+            netns_of_area_name("ofi-xdp-local-4026532322-198.19.1.2-51286"),
             Some(4026532322)
         );
         assert_eq!(
-            netns_of_shm_name("ofi-xdp-umem-4026532322-4026531836-2-0-0"),
-            Some(4026532322)
+            netns_of_area_name("ofi-xdp-umem-4026532322-4026531836-2-0-0"),
+            None
         );
-        assert_eq!(netns_of_shm_name("ofi-xdp-local-x-1"), None);
-        assert_eq!(netns_of_shm_name("other-4026532322"), None);
+        assert_eq!(netns_of_area_name("ofi-xdp-local-x-1"), None);
+        assert_eq!(netns_of_area_name("other-4026532322"), None);
     }
 }

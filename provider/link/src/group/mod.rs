@@ -265,7 +265,16 @@ impl Group {
 
     /// The group files of network namespace `netns` and our user in `dir`.
     pub fn files(dir: &Path, netns: u64) -> Vec<PathBuf> {
-        let prefix = prefix(netns);
+        Group::all_files(dir)
+            .into_iter()
+            .filter(|(ns, _)| *ns == netns)
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    /// Every group file of our user and PID namespace in `dir`, with the
+    /// network namespace its name gives.
+    pub fn all_files(dir: &Path) -> Vec<(u64, PathBuf)> {
         let suffix = format!("-{}", uid());
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
@@ -273,10 +282,15 @@ impl Group {
         entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&suffix))
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?;
+                let netns = name
+                    .strip_prefix(NAME_START)?
+                    .split('-')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                (name.starts_with(&prefix(netns)) && name.ends_with(&suffix)).then_some((netns, p))
             })
             .collect()
     }
@@ -536,8 +550,11 @@ fn uid() -> u32 {
 /// (and our PID namespace).
 fn prefix(netns: u64) -> String {
     let pidns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
-    format!("ofi-xdp-umem-{netns}-{pidns}-")
+    format!("{NAME_START}{netns}-{pidns}-")
 }
+
+/// How every group file's name starts.
+const NAME_START: &str = "ofi-xdp-umem-";
 
 fn flock(fd: RawFd, op: libc::c_int) -> io::Result<()> {
     loop {
