@@ -197,6 +197,11 @@ unsafe impl Send for Mapping {}
 // SAFETY: as above.
 unsafe impl Sync for Mapping {}
 
+/// The statistics file of process `pid`'s `n`-th endpoint in `dir`.
+pub fn file_path(dir: &Path, pid: u32, n: u32) -> PathBuf {
+    dir.join(format!("{pid}-{n}.stats"))
+}
+
 /// An endpoint's statistics file, open for updates; removed on drop.
 pub struct Writer {
     path: PathBuf,
@@ -222,7 +227,7 @@ impl Writer {
         let pid = std::process::id();
         let header = header_text(pid, identity, counters, gauges)?;
         let tmp = dir.join(format!(".{pid}-{n}.tmp"));
-        let path = dir.join(format!("{pid}-{n}.stats"));
+        let path = file_path(dir, pid, n);
         let len = page_rounded(VALUES_OFFSET + 8 * counters.len());
         let mut file = std::fs::OpenOptions::new()
             .read(true)

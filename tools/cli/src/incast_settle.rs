@@ -90,8 +90,7 @@ pub fn settled(samples: &[Sample], before: Sample, last: Sample) -> Option<Sampl
 /// process `pid` (its first endpoint).
 fn engine_counters(pid: u32) -> Option<Sample> {
     let dir = Path::new(ofi_xdp_epstats::DEFAULT_DIR);
-    let file = dir.join(format!("{pid}-0.stats"));
-    let stats = ofi_xdp_epstats::read(&file).ok()?;
+    let stats = ofi_xdp_epstats::read(&ofi_xdp_epstats::file_path(dir, pid, 0)).ok()?;
     Some((stats.value("tx_datagrams")?, stats.value("retransmits")?))
 }
 

@@ -391,7 +391,7 @@ fn endpoint_statistics_files_are_shown_and_stale_ones_cleaned() {
         .into_bytes();
     stale.resize(text.len(), 0);
     stale[4096..].copy_from_slice(&text[4096..]);
-    let stale_path = dir.join(format!("{dead_pid}-0.stats"));
+    let stale_path = ofi_xdp_tools::epstats::file_path(&dir, dead_pid, 0);
     std::fs::write(&stale_path, &stale).unwrap();
 
     let dir_arg = dir.display().to_string();
