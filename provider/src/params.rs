@@ -82,8 +82,8 @@ pub struct Config {
     /// The job key for packet authentication when the application gives
     /// none (`FI_XDP_AUTH_KEY`, `FI_XDP_AUTH_KEY_FILE`).
     pub auth_key: KeySetting,
-    /// Authenticated: encrypt DATA payloads too (cheaper than not, with
-    /// AES-GCM hardware; PROTOCOL.md §11.3).
+    /// Authenticated: encrypt DATA payloads too (confidentiality; it costs
+    /// more CPU than authenticating them in the clear, PROTOCOL.md §11.3).
     pub auth_encrypt: bool,
     /// Congestion control (PROTOCOL.md §12).
     pub congestion: bool,
@@ -123,7 +123,7 @@ impl Default for Config {
             local_cma: true,
             multi_buffer: true,
             auth_key: KeySetting::None,
-            auth_encrypt: true,
+            auth_encrypt: false,
             congestion: true,
             cc_delay_us: 0,
             ecn: true,
@@ -231,7 +231,7 @@ const PARAMS: &[ParamDef] = &[
     ParamDef {
         name: c"auth_encrypt",
         ty: FI_PARAM_BOOL,
-        help: c"With a job key, also encrypt message payloads; with AES-GCM hardware this costs less than authenticating them in the clear (default: 1)",
+        help: c"With a job key, also encrypt message payloads (confidentiality on the wire; costs more CPU than authenticating them in the clear) (default: 0)",
     },
     ParamDef {
         name: c"cc",

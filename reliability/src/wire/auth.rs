@@ -10,11 +10,11 @@
 //! key is unique to the session and direction), a 4-byte sender salt and
 //! an 8-byte counter for handshake packets (one key for the whole job).
 //!
-//! The AEAD is `ring`'s (constant time; AES-NI, CLMUL and VAES/VPCLMULQDQ
-//! where the CPU has them). The tag subsumes the CRC: a datagram that
-//! verifies is intact.
+//! The AEAD is AWS-LC's through `aws-lc-rs` (constant time; AES-NI, CLMUL
+//! and VAES/VPCLMULQDQ with AVX2 or AVX-512 where the CPU has them). The
+//! tag subsumes the CRC: a datagram that verifies is intact.
 
-use ring::aead::{AES_128_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, Tag, UnboundKey};
+use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 
 use super::{COMMON_LEN, CTRL_EXT_LEN, DATA_HDR_LEN, PacketType, WireError, flags};
 
@@ -207,12 +207,13 @@ pub fn nonce_of(buf: &[u8], handshake: bool) -> Option<(NonceField, usize)> {
 pub fn open(key: &Key, buf: &mut [u8], handshake: bool) -> Result<usize, WireError> {
     let (nonce, body_len) = nonce_of(buf, handshake).ok_or(WireError::Truncated)?;
     let t_at = body_len + nonce.len();
-    let tag = Tag::try_from(&buf[t_at..t_at + TAG_LEN]).map_err(|_| WireError::Truncated)?;
+    let mut tag = [0u8; TAG_LEN];
+    tag.copy_from_slice(&buf[t_at..t_at + TAG_LEN]);
     let split = aad_end(buf, body_len);
     let (aad, rest) = buf.split_at_mut(split);
     let in_out = &mut rest[..body_len - split];
     key.0
-        .open_in_place_separate_tag(nonce.nonce(), Aad::from(&*aad), tag, in_out, 0..)
+        .open_in_place_separate_tag(nonce.nonce(), Aad::from(&*aad), &tag, in_out)
         .map_err(|_| WireError::Auth)?;
     Ok(body_len)
 }

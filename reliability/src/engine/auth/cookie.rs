@@ -7,7 +7,7 @@
 //! know the peer by the incarnation we knew it by when we issued it (so a
 //! recorded cookie-bearing HELLO is worthless once it has been accepted).
 
-use ring::hmac;
+use aws_lc_rs::hmac;
 
 use crate::time::Instant;
 

@@ -5,8 +5,8 @@
 //! own keys and a datagram of one session or incarnation never verifies in
 //! another), and each endpoint's private cookie key.
 
-use ring::hkdf::{self, HKDF_SHA256, KeyType, Prk};
-use ring::hmac;
+use aws_lc_rs::hkdf::{self, HKDF_SHA256, KeyType, Prk};
+use aws_lc_rs::hmac;
 
 use crate::wire::auth::{KEY_LEN, Key};
 

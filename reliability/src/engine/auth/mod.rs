@@ -17,7 +17,7 @@ mod replay;
 
 pub(crate) use cookie::Cookie;
 
-use ring::hmac;
+use aws_lc_rs::hmac;
 
 use crate::api::AuthConfig;
 use crate::rng::SplitMix64;
