@@ -234,6 +234,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         build()?;
         let mut cmd = tool();
         cmd.arg("incast");
+        cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
     // Streaming bandwidth and message rate at MTU 1500 and 9000: tables, ratios, SVG plots

@@ -20,6 +20,7 @@ use crate::args::Args;
 use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
 use crate::incast_settle::{self, Sampler};
+use crate::stats::{median, spread};
 
 /// The program, compiled at run time.
 const SOURCE: &str = include_str!("incast.c");
@@ -227,6 +228,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let a = Args::parse(args, &[])?;
     let msgs: u32 = a.get("msgs", 32)?;
     let size: usize = a.get("size", 1 << 20)?;
+    let rounds: usize = a.get("rounds", 3)?;
     let providers: Vec<String> = a.list("providers", "xdp,tcp")?;
     let counts: Vec<usize> = a.list("senders", "4,8")?;
     let most = counts.iter().copied().max().unwrap_or(1);
@@ -235,55 +237,95 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let seg = Segment::new(most + 1, MTU).map_err(|e| format!("creating test hosts: {e}"))?;
     println!(
         "incast: N senders stream {msgs} × {size} B each to one receiver at once, {} test hosts \
-         on a bridge (MTU {MTU})",
+         on a bridge (MTU {MTU}); {rounds} rounds, each runs every provider alone and with N \
+         senders",
         most + 1
     );
-    println!(
-        "{:<6} {:>7} {:>15} {:>15} {:>24} {:>9} {:>14} {:>14}",
-        "prov",
-        "senders",
-        "aggregate MB/s",
-        "alone MB/s",
-        "per sender MB/s",
-        "max/min",
-        "retransmitted",
-        "once settled"
-    );
+    let mut rows: Vec<Row> = Vec::new();
     let mut failed = Vec::new();
-    for provider in providers.iter().map(String::as_str) {
-        let alone = match run(bin, &seg, provider, 1, msgs, size, &[]) {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("{e}");
-                failed.push(provider.to_owned());
-                continue;
-            }
-        };
-        for &n in &counts {
-            match run(bin, &seg, provider, n, msgs, size, &[]) {
-                Ok(o) => {
-                    let min = o.per_sender.iter().cloned().fold(f64::MAX, f64::min);
-                    let max = o.per_sender.iter().cloned().fold(0.0, f64::max);
-                    println!(
-                        "{provider:<6} {n:>7} {:>15.0} {:>15.0} {:>24} {:>9.2} {:>13.3}% {:>13.3}%",
-                        o.aggregate / 1e6,
-                        alone.aggregate / 1e6,
-                        format!("{:.0}..{:.0}", min / 1e6, max / 1e6),
-                        o.spread(),
-                        o.retransmitted_pct(),
-                        o.settled_retransmitted_pct()
-                    );
-                }
+    for _ in 0..rounds.max(1) {
+        for provider in providers.iter().map(String::as_str) {
+            let alone = match run(bin, &seg, provider, 1, msgs, size, &[]) {
+                Ok(o) => o.aggregate,
                 Err(e) => {
                     eprintln!("{e}");
-                    failed.push(format!("{provider} × {n}"));
+                    failed.push(format!("{provider} alone"));
+                    continue;
+                }
+            };
+            for &n in &counts {
+                match run(bin, &seg, provider, n, msgs, size, &[]) {
+                    Ok(o) => rows.push(Row {
+                        provider: provider.to_owned(),
+                        senders: n,
+                        alone,
+                        outcome: o,
+                    }),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        failed.push(format!("{provider} × {n}"));
+                    }
                 }
             }
         }
     }
+    print_table(&rows, &providers, &counts);
     if failed.is_empty() {
         Ok(())
     } else {
         Err(format!("failed: {}", failed.join(", ")))
     }
+}
+
+/// One run with N senders, and the single sender's run of the same round.
+struct Row {
+    provider: String,
+    senders: usize,
+    /// Bytes per second of one sender alone, this round.
+    alone: f64,
+    outcome: Outcome,
+}
+
+/// Medians over the rounds, and the round-by-round ratio of aggregate to
+/// one sender alone as "median [min - max]".
+fn print_table(rows: &[Row], providers: &[String], counts: &[usize]) {
+    println!(
+        "{:<6} {:>7} {:>15} {:>11} {:>24} {:>16} {:>13} {:>13}",
+        "prov",
+        "senders",
+        "aggregate MB/s",
+        "alone MB/s",
+        "aggregate / alone",
+        "max/min sender",
+        "retransmitted",
+        "once settled"
+    );
+    for provider in providers {
+        for &n in counts {
+            let of: Vec<&Row> = rows
+                .iter()
+                .filter(|r| &r.provider == provider && r.senders == n)
+                .collect();
+            let med = |f: &dyn Fn(&Row) -> f64| {
+                median(&of.iter().map(|r| f(r)).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+            };
+            let ratio: Vec<f64> = of.iter().map(|r| r.outcome.aggregate / r.alone).collect();
+            if of.is_empty() {
+                continue;
+            }
+            println!(
+                "{provider:<6} {n:>7} {:>15.0} {:>11.0} {:>24} {:>16.2} {:>12.3}% {:>12.3}%",
+                med(&|r| r.outcome.aggregate) / 1e6,
+                med(&|r| r.alone) / 1e6,
+                spread(&ratio),
+                med(&|r| r.outcome.spread()),
+                med(&|r| r.outcome.retransmitted_pct()),
+                med(&|r| r.outcome.settled_retransmitted_pct())
+            );
+        }
+    }
+    println!(
+        "(medians over the rounds; aggregate / alone: median [min - max] of each round's quotient; \
+         targets: aggregate / alone >= 1, max/min <= 2, retransmitted once settled < 1 %)"
+    );
 }

@@ -80,7 +80,7 @@ commands:
                   [--rounds 3] [--iters 10000] [--big-iters 200]
                   [--big-size 1048576] [--mtu 9000]
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
-                  xdp beside tcp [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
+                  xdp beside tcp [--rounds 3] [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
 
 All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id).";
 
