@@ -323,7 +323,9 @@ unsafe fn read_common(
     match n {
         Ok(n) => {
             crate::probe::at(crate::probe::Stage::Read);
-            o.inner.empty_reads.store(0, Ordering::Relaxed);
+            if o.inner.empty_reads.load(Ordering::Relaxed) != 0 {
+                o.inner.empty_reads.store(0, Ordering::Relaxed);
+            }
             Ok(n as ssize_t)
         }
         Err(Errno::AGAIN) => {
@@ -334,7 +336,12 @@ unsafe fn read_common(
             // Not on every empty read: a sched_yield costs about a
             // microsecond here, and a reply that lands during it waits for
             // it (64 B ping-pong ≈ 15 % slower when yielding every time).
-            let empty = o.inner.empty_reads.fetch_add(1, Ordering::Relaxed);
+            // A load and a store, not a read-modify-write: a count lost to
+            // a concurrent reader only delays one yield.
+            let empty = o.inner.empty_reads.load(Ordering::Relaxed);
+            o.inner
+                .empty_reads
+                .store(empty.wrapping_add(1), Ordering::Relaxed);
             if o.inner.yield_when_idle && empty >= SPIN_BEFORE_YIELD {
                 std::thread::yield_now();
             }

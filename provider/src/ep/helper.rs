@@ -14,7 +14,9 @@
 //! as providers with a progress thread do, the helper steps in; it takes
 //! the same locks as a CQ read (endpoint, then CQ) and delivers completions
 //! to the bound queues as such a read would. While the application keeps
-//! calling, the helper only looks at a clock every interval.
+//! calling, the helper only looks at the endpoint's count of calls every
+//! interval: a pass is made when it did not change over a whole interval
+//! (so after one to two intervals without a call).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -29,35 +31,27 @@ pub struct Helper {
     thread: Option<JoinHandle<()>>,
 }
 
-/// CLOCK_MONOTONIC in nanoseconds (the data path's clock).
-pub fn now_ns() -> u64 {
-    crate::xdp::monotonic_ns()
-}
-
 impl Helper {
-    /// Start the helper of `ep`, which marks the application's progress in
-    /// `last_call` (ns, [`now_ns`]); it wakes every `interval`.
-    pub fn start(
-        ep: Weak<Endpoint>,
-        last_call: Arc<AtomicU64>,
-        interval: Duration,
-    ) -> Option<Helper> {
+    /// Start the helper of `ep`, which counts the application's progress
+    /// calls in `calls`; it wakes every `interval`.
+    pub fn start(ep: Weak<Endpoint>, calls: Arc<AtomicU64>, interval: Duration) -> Option<Helper> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xdp-progress".into())
             .spawn(move || {
-                let idle = interval.as_nanos() as u64;
+                let mut seen = calls.load(Ordering::Relaxed);
                 while !flag.load(Ordering::Acquire) {
                     std::thread::sleep(interval);
                     let Some(ep) = ep.upgrade() else { return };
                     if flag.load(Ordering::Acquire) {
                         return;
                     }
-                    let last = last_call.load(Ordering::Relaxed);
-                    if now_ns().saturating_sub(last) >= idle {
+                    let now = calls.load(Ordering::Relaxed);
+                    if now == seen {
                         ep.pass();
                     }
+                    seen = now;
                 }
             })
             .ok()?;

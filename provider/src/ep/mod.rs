@@ -125,8 +125,9 @@ pub struct Endpoint {
     pub prefix: usize,
     /// The job key the application gave (ep_attr, else domain_attr auth_key).
     pub auth_key: Option<crate::auth_key::JobKey>,
-    /// When the application last drove progress (ns, `helper::now_ns`).
-    pub last_call: Arc<AtomicU64>,
+    /// Progress passes the application drove so far (`helper.rs` looks
+    /// for a change between two of its wake-ups).
+    pub calls: Arc<AtomicU64>,
     /// The progress helper of an enabled RDM endpoint (`helper.rs`).
     pub helper: Mutex<Option<helper::Helper>>,
     pub me: Weak<Endpoint>,
@@ -143,8 +144,17 @@ impl Progress for Endpoint {
     /// One progress pass of the data path, routing its completions to the
     /// bound CQs and counters (called from CQ/counter reads).
     fn progress(&self) {
-        self.last_call
-            .store(helper::now_ns(), std::sync::atomic::Ordering::Relaxed);
+        // A counter, not a clock: this runs on every CQ read, and a clock
+        // read was the largest single cost of an idle pass. A plain load
+        // and store (no read-modify-write): only "changed or not" matters
+        // to the helper, and only this endpoint's callers write it.
+        let calls = &self.calls;
+        calls.store(
+            calls
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .wrapping_add(1),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.pass();
     }
 
@@ -419,11 +429,9 @@ impl Endpoint {
         drop(st);
         let ms = self.domain.cfg.progress_ms;
         if self.ep_type == FI_EP_RDM && ms > 0 {
-            self.last_call
-                .store(helper::now_ns(), std::sync::atomic::Ordering::Relaxed);
             let interval = std::time::Duration::from_millis(u64::from(ms));
             *lock(&self.helper) =
-                helper::Helper::start(self.me.clone(), self.last_call.clone(), interval);
+                helper::Helper::start(self.me.clone(), self.calls.clone(), interval);
         }
         Ok(())
     }
@@ -593,7 +601,7 @@ pub unsafe extern "C" fn xdp_endpoint(
                 .auth_key
                 .clone()
                 .or_else(|| domain.info.auth_key.clone()),
-            last_call: Arc::new(AtomicU64::new(0)),
+            calls: Arc::new(AtomicU64::new(0)),
             helper: Mutex::new(None),
             me: me.clone(),
             tx_op_flags: AtomicU64::new(info.tx_op_flags),

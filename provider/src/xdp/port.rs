@@ -246,6 +246,9 @@ const KERNEL_POLL_EVERY: u32 = 64;
 /// After the kernel socket carried a datagram, it is polled on every pass
 /// for this many passes (a same-host peer is talking to us).
 const KERNEL_BUSY_PASSES: u32 = 1 << 16;
+/// Flushes after an AF_XDP send that still kick and reap when nothing more
+/// was sent (a kick the kernel refused for now, completions still coming).
+const XSK_BUSY_FLUSHES: u32 = 64;
 /// Largest datagram taken from a shared-memory ring: the engine's largest.
 const LOCAL_MAX_DATAGRAM: usize = u16::MAX as usize;
 
@@ -269,6 +272,11 @@ pub struct Port {
     rx_buf: Vec<u8>,
     pass: u32,
     kernel_busy: u32,
+    /// Flushes left that kick the AF_XDP TX ring and reap its completions
+    /// whether or not anything was sent through it (reset by every AF_XDP
+    /// send): a same-host conversation, which sends nothing through it,
+    /// skips both on most passes (see [`Port::flush`]).
+    xsk_busy: u32,
     /// Both sockets' readiness as one fd, for FI_WAIT_FD (AF_XDP path
     /// only; made by the first [`Port::wait_fd`]).
     epoll: OnceLock<Epoll>,
@@ -367,6 +375,7 @@ impl Port {
             rx_buf: vec![0; 1 << 16],
             pass: 0,
             kernel_busy: 0,
+            xsk_busy: 0,
             epoll: OnceLock::new(),
             counts: PathCounts::default(),
             ifname: args.iface.name.clone(),
@@ -620,6 +629,7 @@ impl Port {
         let Some(x) = self.xsk.as_mut() else {
             return Err(LinkError::NoTxFrame);
         };
+        self.xsk_busy = XSK_BUSY_FLUSHES;
         let link = &mut x.link;
         match link.send(frame, &la, len) {
             Err(LinkError::TxRingFull) => {
@@ -633,6 +643,14 @@ impl Port {
 
     /// Kick the AF_XDP TX ring and reap its completions, and wake local
     /// peers we wrote to that sleep (kernel sends are done when sent).
+    ///
+    /// The AF_XDP half runs while AF_XDP sends are recent (the last
+    /// [`XSK_BUSY_FLUSHES`] flushes) and on every [`KERNEL_POLL_EVERY`]th
+    /// pass otherwise: every progress pass flushes, and on a same-host
+    /// conversation (nothing through AF_XDP) the kick check and the reap
+    /// were a fixed cost between receiving a message and reporting it.
+    /// Frames still in flight are reaped then, or by `alloc_tx` when no
+    /// frame is free.
     pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
         if let Some(l) = self.local.as_mut() {
             l.flush();
@@ -640,6 +658,10 @@ impl Port {
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
         };
+        if self.xsk_busy == 0 && !self.pass.is_multiple_of(KERNEL_POLL_EVERY) {
+            return Ok(());
+        }
+        self.xsk_busy = self.xsk_busy.saturating_sub(1);
         let r = x.link.flush();
         x.link.reap_completions();
         r

@@ -15,9 +15,9 @@
 
 mod area;
 mod doorbell;
+mod peers;
 mod ring;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use area::Writers;
 use area::{Area, Outbound, SendError};
 use doorbell::Doorbell;
+use peers::PeerTable;
 
 use crate::sys::*;
 
@@ -69,7 +70,7 @@ pub struct LocalPath {
     netns: u64,
     me: SocketAddr,
     max_len: usize,
-    peers: HashMap<SocketAddr, Peer>,
+    peers: PeerTable<Peer>,
     /// Peers written to since the last [`LocalPath::flush`].
     dirty: Vec<SocketAddr>,
     counts: LocalCounts,
@@ -100,7 +101,7 @@ impl LocalPath {
                 netns,
                 me,
                 max_len,
-                peers: HashMap::new(),
+                peers: PeerTable::default(),
                 dirty: Vec::new(),
                 counts: LocalCounts::default(),
                 swept_ns: AtomicU64::new(0),
@@ -145,7 +146,7 @@ impl LocalPath {
                 Some(p) => p,
                 None => {
                     let p = self.open_peer(to, true);
-                    self.peers.entry(to).or_insert(p)
+                    self.peers.insert(to, p)
                 }
             };
             let (out, dirty) = match peer {
