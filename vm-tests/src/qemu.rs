@@ -196,6 +196,7 @@ pub fn run(cfg: &VmConfig) -> Result<VmRun, String> {
     let events = stream(&mut child)?;
     let mut booted = None;
     let mut panic = None;
+    let mut early_stderr = Vec::new();
     let ending = loop {
         let now = Instant::now();
         let elapsed = now - start;
@@ -231,6 +232,15 @@ pub fn run(cfg: &VmConfig) -> Result<VmRun, String> {
             Ok(Event::Stderr(bytes)) => {
                 let _ = io::stderr().write_all(&bytes);
                 let _ = log.write_all(&bytes);
+                if booted.is_none() && cfg.accel == Accel::Kvm {
+                    early_stderr.extend_from_slice(&bytes);
+                    if kvm_gave_up(&early_stderr) {
+                        // The vCPU is stopped for good: no need to wait
+                        // for the boot deadline before retrying with TCG.
+                        kill(&mut child);
+                        break Ending::BootTimeout;
+                    }
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
@@ -349,9 +359,27 @@ pub fn results_path(log: &Path) -> PathBuf {
     log.with_extension("results")
 }
 
+/// Whether QEMU's stderr says KVM stopped the guest for good: on this kind of
+/// nested host KVM fails to emulate an instruction early in boot ("KVM internal
+/// error. Suberror: 1 … emulation failure") and QEMU pauses the VM instead of
+/// exiting, which otherwise costs the whole boot deadline.
+fn kvm_gave_up(stderr: &[u8]) -> bool {
+    const SIGN: &[u8] = b"KVM internal error";
+    stderr.windows(SIGN.len()).any(|w| w == SIGN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kvm_emulation_failure_is_seen() {
+        let err = b"KVM internal error. Suberror: 1\nextra data[0]: 0x1\nemulation failure\n";
+        assert!(kvm_gave_up(err));
+        assert!(!kvm_gave_up(
+            b"qemu-system-x86_64: warning: host doesn't support"
+        ));
+    }
 
     #[test]
     fn panics_recognised() {
