@@ -645,7 +645,7 @@ impl Port {
     /// peers we wrote to that sleep (kernel sends are done when sent).
     ///
     /// The AF_XDP half runs while AF_XDP sends are recent (the last
-    /// [`XSK_BUSY_FLUSHES`] flushes) and on every [`KERNEL_POLL_EVERY`]th
+    /// `XSK_BUSY_FLUSHES` flushes) and on every `KERNEL_POLL_EVERY`th
     /// pass otherwise: every progress pass flushes, and on a same-host
     /// conversation (nothing through AF_XDP) the kick check and the reap
     /// were a fixed cost between receiving a message and reporting it.
