@@ -25,9 +25,9 @@ commands:
   package                   build target/debian/ofi-xdp_<version>_<arch>.deb (dpkg -i it;
                             dpkg --purge ofi-xdp removes it)
   bench link|engine|provider|stream|local|incast|imb|latency-path  print benchmark tables
-                     (figures, not tests); `bench stream|local|incast|imb [--rounds N …]` pass their
-                     options on (`bench imb --imb PATH/IMB-MPI1`: Intel MPI Benchmarks built
-                     from source)
+                     (figures, not tests); `bench provider|stream|local|incast|imb
+                     [--rounds N …]` pass their options on (`bench imb --imb
+                     PATH/IMB-MPI1`: Intel MPI Benchmarks built from source)
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces

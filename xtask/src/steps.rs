@@ -228,6 +228,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         let csv = dir.join(format!("provider-{stamp}.csv"));
         let mut cmd = tool();
         cmd.arg("provider-bench").arg("--csv").arg(csv);
+        cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
     let incast = || -> Result<(), String> {
