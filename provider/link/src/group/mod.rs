@@ -276,6 +276,7 @@ impl Group {
     /// network namespace its name gives.
     pub fn all_files(dir: &Path) -> Vec<(u64, PathBuf)> {
         let suffix = format!("-{}", uid());
+        let pidns = pid_ns();
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
         };
@@ -290,7 +291,8 @@ impl Group {
                     .next()?
                     .parse()
                     .ok()?;
-                (name.starts_with(&prefix(netns)) && name.ends_with(&suffix)).then_some((netns, p))
+                let ours = name.starts_with(&prefix_in(netns, pidns)) && name.ends_with(&suffix);
+                ours.then_some((netns, p))
             })
             .collect()
     }
@@ -549,8 +551,17 @@ fn uid() -> u32 {
 /// The start of the names of our group files in network namespace `netns`
 /// (and our PID namespace).
 fn prefix(netns: u64) -> String {
-    let pidns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
+    prefix_in(netns, pid_ns())
+}
+
+/// [`prefix`] for PID namespace `pidns` (read once per directory listing).
+fn prefix_in(netns: u64, pidns: u64) -> String {
     format!("{NAME_START}{netns}-{pidns}-")
+}
+
+/// Our PID namespace's inode (0 if unreadable).
+fn pid_ns() -> u64 {
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
 }
 
 /// How every group file's name starts.
