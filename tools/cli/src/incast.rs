@@ -306,13 +306,13 @@ fn print_table(rows: &[Row], providers: &[String], counts: &[usize]) {
                 .iter()
                 .filter(|r| &r.provider == provider && r.senders == n)
                 .collect();
+            if of.is_empty() {
+                continue;
+            }
             let med = |f: &dyn Fn(&Row) -> f64| {
                 median(&of.iter().map(|r| f(r)).collect::<Vec<_>>()).unwrap_or(f64::NAN)
             };
             let ratio: Vec<f64> = of.iter().map(|r| r.outcome.aggregate / r.alone).collect();
-            if of.is_empty() {
-                continue;
-            }
             println!(
                 "{provider:<6} {n:>7} {:>15.0} {:>11.0} {:>24} {:>16.2} {:>12.3}% {:>12.3}%",
                 med(&|r| r.outcome.aggregate) / 1e6,
