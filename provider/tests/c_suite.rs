@@ -15,7 +15,9 @@ use std::process::{Command, Output};
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
-use common::{cma_counts, compile, local_paths, remove_shm_leftovers, wait_running, work_dir};
+use common::{
+    cma_counts, compile, failure_digest, local_paths, remove_shm_leftovers, wait_running, work_dir,
+};
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
@@ -34,12 +36,12 @@ fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &s
 
 fn assert_passed(name: &str, out: &Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     assert!(
         out.status.success(),
-        "{name} failed ({}):\n{stdout}\n{stderr}",
-        out.status
+        "{name} failed ({}):\n{}\nstdout:\n{stdout}",
+        out.status,
+        failure_digest(&out.stderr)
     );
 }
 
@@ -294,10 +296,7 @@ fn data_between(
     );
     let server = server.wait_with_output().unwrap();
     if !client.status.success() {
-        eprintln!(
-            "data server stderr:\n{}",
-            String::from_utf8_lossy(&server.stderr)
-        );
+        eprintln!("data server: {}", failure_digest(&server.stderr));
     }
     assert_passed("data client", &client);
     assert_passed("data server", &server);
@@ -351,9 +350,9 @@ fn run_pair_at(
     let server = server.wait_with_output().unwrap();
     if !client.status.success() {
         eprintln!(
-            "server stdout:\n{}\nserver stderr:\n{}",
+            "server stdout:\n{}\nserver: {}",
             String::from_utf8_lossy(&server.stdout),
-            String::from_utf8_lossy(&server.stderr)
+            failure_digest(&server.stderr)
         );
     }
     assert_passed(&format!("{name} client"), &client);
@@ -552,10 +551,7 @@ fn c_data_rdm_one_host_peer_killed_and_restarted() {
     let client = client.wait_with_output().unwrap();
     let second = second.wait_with_output().unwrap();
     if !client.status.success() {
-        eprintln!(
-            "restarted server stderr:\n{}",
-            String::from_utf8_lossy(&second.stderr)
-        );
+        eprintln!("restarted server: {}", failure_digest(&second.stderr));
     }
     assert_passed("client", &client);
     assert_passed("restarted server", &second);
@@ -837,10 +833,7 @@ fn pingpong_outputs(
     let client = c.output().unwrap();
     let server = server.wait_with_output().unwrap();
     if !server.status.success() {
-        eprintln!(
-            "client stderr:\n{}",
-            String::from_utf8_lossy(&client.stderr)
-        );
+        eprintln!("client: {}", failure_digest(&client.stderr));
     }
     assert_passed(&format!("fi_pingpong server {args:?}"), &server);
     assert_passed(&format!("fi_pingpong client {args:?}"), &client);

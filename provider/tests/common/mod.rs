@@ -201,3 +201,22 @@ pub fn one_at_a_time(what: &str) -> std::fs::File {
     assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
     file
 }
+
+/// A C program's stderr for a failure message: its own lines (failed
+/// CHECKs and REQUIREs first, so a report cut after its first lines still
+/// shows them), then our provider's log lines; libfabric's core and other
+/// providers' lines (hundreds at FI_LOG_LEVEL=info) are left out.
+pub fn failure_digest(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let ours = |l: &&str| !l.starts_with("libfabric:") || l.contains(":xdp:");
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("CHECK failed") || l.contains("REQUIRE failed"))
+        .collect();
+    let rest: Vec<&str> = text.lines().filter(ours).collect();
+    format!(
+        "failed checks:\n{}\nlog (libfabric core and other providers left out):\n{}",
+        failed.join("\n"),
+        rest.join("\n")
+    )
+}
