@@ -492,6 +492,26 @@ fn c_data_rdm_one_host_peer_dies() {
     remove_shm_leftovers(&pair.a);
 }
 
+/// On one host, a sender that dies with a large message offered for a
+/// single copy, before the receiver posts its receive: the pull from the
+/// dead process fails and nothing answers the fallback, so the receive ends
+/// in an error completion (FI_EHOSTUNREACH) within seconds instead of
+/// hanging or completing with bytes nobody sent.
+#[test]
+fn c_data_rdm_one_host_sender_dies_with_offer() {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let env = [("XT_SENDER_DIES_WITH_OFFER", "1"), ("FI_LOG_LEVEL", "info")];
+    let (_, server) = data_between(&pair.a, &pair.a, "rdm", &env, &[], &[]);
+    remove_shm_leftovers(&pair.a);
+    let log = String::from_utf8_lossy(&server.stderr);
+    // The receiver tried the pull and fell back (it does not know the
+    // sender is gone until the pull says so); the fallback's datagrams
+    // then found the peer gone.
+    let (pulls, fallbacks) = cma_counts(&log).unwrap_or_else(|| panic!("no closing line:\n{log}"));
+    assert_eq!((pulls, fallbacks), (0, 1), "server (pulls, fallbacks)");
+}
+
 /// On one host, the client streams 64 KiB messages to the server, which the
 /// test kills (SIGKILL) mid-stream: the client's sends in flight fail (no
 /// hang). The server starts again at the same address (a new incarnation

@@ -794,6 +794,71 @@ static void peer_dies(int server)
 	CHECK(time(NULL) - t0 <= 10);
 }
 
+/* A sender that dies with a large message offered for a single copy (its
+ * request to send reached the receiver, which had no receive posted yet):
+ * the receiver's pull from the dead process fails (ESRCH, or a reused pid
+ * whose cookie does not match), and the fallback through the rings has
+ * nobody to answer it. The receive must end in an error completion within
+ * seconds — not hang, and never complete with bytes the sender did not
+ * send. The client is the sender; it dies once the server has seen the
+ * request (FI_PEEK), so the request surely arrived. */
+#define DIES_LEN (4 << 20)
+#define DIES_TAG 7100
+
+static void sender_dies_with_offer(int server)
+{
+	char gone[512], seen[512];
+	snprintf(gone, sizeof(gone), "%s/client.gone", dir);
+	snprintf(seen, sizeof(seen), "%s/server.seen", dir);
+	uint8_t *b = malloc(DIES_LEN);
+	REQUIRE(b);
+	struct stat st;
+	if (!server) {
+		fill(b, DIES_LEN, 31);
+		POST(fi_tsend(ep, b, DIES_LEN, NULL, peer, DIES_TAG, (void *)0x63));
+		/* Progress until the server has the request, then vanish with
+		 * the send outstanding. */
+		time_t t0 = time(NULL);
+		while (stat(seen, &st) && time(NULL) - t0 < 20)
+			fi_cq_read(txcq, NULL, 0);
+		FILE *f = fopen(gone, "w");
+		if (f)
+			fclose(f);
+		_exit(0);
+	}
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	struct fi_msg_tagged peek = {.addr = FI_ADDR_UNSPEC, .tag = DIES_TAG, .context = (void *)0x65};
+	int found = 0;
+	for (int i = 0; i < 2000 && !found; i++) {
+		POST(fi_trecvmsg(ep, &peek, FI_PEEK));
+		found = wait_cq(rxcq, &e, NULL, &err);
+		if (found)
+			CHECK(e.len == DIES_LEN && e.tag == DIES_TAG);
+		else
+			CHECK(err.err == FI_ENOMSG);
+		usleep(found ? 0 : 10000);
+	}
+	CHECK(found);
+	FILE *f = fopen(seen, "w");
+	if (f)
+		fclose(f);
+	for (int i = 0; i < 2000 && stat(gone, &st); i++)
+		usleep(10000);
+	usleep(300000); /* the kernel tears the dead process down */
+	memset(b, 0, DIES_LEN);
+	time_t t0 = time(NULL);
+	POST(fi_trecv(ep, b, DIES_LEN, NULL, FI_ADDR_UNSPEC, DIES_TAG, 0, (void *)0x64));
+	int ok = wait_cq(rxcq, &e, NULL, &err);
+	CHECK(!ok);
+	if (!ok)
+		fprintf(stderr, "receive from the dead sender: %s\n", fi_strerror(err.err));
+	CHECK(!ok && err.op_context == (void *)0x64 && err.err == FI_EHOSTUNREACH);
+	printf("receive from the dead sender failed after %ld s\n", (long)(time(NULL) - t0));
+	CHECK(time(NULL) - t0 <= 15);
+	free(b);
+}
+
 /* A peer killed (SIGKILL, by the test) while the client streams to it, then
  * started again at the same address. The client must get error completions
  * for what was in flight (not hang), then reach the new incarnation, whose
@@ -944,6 +1009,11 @@ int main(int argc, char **argv)
 	}
 	if (getenv("XT_PEER_DIES")) {
 		peer_dies(!strcmp(role, "server"));
+		teardown();
+		return xt_done(role);
+	}
+	if (getenv("XT_SENDER_DIES_WITH_OFFER")) {
+		sender_dies_with_offer(!strcmp(role, "server"));
 		teardown();
 		return xt_done(role);
 	}

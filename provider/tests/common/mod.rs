@@ -205,17 +205,20 @@ pub fn one_at_a_time(what: &str) -> std::fs::File {
 /// A C program's stderr for a failure message: its own lines (failed
 /// CHECKs and REQUIREs first, so a report cut after its first lines still
 /// shows them), then our provider's log lines; libfabric's core and other
-/// providers' lines (hundreds at FI_LOG_LEVEL=info) are left out.
+/// providers' lines and the parameter listing (hundreds at
+/// FI_LOG_LEVEL=info) are left out.
 pub fn failure_digest(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let ours = |l: &&str| !l.starts_with("libfabric:") || l.contains(":xdp:");
+    let ours = |l: &&str| {
+        !l.starts_with("libfabric:") || (l.contains(":xdp:") && !l.contains("fi_param_get"))
+    };
     let failed: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("CHECK failed") || l.contains("REQUIRE failed"))
         .collect();
     let rest: Vec<&str> = text.lines().filter(ours).collect();
     format!(
-        "failed checks:\n{}\nlog (libfabric core and other providers left out):\n{}",
+        "failed checks:\n{}\nlog (libfabric core, other providers and parameters left out):\n{}",
         failed.join("\n"),
         rest.join("\n")
     )

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use area::Writers;
 use area::{Area, Outbound, SendError};
 use doorbell::Doorbell;
-use peers::PeerTable;
+use peers::LocalPeers;
 
 use crate::sys::*;
 
@@ -70,7 +70,7 @@ pub struct LocalPath {
     netns: u64,
     me: SocketAddr,
     max_len: usize,
-    peers: PeerTable<Peer>,
+    peers: LocalPeers<Peer>,
     /// Peers written to since the last [`LocalPath::flush`].
     dirty: Vec<SocketAddr>,
     counts: LocalCounts,
@@ -101,7 +101,7 @@ impl LocalPath {
                 netns,
                 me,
                 max_len,
-                peers: PeerTable::default(),
+                peers: LocalPeers::default(),
                 dirty: Vec::new(),
                 counts: LocalCounts::default(),
                 swept_ns: AtomicU64::new(0),

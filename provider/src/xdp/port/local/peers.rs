@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-pub struct PeerTable<P> {
+pub struct LocalPeers<P> {
     entries: Vec<(SocketAddr, P)>,
     index: HashMap<SocketAddr, usize>,
     /// Where the last lookup found its peer (checked by address, so a
@@ -16,9 +16,9 @@ pub struct PeerTable<P> {
     last: usize,
 }
 
-impl<P> Default for PeerTable<P> {
+impl<P> Default for LocalPeers<P> {
     fn default() -> Self {
-        PeerTable {
+        LocalPeers {
             entries: Vec::new(),
             index: HashMap::new(),
             last: 0,
@@ -26,7 +26,7 @@ impl<P> Default for PeerTable<P> {
     }
 }
 
-impl<P> PeerTable<P> {
+impl<P> LocalPeers<P> {
     pub fn get_mut(&mut self, to: &SocketAddr) -> Option<&mut P> {
         let hit = self.entries.get(self.last).is_some_and(|(a, _)| a == to);
         if !hit {
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn finds_inserts_removes_and_retains() {
-        let mut t = PeerTable::default();
+        let mut t = LocalPeers::default();
         assert!(t.get_mut(&sa(1)).is_none());
         *t.insert(sa(1), 10) += 1;
         t.insert(sa(2), 20);
