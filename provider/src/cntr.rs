@@ -17,7 +17,7 @@ use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue};
 use crate::sys::*;
-use crate::wait::WaitObj;
+use crate::wait::{SignalsHeld, WaitObj};
 
 pub struct Cntr {
     /// Endpoints bound to this counter.
@@ -323,7 +323,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
                 None => WAIT_SLICE,
             };
             // Progress is ours to drive: block only briefly between passes.
-            let _ = k.wait.wait(slice);
+            let _ = k.wait.wait(slice, &SignalsHeld::none());
             k.wait.settle(false);
         }
     })

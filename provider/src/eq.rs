@@ -520,6 +520,8 @@ unsafe extern "C" fn eq_sread(
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let _waiting = q.wait.enter();
+        // A signal landing during a pass is delivered in the next wait.
+        let held = q.wait.hold_signals();
         loop {
             q.run_progress();
             if !q.is_empty() {
@@ -540,7 +542,7 @@ unsafe extern "C" fn eq_sread(
                 },
                 None => most,
             };
-            if let Err(e) = q.wait.wait(slice)
+            if let Err(e) = q.wait.wait(slice, &held)
                 && e.kind() == std::io::ErrorKind::Interrupted
             {
                 return Err(Errno::AGAIN);

@@ -105,7 +105,7 @@ fn run(s: &Shared) {
             WaitState::Idle { timer } => {
                 let limit = timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP));
                 s.wait.arm(Some(limit));
-                let _ = s.wait.wait(limit);
+                let _ = s.wait.wait(limit, None);
             }
         }
     }

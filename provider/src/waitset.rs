@@ -74,6 +74,8 @@ impl WaitSet {
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let _waiting = self.obj.enter();
+        // A signal landing during a pass is delivered in the next wait.
+        let held = self.obj.hold_signals();
         loop {
             if self.progress(true) {
                 return Ok(());
@@ -86,7 +88,7 @@ impl WaitSet {
                 None => SLICE,
             };
             self.obj.settle(false);
-            if let Err(e) = self.obj.wait(slice)
+            if let Err(e) = self.obj.wait(slice, &held)
                 && e.kind() == std::io::ErrorKind::Interrupted
             {
                 return Err(Errno::AGAIN);

@@ -449,6 +449,8 @@ unsafe fn sread_common(
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     let _waiting = q.wait.enter();
+    // A signal landing during a pass is delivered in the next wait.
+    let held = q.wait.hold_signals();
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -467,7 +469,7 @@ unsafe fn sread_common(
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
         // Progress is ours to drive, so wait only briefly between passes.
-        match q.wait.wait(Duration::from_micros(200)) {
+        match q.wait.wait(Duration::from_micros(200), &held) {
             // "If the timeout expires or the calling thread is signaled and
             // no data is available ..., returns -FI_EAGAIN" (fi_cq(3)).
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {

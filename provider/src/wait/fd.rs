@@ -171,7 +171,7 @@ impl FdWait {
     /// passes. `Err(Interrupted)` when a signal arrived: ppoll is never
     /// restarted, so a signalled thread gets back to its caller (fi_cq(3)
     /// fi_cq_sread).
-    pub fn wait(&self, limit: Duration) -> io::Result<()> {
+    pub fn wait(&self, limit: Duration, mask: Option<&libc::sigset_t>) -> io::Result<()> {
         let mut p = libc::pollfd {
             fd: self.fd(),
             events: libc::POLLIN,
@@ -181,8 +181,9 @@ impl FdWait {
             tv_sec: limit.as_secs() as libc::time_t,
             tv_nsec: limit.subsec_nanos() as libc::c_long,
         };
-        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+        let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
+        // SAFETY: one valid pollfd, a valid timespec, a valid mask or none.
+        let r = unsafe { libc::ppoll(&mut p, 1, &ts, mask) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }

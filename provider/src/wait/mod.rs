@@ -5,12 +5,16 @@
 //!   FI_WAIT_UNSPEC) and [`Waiters`], the count of blocked threads;
 //! - `cond.rs`: [`MutexCond`] (FI_WAIT_MUTEX_COND);
 //! - `object.rs`: [`WaitObj`], the wait object of a CQ, counter, EQ or
-//!   wait set, whichever kind it was opened with.
+//!   wait set, whichever kind it was opened with;
+//! - `signals.rs`: [`SignalsHeld`], POSIX signals held during the progress
+//!   passes of a blocking read, so that one landing there still ends it.
 
 mod cond;
 mod fd;
 mod object;
+mod signals;
 
 pub use cond::MutexCond;
 pub use fd::{Epoll, FdWait, Waiters, Waiting};
 pub use object::WaitObj;
+pub use signals::SignalsHeld;

@@ -25,6 +25,7 @@ use libc::{c_int, c_void};
 
 use super::cond::MutexCond;
 use super::fd::{FdWait, Waiters, Waiting};
+use super::signals::SignalsHeld;
 use crate::abi::{self, Errno, Result};
 use crate::datapath::WaitState;
 use crate::sys::*;
@@ -113,16 +114,28 @@ impl WaitObj {
         self.waiters.enter()
     }
 
-    /// Block for a notification, at most `limit`. `Err(Interrupted)` when
-    /// a POSIX signal arrived (the blocking call then returns, fi_cq(3)).
-    pub fn wait(&self, limit: Duration) -> io::Result<()> {
+    /// Hold the calling thread's POSIX signals for a blocking call's
+    /// progress passes, if this object's waits can be interrupted (an fd);
+    /// [`WaitObj::wait`] then waits with the thread's own mask.
+    pub fn hold_signals(&self) -> SignalsHeld {
         match &self.inner {
-            Inner::Fd(w) => w.wait(limit),
+            Inner::Fd(_) => SignalsHeld::hold(),
+            Inner::Set(s) => s.obj.hold_signals(),
+            _ => SignalsHeld::none(),
+        }
+    }
+
+    /// Block for a notification, at most `limit`. `Err(Interrupted)` when
+    /// a POSIX signal arrived (the blocking call then returns, fi_cq(3)),
+    /// including one that came while `held` held it.
+    pub fn wait(&self, limit: Duration, held: &SignalsHeld) -> io::Result<()> {
+        match &self.inner {
+            Inner::Fd(w) => w.wait(limit, held.wait_mask()),
             Inner::Cond(c) => {
                 c.wait(limit);
                 Ok(())
             }
-            Inner::Set(s) => s.obj.wait(limit),
+            Inner::Set(s) => s.obj.wait(limit, held),
             Inner::Yield => {
                 std::thread::yield_now();
                 Ok(())
