@@ -155,8 +155,14 @@ run() {{
     sp=$!; sleep 1
     env "$@" timeout -s KILL 120 "$OFI_BIN_ip" netns exec "$c" fi_pingpong -p xdp -e rdm -m tagged -S "$size" -I "$iters" -B $port -P $port 10.197.0.1 > /tmp/nb-c.out 2>&1
     wait $sp
-    line=$(grep -E "^[0-9]+ +[0-9]+" /tmp/nb-c.out | tail -1)
+    # fi_pingpong writes sizes and counts with suffixes (1m, 2k).
+    line=$(grep -E "^[0-9]+[kmg]? +[0-9]+" /tmp/nb-c.out | tail -1)
     echo "FIGURE path=\"$name\" size=$size $(echo $line | awk '{{print "MB/s=" $6 " usec/xfer=" $7}}')"
+    if [ -z "$line" ]; then
+        echo "FIGURE   no result; the last lines of the server's and the client's output:"
+        grep -v "fi_param_get\|::core:" /tmp/nb-s.out | tail -5 | sed 's/^/FIGURE   server: /'
+        grep -v "fi_param_get\|::core:" /tmp/nb-c.out | tail -5 | sed 's/^/FIGURE   client: /'
+    fi
     grep -h 'closed:' /tmp/nb-s.out /tmp/nb-c.out | sed 's/^/FIGURE   /' | head -4
 }}
 both() {{ name=$1; shift; run "$name" 64 1000 "$@"; run "$name" 1048576 20 "$@"; }}
