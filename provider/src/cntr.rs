@@ -15,7 +15,7 @@ use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::{ProgressSet, Queue};
+use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::{SignalsHeld, WaitObj};
 
@@ -290,9 +290,6 @@ unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, value: u64) -> c_int {
     })
 }
 
-/// Longest fi_cntr_wait blocks between progress passes (as fi_cq_sread).
-const WAIT_SLICE: Duration = Duration::from_micros(200);
-
 /// fi_cntr_wait: drive progress until the counter reaches `threshold`,
 /// an error is counted (-FI_EAVAIL) or `timeout` ms pass (-FI_ETIMEDOUT).
 unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
@@ -315,15 +312,19 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
             if k.errors.load(Ordering::Acquire) != errs {
                 return Err(Errno::AVAIL);
             }
-            let slice = match deadline {
+            let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(WAIT_SLICE),
+                    Some(left) if !left.is_zero() => Some(left),
                     _ => return Err(Errno(FI_ETIMEDOUT)),
                 },
-                None => WAIT_SLICE,
+                None => None,
             };
-            // Progress is ours to drive: block only briefly between passes.
-            let _ = k.wait.wait(slice, &SignalsHeld::none());
+            let mut sets = vec![&k.progress];
+            if k.counts_registrations.load(Ordering::Relaxed) {
+                sets.push(&k.domain.endpoints);
+            }
+            let auto = k.domain.auto_progress();
+            let _ = sleep_between_passes(&k.wait, &sets, auto, left, &SignalsHeld::none());
             k.wait.settle(false);
         }
     })

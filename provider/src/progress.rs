@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::abi::lock;
 use crate::datapath::WaitState;
+use crate::wait::{SignalsHeld, WaitObj};
 
 /// Something a CQ, counter or EQ read progresses.
 pub trait Progress: Send + Sync {
@@ -17,6 +18,13 @@ pub trait Progress: Send + Sync {
     fn progress(&self);
     /// What it needs before its application may block (fi_trywait).
     fn wait_state(&self) -> WaitState;
+    /// The fds that become readable when a datagram arrives for it,
+    /// appended to `out`; false if it cannot name them
+    /// ([`crate::datapath::DataPath::arrival_fds`]).
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        let _ = out;
+        false
+    }
 }
 
 /// The endpoints whose progress reading a CQ or counter drives.
@@ -59,6 +67,17 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
         WaitState::Idle { timer: soonest }
     }
 
+    /// The fds that become readable when a datagram arrives for any
+    /// registered endpoint, appended to `out`; false if one cannot name
+    /// them.
+    pub fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        let snapshot = Arc::clone(&lock(&self.0));
+        snapshot
+            .iter()
+            .filter_map(Weak::upgrade)
+            .all(|ep| ep.arrival_fds(out))
+    }
+
     /// One manual-progress pass over the registered endpoints.
     pub fn run(&self) {
         let snapshot = Arc::clone(&lock(&self.0));
@@ -71,6 +90,57 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
     pub fn is_empty(&self) -> bool {
         lock(&self.0).iter().all(|w| w.strong_count() == 0)
     }
+}
+
+/// A blocking call's wait (fi_cq_sread, fi_cntr_wait) between two
+/// progress passes over `sets`, at most `left`. Progress is ours to drive,
+/// so the thread must wake for whatever a pass would act on: a datagram
+/// arriving for an endpoint (its sockets and doorbell are polled directly,
+/// only while we sleep: in an epoll set they would cost every packet a
+/// wake-up), the endpoints' next protocol timer, and a notification of
+/// `wait` (a completion another thread pushed, fi_cq_signal). Where an
+/// endpoint cannot name its fds, or `wait` is not an fd, or a progress
+/// thread runs the endpoints (`auto_progress`), or a socket reports an
+/// error condition nobody has read yet, it wakes every `POLL_SLICE`
+/// instead.
+pub fn sleep_between_passes<T: Progress + ?Sized>(
+    wait: &WaitObj,
+    sets: &[&ProgressSet<T>],
+    auto_progress: bool,
+    left: Option<Duration>,
+    held: &SignalsHeld,
+) -> std::io::Result<()> {
+    /// Longest sleep when nothing is due: what no fd announces (a dead
+    /// local peer's process, found by looking) is still seen.
+    const MAX_SLEEP: Duration = Duration::from_millis(50);
+    /// The periodic wake-up where fds cannot be polled.
+    const POLL_SLICE: Duration = Duration::from_micros(200);
+    let cap = |d: Duration| left.map_or(d, |l| l.min(d));
+    let own = match wait.own_fd() {
+        Some(fd) if !auto_progress => fd,
+        _ => return wait.wait(cap(POLL_SLICE), held),
+    };
+    let mut fds = vec![own];
+    if !sets.iter().all(|s| s.arrival_fds(&mut fds)) {
+        return wait.wait(cap(POLL_SLICE), held);
+    }
+    let mut soonest = MAX_SLEEP;
+    for s in sets {
+        match s.wait_state() {
+            WaitState::Busy => {
+                std::thread::yield_now();
+                return Ok(());
+            }
+            WaitState::Idle { timer } => soonest = timer.map_or(soonest, |t| t.min(soonest)),
+        }
+    }
+    if crate::wait::poll_readable(&fds, cap(soonest), held.wait_mask())? {
+        return Ok(());
+    }
+    // Only an error condition (an ICMP error queued on a UDP socket until
+    // the endpoint reads it, after its next retransmission timeout): poll
+    // again now would return at once, so wake periodically meanwhile.
+    wait.wait(cap(POLL_SLICE), held)
 }
 
 /// A CQ, counter or EQ as a wait set or poll set sees it (fi_poll(3)).

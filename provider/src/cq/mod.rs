@@ -29,7 +29,7 @@ use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::{ProgressSet, Queue};
+use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::WaitObj;
 
@@ -468,8 +468,14 @@ unsafe fn sread_common(
             // SAFETY: forwarded contract.
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
-        // Progress is ours to drive, so wait only briefly between passes.
-        match q.wait.wait(Duration::from_micros(200), &held) {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        match sleep_between_passes(
+            &q.wait,
+            &[&q.progress],
+            q.domain.auto_progress(),
+            left,
+            &held,
+        ) {
             // "If the timeout expires or the calling thread is signaled and
             // no data is available ..., returns -FI_EAGAIN" (fi_cq(3)).
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {

@@ -100,6 +100,16 @@ pub trait DataPath: Send {
     fn wait_fd(&self) -> Result<Option<std::os::fd::RawFd>> {
         Ok(None)
     }
+    /// The fds that become readable when a datagram arrives for this data
+    /// path (its AF_XDP socket, kernel UDP socket, shared-memory doorbell),
+    /// appended to `out`, for a blocking read that polls them only while it
+    /// sleeps (no epoll: a socket in an epoll set costs every packet a
+    /// wake-up). False when it cannot name them: then the reader must wake
+    /// periodically to run passes.
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        let _ = out;
+        false
+    }
     /// For fi_trywait (fi_poll(3)): after a progress pass, may the
     /// application block on the wait fd, and until when at the latest?
     fn wait_state(&self) -> WaitState {

@@ -166,6 +166,15 @@ impl Progress for Endpoint {
             .as_ref()
             .map_or(WaitState::Idle { timer: None }, |c| c.wait_state())
     }
+
+    /// An endpoint not enabled receives nothing: no fds, and nothing to
+    /// wake for.
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        lock(&self.state)
+            .core
+            .as_ref()
+            .is_none_or(|c| c.arrival_fds(out))
+    }
 }
 
 impl Endpoint {

@@ -191,6 +191,40 @@ impl FdWait {
     }
 }
 
+/// Block until one of `fds` is readable, or `limit` passes, with the
+/// signal mask `mask` while blocked (`None`: the thread's own).
+/// `Ok(false)` when what ended it was only an error condition (POLLERR):
+/// a UDP socket with an ICMP error queued (IP_RECVERR) reports it until
+/// the queue is read, so polling it again would return at once.
+/// `Err(Interrupted)` when a signal arrived.
+pub fn poll_readable(
+    fds: &[RawFd],
+    limit: Duration,
+    mask: Option<&libc::sigset_t>,
+) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
+    // SAFETY: `polled` holds `polled.len()` valid pollfds; a valid timespec,
+    // a valid mask or none.
+    let r = unsafe { libc::ppoll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, &ts, mask) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let readable = polled.iter().any(|p| p.revents & libc::POLLIN != 0);
+    Ok(r == 0 || readable)
+}
+
 /// Threads blocked in a read of one queue: only while there are any does a
 /// new completion on an FI_WAIT_UNSPEC CQ write the eventfd (a syscall per
 /// completion otherwise).

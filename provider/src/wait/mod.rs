@@ -15,6 +15,6 @@ mod object;
 mod signals;
 
 pub use cond::MutexCond;
-pub use fd::{Epoll, FdWait, Waiters, Waiting};
+pub use fd::{Epoll, FdWait, Waiters, Waiting, poll_readable};
 pub use object::WaitObj;
 pub use signals::SignalsHeld;

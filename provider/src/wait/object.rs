@@ -114,6 +114,15 @@ impl WaitObj {
         self.waiters.enter()
     }
 
+    /// The fd a reader may poll for this object's notifications (an FD
+    /// object's; `None` for the other kinds).
+    pub fn own_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.inner {
+            Inner::Fd(w) => Some(w.fd()),
+            _ => None,
+        }
+    }
+
     /// Hold the calling thread's POSIX signals for a blocking call's
     /// progress passes, if this object's waits can be interrupted (an fd);
     /// [`WaitObj::wait`] then waits with the thread's own mask.

@@ -300,5 +300,10 @@ impl DataPath for Dgram {
         self.port.wait_fd().map(Some)
     }
 
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.port.arrival_fds(out);
+        true
+    }
+
     fn set_min_multi_recv(&mut self, _bytes: usize) {}
 }

@@ -460,6 +460,14 @@ impl Port {
         Ok(self.epoll.get_or_init(|| ep).as_raw_fd())
     }
 
+    /// The fds [`Port::wait_fd`] watches, appended to `out`, for a reader
+    /// that polls them directly while it sleeps.
+    pub fn arrival_fds(&self, out: &mut Vec<RawFd>) {
+        out.extend(self.xsk.as_ref().map(|x| x.link.fd()));
+        out.push(self.udp.as_raw_fd());
+        out.extend(self.local.as_ref().map(LocalPath::fd));
+    }
+
     /// The local senders writing to our shared-memory area (`None`
     /// without the shared-memory path).
     pub fn local_writers(&self) -> Option<local::Writers> {

@@ -686,6 +686,11 @@ impl DataPath for Rdm {
         self.port.wait_fd().map(Some)
     }
 
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.port.arrival_fds(out);
+        true
+    }
+
     fn wait_state(&self) -> WaitState {
         if self.engine.wants_transmit() || self.conn.as_ref().is_some_and(|c| c.wants_transmit()) {
             return WaitState::Busy;
