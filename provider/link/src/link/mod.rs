@@ -72,6 +72,9 @@ pub struct LinkStats {
     /// Completion/RX descriptors naming an address in the wrong state (a bug
     /// somewhere; counted, never trusted).
     pub bad_descs: u64,
+    /// Times busy polling stopped being preferred because the driver did
+    /// not transmit from it ([`Link::flush`]): 0 or 1.
+    pub busy_poll_tx_stalls: u64,
     /// The kernel's view.
     pub kernel: XdpStatistics,
 }
@@ -110,6 +113,10 @@ pub struct Link {
     /// Why busy polling was asked for and is off (the kernel refused an
     /// option).
     busy_poll_error: Option<String>,
+    /// Watching for a driver that never transmits while busy polling is
+    /// preferred (`tx.rs`): TX completions seen, and since when frames
+    /// have waited with no completion.
+    busy_tx_watch: (u64, Option<std::time::Instant>),
     /// The UMEM's memfd, when it is one (a UMEM group's): other members
     /// take it from us to join.
     umem_fd: Option<OwnedFd>,

@@ -268,6 +268,7 @@ impl Link {
             queue: cfg.queue_id,
             busy_poll: false,
             busy_poll_error: None,
+            busy_tx_watch: (0, None),
             umem_fd,
             membership: None,
         };

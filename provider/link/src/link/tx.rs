@@ -140,6 +140,9 @@ impl Link {
     /// Busy polling calls once more even when not asked: the call runs the
     /// driver's poll, which sends and completes in our context.
     pub fn flush(&mut self) -> Result<(), LinkError> {
+        if self.busy_poll {
+            self.watch_busy_tx();
+        }
         let mut busy_kick = self.busy_poll;
         for _ in 0..(self.tx.size() / 16).max(8) {
             if self.tx.outstanding() == 0 {
@@ -173,6 +176,42 @@ impl Link {
             }
         }
         Ok(())
+    }
+
+    /// A preferred busy poll (`SO_PREFER_BUSY_POLL`) runs the NAPI of the
+    /// socket's receive queue, and the kernel then skips the driver wakeup
+    /// a TX kick would make (`xsk_no_wakeup`). A driver that transmits only
+    /// from its TX NAPI never sends our frames then: virtio_net in zero-copy
+    /// (Linux 6.18) left a ping-pong's first datagram queued for ever. If
+    /// frames wait in the TX ring with no completion for `BUSY_TX_STALL`,
+    /// stop preferring busy polling on this socket: kicks wake the driver
+    /// again, and receives still busy-poll (`SO_BUSY_POLL` stays).
+    fn watch_busy_tx(&mut self) {
+        const BUSY_TX_STALL: std::time::Duration = std::time::Duration::from_millis(100);
+        let done = self.stats.tx_completions;
+        if self.tx.outstanding() == 0 || done != self.busy_tx_watch.0 {
+            self.busy_tx_watch = (done, None);
+            return;
+        }
+        let since = *self
+            .busy_tx_watch
+            .1
+            .get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() < BUSY_TX_STALL || self.stats.busy_poll_tx_stalls > 0 {
+            return;
+        }
+        self.stats.busy_poll_tx_stalls += 1;
+        let off: libc::c_int = 0;
+        // SAFETY: setsockopt with a valid fd and a c_int option value.
+        unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PREFER_BUSY_POLL,
+                (&off as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
     }
 
     /// Reaps the TX completions; returns how many frames (datagrams) they
