@@ -168,26 +168,12 @@ impl FdWait {
     }
 
     /// Block until the eventfd or a member socket is readable, or `limit`
-    /// passes. `Err(Interrupted)` when a signal arrived: ppoll is never
+    /// passes, with the signal mask `mask` while blocked (`None`: the
+    /// thread's own). `Err(Interrupted)` when a signal arrived: ppoll is never
     /// restarted, so a signalled thread gets back to its caller (fi_cq(3)
     /// fi_cq_sread).
     pub fn wait(&self, limit: Duration, mask: Option<&libc::sigset_t>) -> io::Result<()> {
-        let mut p = libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: limit.as_secs() as libc::time_t,
-            tv_nsec: limit.subsec_nanos() as libc::c_long,
-        };
-        let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
-        // SAFETY: one valid pollfd, a valid timespec, a valid mask or none.
-        let r = unsafe { libc::ppoll(&mut p, 1, &ts, mask) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        poll_readable(&[self.fd()], limit, mask).map(|_| ())
     }
 }
 
