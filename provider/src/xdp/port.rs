@@ -445,14 +445,8 @@ impl Port {
         if let Some(e) = self.epoll.get() {
             return Ok(e.as_raw_fd());
         }
-        let fds: Vec<RawFd> = [
-            self.xsk.as_ref().map(|x| x.link.fd()),
-            Some(self.udp.as_raw_fd()),
-            self.local.as_ref().map(LocalPath::fd),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut fds = Vec::new();
+        self.arrival_fds(&mut fds);
         let ep = Epoll::of(&fds).map_err(|e| {
             xdp_warn!(FI_LOG_EP_CTRL, "epoll: {e}");
             Errno::from_os(&e)
@@ -460,8 +454,10 @@ impl Port {
         Ok(self.epoll.get_or_init(|| ep).as_raw_fd())
     }
 
-    /// The fds [`Port::wait_fd`] watches, appended to `out`, for a reader
-    /// that polls them directly while it sleeps.
+    /// The fds that become readable when a datagram arrives (the AF_XDP
+    /// socket, the kernel socket, the shared-memory doorbell), appended to
+    /// `out`: what [`Port::wait_fd`] watches, and what a reader polls
+    /// directly while it sleeps.
     pub fn arrival_fds(&self, out: &mut Vec<RawFd>) {
         out.extend(self.xsk.as_ref().map(|x| x.link.fd()));
         out.push(self.udp.as_raw_fd());
