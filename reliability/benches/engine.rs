@@ -7,7 +7,9 @@
 //! count of the 8-byte run; the others scale from it). The last rows run
 //! the same messages without packet authentication, with it (AES-GCM, the
 //! payload as associated data) and with the payload encrypted too
-//! (PROTOCOL.md §11), and print the cost ratios.
+//! (PROTOCOL.md §11), and print the cost ratios. The first row is a
+//! ping-pong of single 64-byte messages (`fi_pingpong`'s pattern): the
+//! engine's share of a small message's one-way time.
 
 #![allow(clippy::unwrap_used)] // a benchmark, not library code
 
@@ -141,6 +143,117 @@ fn run(
     )
 }
 
+/// One side of [`ping_pong`]: post a receive, then inject a reply.
+fn post_recv_and_reply(
+    me: &mut Engine<u32>,
+    peer: u32,
+    token: u64,
+    rb: &mut RecvBuf,
+    now: Instant,
+) {
+    let tag = Some(TagMatch { tag: 7, ignore: 0 });
+    let recv = RecvOp {
+        token,
+        len: 64,
+        src: None,
+        tag,
+        multi_recv: None,
+    };
+    me.post_recv(recv, rb).unwrap();
+    let payload = [0x5Au8; 64];
+    let op = SendOp {
+        token,
+        dst: peer,
+        payload: Payload::Inject(&payload),
+        tag: Some(7),
+        data: None,
+        level: CompletionLevel::Inject,
+    };
+    me.post_send(now, op).unwrap();
+}
+
+/// Ping-pong as `fi_pingpong -e rdm -m tagged -S 64` does it: one 64-byte
+/// injected tagged message at a time each way, so every message is its own
+/// datagram and its ack rides on the reply. Both engines' CPU per round
+/// trip: the engine's share of a one-way latency is half of it.
+fn ping_pong(rounds: u64) -> f64 {
+    let cfg = |i| Config {
+        incarnation: i,
+        seed: u64::from(i),
+        ..Config::default()
+    };
+    let mut a: Engine<u32> = Engine::new(cfg(1));
+    let mut b: Engine<u32> = Engine::new(cfg(2));
+    let mut sb = SendBuf(Vec::new());
+    let mut rb = RecvBuf {
+        bufs: vec![vec![0u8; 64]],
+    };
+    let mut frame = vec![0u8; 1472];
+    let mut now = Instant(0);
+    let tag = Some(TagMatch { tag: 7, ignore: 0 });
+    let first = RecvOp {
+        token: 0,
+        len: 64,
+        src: None,
+        tag,
+        multi_recv: None,
+    };
+    b.post_recv(first, &mut rb).unwrap();
+    post_recv_and_reply(&mut a, 2, 0, &mut rb, now);
+    // One hop: `from` transmits its datagram, `to` takes it, and the
+    // receive completes (the application then posts and replies).
+    let hop = |from: &mut Engine<u32>,
+               to: &mut Engine<u32>,
+               src: u32,
+               rb: &mut RecvBuf,
+               frame: &mut [u8],
+               sb: &mut SendBuf,
+               now: Instant| {
+        let mut got = false;
+        while let Some(t) = from.poll_transmit(now, frame, sb) {
+            to.handle_datagram(now, src, &frame[..t.len], rb);
+        }
+        while let Some(e) = to.poll_event() {
+            got |= matches!(e, Event::Completion(c) if c.flags.contains(Flags::RECV));
+        }
+        while from.poll_event().is_some() {}
+        got
+    };
+    // The first message opens the session (HELLO and its answer): not timed.
+    while !hop(&mut a, &mut b, 1, &mut rb, &mut frame, &mut sb, now) {
+        while let Some(t) = b.poll_transmit(now, &mut frame, &mut sb) {
+            a.handle_datagram(now, 2, &frame[..t.len], &mut rb);
+        }
+    }
+    post_recv_and_reply(&mut b, 1, 0, &mut rb, now);
+    assert!(hop(&mut b, &mut a, 2, &mut rb, &mut frame, &mut sb, now));
+    post_recv_and_reply(&mut a, 2, 0, &mut rb, now);
+    let cpu0 = cpu_ns();
+    let start = Wall::now();
+    for r in 1..=rounds {
+        now = now + Nanos::from_micros(2);
+        assert!(hop(&mut a, &mut b, 1, &mut rb, &mut frame, &mut sb, now));
+        post_recv_and_reply(&mut b, 1, r, &mut rb, now);
+        now = now + Nanos::from_micros(2);
+        assert!(hop(&mut b, &mut a, 2, &mut rb, &mut frame, &mut sb, now));
+        if r < rounds {
+            post_recv_and_reply(&mut a, 2, r, &mut rb, now);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = match (cpu0, cpu_ns()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+        _ => secs,
+    };
+    assert_eq!(a.stats().retransmits, 0);
+    cpu * 1e9 / rounds as f64
+}
+
+/// Whether `BENCH_FILTER` is set and `name` does not contain it.
+fn filtered_out(name: &str) -> bool {
+    std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f))
+}
+
 fn main() {
     let n: u64 = std::env::var("BENCH_MSGS")
         .ok()
@@ -152,6 +265,16 @@ fn main() {
     println!(
         "rates are per CPU-second of the thread; wall time is shown too (it includes other load)"
     );
+    if !filtered_out("ping-pong") {
+        let rounds = n / 3;
+        let _ = ping_pong(rounds / 10); // warm-up
+        let rt = ping_pong(rounds);
+        println!(
+            "{:40} {rounds:>9} rounds {rt:>8.1} ns per round trip (CPU, both engines; {:.1} ns per one-way)",
+            "ping-pong, 64 B tagged injected",
+            rt / 2.0
+        );
+    }
     for (name, len, mtu, count, tagged) in [
         ("8 B, untagged, mtu 1472", 8, 1472, n, false),
         ("8 B, tagged,   mtu 1472", 8, 1472, n, true),
@@ -171,7 +294,7 @@ fn main() {
         ),
         ("64 KiB,        mtu 1472", 65536, 1472, n / 100, false),
     ] {
-        if std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f)) {
+        if filtered_out(name) {
             continue;
         }
         let _ = run(len, mtu, count / 10, tagged, None); // warm-up
@@ -191,7 +314,7 @@ fn main() {
         ("64 B, mtu 1472", 64, 1472, n / 2),
         ("1 MiB, mtu 8972 (jumbo)", 1 << 20, 8972, n / 3000),
     ] {
-        if std::env::var("BENCH_FILTER").is_ok_and(|f| !name.contains(&f)) {
+        if filtered_out(name) {
             continue;
         }
         let _ = run(len, mtu, count / 10, false, Some(false)); // warm-up
