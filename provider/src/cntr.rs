@@ -15,7 +15,7 @@ use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::{ProgressSet, Queue, sleep_between_passes};
+use crate::progress::{ProgressSet, Queue, Watched, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::{SignalsHeld, WaitObj};
 
@@ -114,6 +114,9 @@ impl Queue for Cntr {
     }
     fn wait_state(&self) -> WaitState {
         self.progress.wait_state()
+    }
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.progress.arrival_fds(out)
     }
     fn auto_progress(&self) -> bool {
         self.domain.auto_progress()
@@ -319,7 +322,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
                 },
                 None => None,
             };
-            let mut sets = vec![&k.progress];
+            let mut sets: Vec<&dyn Watched> = vec![&k.progress];
             if k.counts_registrations.load(Ordering::Relaxed) {
                 sets.push(&k.domain.endpoints);
             }

@@ -237,6 +237,9 @@ impl Queue for Eq {
     fn auto_progress(&self) -> bool {
         false
     }
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.progress.arrival_fds(out)
+    }
 }
 
 #[repr(C)]

@@ -228,6 +228,15 @@ impl Progress for Pep {
     fn wait_state(&self) -> WaitState {
         WaitState::Idle { timer: None }
     }
+
+    /// Connection requests arrive on the listening socket.
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        use std::os::fd::AsRawFd as _;
+        if let Some(s) = lock(&self.state).socket.as_ref() {
+            out.push(s.as_raw_fd());
+        }
+        true
+    }
 }
 
 /// A connection request handed to the application as `info->handle`

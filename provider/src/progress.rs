@@ -27,6 +27,46 @@ pub trait Progress: Send + Sync {
     }
 }
 
+/// What can end a blocked read's sleep (besides its own wait object): a
+/// datagram arriving on one of `arrival_fds`, or a protocol timer that
+/// [`Watched::wait_state`] names.
+pub trait Watched {
+    /// Appends the fds that become readable when a datagram arrives; false
+    /// if some cannot be named (then the sleeper wakes periodically).
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool;
+    /// `Busy` if there is work now, else the soonest timer.
+    fn wait_state(&self) -> WaitState;
+}
+
+impl<T: Progress + ?Sized> Watched for ProgressSet<T> {
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        ProgressSet::arrival_fds(self, out)
+    }
+    fn wait_state(&self) -> WaitState {
+        ProgressSet::wait_state(self)
+    }
+}
+
+/// The members of a wait set, watched together.
+impl Watched for Vec<Arc<dyn Queue>> {
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.iter().all(|q| q.arrival_fds(out))
+    }
+    fn wait_state(&self) -> WaitState {
+        let mut soonest: Option<Duration> = None;
+        for q in self {
+            match q.wait_state() {
+                WaitState::Busy => return WaitState::Busy,
+                WaitState::Idle { timer: Some(d) } => {
+                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
+                }
+                WaitState::Idle { timer: None } => {}
+            }
+        }
+        WaitState::Idle { timer: soonest }
+    }
+}
+
 /// The endpoints whose progress reading a CQ or counter drives.
 /// Copy-on-write: a read takes a snapshot by cloning an `Arc` (no allocation on the hot path)
 /// and runs the passes without this lock held, since endpoints lock their own state and then
@@ -92,8 +132,8 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
     }
 }
 
-/// A blocking call's wait (fi_cq_sread, fi_cntr_wait) between two
-/// progress passes over `sets`, at most `left`. Progress is ours to drive,
+/// A blocking call's wait (fi_cq_sread, fi_cntr_wait, fi_eq_sread,
+/// fi_wait) between two progress passes over `sets`, at most `left`. Progress is ours to drive,
 /// so the thread must wake for whatever a pass would act on: a datagram
 /// arriving for an endpoint (its sockets and doorbell are polled directly,
 /// only while we sleep: in an epoll set they would cost every packet a
@@ -103,9 +143,9 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
 /// thread runs the endpoints (`auto_progress`), or a socket reports an
 /// error condition nobody has read yet, it wakes every `POLL_SLICE`
 /// instead.
-pub fn sleep_between_passes<T: Progress + ?Sized>(
+pub fn sleep_between_passes(
     wait: &WaitObj,
-    sets: &[&ProgressSet<T>],
+    sets: &[&dyn Watched],
     auto_progress: bool,
     left: Option<Duration>,
     held: &SignalsHeld,
@@ -156,4 +196,8 @@ pub trait Queue: Send + Sync {
     /// Whether a progress thread drives its endpoints (FI_PROGRESS_AUTO):
     /// then a thread blocked on its wait object wakes without calling us.
     fn auto_progress(&self) -> bool;
+    /// The fds that become readable when a datagram arrives for one of its
+    /// endpoints ([`ProgressSet::arrival_fds`]); false if one cannot name
+    /// them.
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool;
 }

@@ -16,13 +16,9 @@ use crate::abi::{Errno, Result, guard_int, lock};
 use crate::datapath::WaitState;
 use crate::fabric::Fabric;
 use crate::object::{self, FidObject, Refs, obj};
-use crate::progress::Queue;
+use crate::progress::{Queue, Watched, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::WaitObj;
-
-/// Longest a blocked fi_wait sleeps between progress passes (the same
-/// slice as fi_cq_sread's).
-const SLICE: Duration = Duration::from_micros(200);
 
 pub struct WaitSet {
     /// CQs, counters and EQs opened with this set.
@@ -80,15 +76,25 @@ impl WaitSet {
             if self.progress(true) {
                 return Ok(());
             }
-            let slice = match deadline {
+            let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(SLICE),
+                    Some(left) if !left.is_zero() => Some(left),
                     _ => return Err(Errno(FI_ETIMEDOUT)),
                 },
-                None => SLICE,
+                None => None,
             };
             self.obj.settle(false);
-            if let Err(e) = self.obj.wait(slice, &held)
+            // What was queued between the pass and the reset left no
+            // notification behind: look once more before sleeping.
+            let members = self.live();
+            if members.iter().any(|m| m.has_events(false)) {
+                continue;
+            }
+            // Until a member queues something, a datagram arrives for one of
+            // their endpoints, or the soonest of their timers.
+            let auto = members.iter().any(|m| m.auto_progress());
+            let watched: &[&dyn Watched] = &[&members];
+            if let Err(e) = sleep_between_passes(&self.obj, watched, auto, left, &held)
                 && e.kind() == std::io::ErrorKind::Interrupted
             {
                 return Err(Errno::AGAIN);

@@ -164,6 +164,9 @@ impl Queue for Cq {
     fn wait_state(&self) -> WaitState {
         self.progress.wait_state()
     }
+    fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
+        self.progress.arrival_fds(out)
+    }
     fn auto_progress(&self) -> bool {
         self.domain.auto_progress()
     }

@@ -308,6 +308,32 @@ static void idle_blocking_reads(int kind)
 	ep_close(&e);
 }
 
+/* The same for fi_wait on a wait set holding an endpoint's CQ and counter:
+ * it sleeps until their endpoint's sockets or timers need it. */
+static void idle_wait_set(int kind)
+{
+	struct fi_wait_attr wa = {.wait_obj = kind};
+	struct fid_wait *ws;
+	REQUIRE(fi_wait_open(r.fabric, &wa, &ws) == 0);
+	struct ep e;
+	ep_open(&e, FI_WAIT_SET, FI_WAIT_SET, ws);
+	long w0 = thread_wakeups();
+	CHECK_RET(fi_wait(ws, 1000), -FI_ETIMEDOUT);
+	long n = thread_wakeups() - w0;
+	printf("wait set kind %d: wake-ups in 1 s blocked in fi_wait: %ld\n", kind, n);
+	CHECK(n < 400);
+	/* A message still ends the wait at once. */
+	char rx[8], tx[8] = "idleset";
+	send_self(&e, rx, tx);
+	double t0 = now_ms();
+	CHECK_RET(fi_wait(ws, 5000), 0);
+	CHECK(now_ms() - t0 < 1000);
+	drain(&e, 2);
+	CHECK(!memcmp(rx, "idleset", 8));
+	ep_close(&e);
+	CHECK_RET(fi_close(&ws->fid), 0);
+}
+
 int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
@@ -321,6 +347,8 @@ int main(int argc, char **argv)
 	mutex_cond_cq();
 	idle_blocking_reads(FI_WAIT_UNSPEC);
 	idle_blocking_reads(FI_WAIT_FD);
+	idle_wait_set(FI_WAIT_UNSPEC);
+	idle_wait_set(FI_WAIT_FD);
 	CHECK_RET(fi_close(&av->fid), 0);
 	xt_close(&r);
 	return xt_done("waits");
