@@ -80,9 +80,14 @@ impl<T: ?Sized> Default for ProgressSet<T> {
 }
 
 impl<T: Progress + ?Sized> ProgressSet<T> {
-    /// Register an endpoint (on bind).
+    /// Register an endpoint (on bind). Once: an endpoint bound with
+    /// `FI_TRANSMIT | FI_RECV` (or a counter for several events) binds once
+    /// per flag, and a second entry would run two passes per read.
     pub fn attach(&self, ep: Weak<T>) {
-        Arc::make_mut(&mut lock(&self.0)).push(ep);
+        let mut set = lock(&self.0);
+        if !set.iter().any(|w| w.ptr_eq(&ep)) {
+            Arc::make_mut(&mut set).push(ep);
+        }
     }
 
     /// Forget an endpoint (on endpoint close), and any that are gone.
@@ -200,4 +205,35 @@ pub trait Queue: Send + Sync {
     /// endpoints ([`ProgressSet::arrival_fds`]); false if one cannot name
     /// them.
     fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct Passes(AtomicUsize);
+
+    impl Progress for Passes {
+        fn progress(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        fn wait_state(&self) -> WaitState {
+            WaitState::Idle { timer: None }
+        }
+    }
+
+    #[test]
+    fn an_endpoint_bound_for_two_events_runs_one_pass_per_read() {
+        let set = ProgressSet::<Passes>::default();
+        let ep = Arc::new(Passes::default());
+        // fi_ep_bind(ep, cq, FI_TRANSMIT | FI_RECV) attaches it per flag.
+        set.attach(Arc::downgrade(&ep));
+        set.attach(Arc::downgrade(&ep));
+        set.run();
+        assert_eq!(ep.0.load(Ordering::Relaxed), 1);
+        set.detach(&Arc::downgrade(&ep));
+        assert!(set.is_empty());
+    }
 }
