@@ -2,15 +2,19 @@
  * provider (FI_EP_RDM, FI_MSG), for `ofi-xdp incast`, which compiles this
  * file with cc and runs one process per test host.
  *
- *   incast -s <provider> <local ip> <port> <total messages> <size> <start ns>
- *     the receiver: prints "ready" once it listens, then, when every
- *     message has arrived, "server bytes <n> usec <t>" (t from the start).
- *   incast -c <provider> <server ip> <port> <messages> <size> <start ns>
- *     a sender: waits for the start (CLOCK_REALTIME ns), keeps 8 sends
- *     outstanding, prints "client bytes <n> usec <t>" when all completed.
+ *   incast -s <provider> <local ip> <port> <total messages> <size>
+ *     the receiver: prints "ready" once it listens and reads the start
+ *     (CLOCK_REALTIME ns) from stdin; when every message has arrived, prints
+ *     "server bytes <n> usec <t>" (t from the start).
+ *   incast -c <provider> <server ip> <port> <messages> <size>
+ *     a sender: prints "ready" once its endpoint is set up, reads the start
+ *     from stdin and waits for it, keeps 8 sends outstanding, prints
+ *     "client bytes <n> usec <t>" when all completed.
  *
- * Every sender starts at the same instant, so each one's time is its share
- * of the same contended run. Exit status 0 = done, 2 = a libfabric error. */
+ * The start is given once every process is ready, so every sender starts
+ * at the same instant and each one's time is its share of the same
+ * contended run, not of another's set-up. Exit status 0 = done, 2 = a
+ * libfabric error or no start time. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,17 +129,30 @@ static void wait_start(uint64_t start)
 	}
 }
 
+/* Says we are set up, and returns the start time the runner then sends. */
+static uint64_t ready_then_start(void)
+{
+	printf("ready\n");
+	fflush(stdout);
+	char line[64];
+	if (!fgets(line, sizeof(line), stdin)) {
+		fprintf(stderr, "incast: no start time on stdin\n");
+		exit(2);
+	}
+	return strtoull(line, NULL, 10);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 8) {
+	if (argc != 7) {
 		fprintf(stderr, "usage: incast -s|-c provider ip port messages "
-				"size start_ns\n");
+				"size (the start time comes on stdin)\n");
 		return 2;
 	}
 	int server = strcmp(argv[1], "-s") == 0;
 	long msgs = atol(argv[5]);
 	size_t size = (size_t)atol(argv[6]);
-	uint64_t start = strtoull(argv[7], NULL, 10);
+	uint64_t start = 0;
 	struct res r = {0};
 	open_all(&r, argv[2], argv[3], argv[4], server, size);
 	static struct fi_context ctx[NBUF];
@@ -144,8 +161,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < NBUF; i++)
 			TRY(fi_recv(r.ep, r.buf + i * size, size, r.desc,
 				    FI_ADDR_UNSPEC, &ctx[i]));
-		printf("ready\n");
-		fflush(stdout);
+		start = ready_then_start();
 		for (long got = 0; got < msgs; got++) {
 			struct fi_context *c = wait_one(&r);
 			int i = (int)(c - ctx);
@@ -162,6 +178,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "incast: fi_av_insert failed\n");
 			return 2;
 		}
+		start = ready_then_start();
 		wait_start(start);
 		long posted = 0, done = 0;
 		while (done < msgs) {

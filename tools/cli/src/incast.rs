@@ -6,7 +6,7 @@
 //!
 //! One process per host runs `incast.c` (compiled here with `cc … -lfabric`):
 //! the receiver on host 0, a sender on each other host, all senders starting
-//! at the same instant. Retransmissions: for `xdp` the engine statistics the
+//! at the same instant, chosen once every process has said it is set up. Retransmissions: for `xdp` the engine statistics the
 //! provider logs when an endpoint closes (`FI_LOG_LEVEL=info`), for `tcp` the
 //! senders' namespaces' `Tcp: OutSegs RetransSegs` (/proc/net/snmp).
 
@@ -123,36 +123,28 @@ pub fn run(
     env: &[(String, String)],
 ) -> Result<Outcome, String> {
     let rx = &seg.hosts[0];
-    let start_ns = |delay: Duration| {
-        (SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            + delay)
-            .as_nanos()
-    };
     let total = (msgs as usize * senders).to_string();
     let common = |host: &Host| {
         let mut c = host.command(bin);
         c.env("FI_LOG_LEVEL", "info")
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
     };
     // The receiver first; it says "ready" once it listens.
-    let start = start_ns(Duration::from_millis(1500)).to_string();
     let mut server = common(rx);
-    server
-        .args(["-s", provider, &rx.ipv4().to_string(), PORT, &total])
-        .args([&size.to_string(), &start]);
+    server.args([
+        "-s",
+        provider,
+        &rx.ipv4().to_string(),
+        PORT,
+        &total,
+        &size.to_string(),
+    ]);
     let mut server = ChildGuard(server.spawn().map_err(|e| format!("incast server: {e}"))?);
-    let mut ready = String::new();
-    if let Some(out) = server.0.stdout.as_mut() {
-        use std::io::BufRead;
-        let _ = std::io::BufReader::new(out).read_line(&mut ready);
-    }
-    if ready.trim() != "ready" {
+    if !says_ready(&mut server) {
         return Err(format!("incast server over {provider} did not start"));
     }
     let before: Vec<(u64, u64)> = seg.hosts[1..=senders].iter().map(tcp_segments).collect();
@@ -166,12 +158,36 @@ pub fn run(
             &rx.ipv4().to_string(),
             PORT,
             &msgs.to_string(),
-        ])
-        .args([&size.to_string(), &start]);
+            &size.to_string(),
+        ]);
         let child = c.spawn().map_err(|e| format!("incast sender: {e}"))?;
         // `ip netns exec` execs the program: the pid is the sender's.
         pids.push(child.id());
         clients.push(ChildGuard(child));
+    }
+    // Everyone starts together once everyone is set up: a sender whose
+    // set-up ran past a fixed start would have its set-up counted as
+    // transfer time, and would not be sending "at once" with the others.
+    if let Some(i) = clients.iter_mut().position(|c| !says_ready(c)) {
+        let failed = clients.swap_remove(i);
+        let done = wait_output(
+            failed,
+            Instant::now() + Duration::from_secs(10),
+            "incast sender",
+        )?;
+        return Err(format!(
+            "incast sender {i} over {provider} did not start: {}",
+            done.stderr.trim()
+        ));
+    }
+    let start = (SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        + Duration::from_millis(100))
+    .as_nanos()
+    .to_string();
+    for c in std::iter::once(&mut server).chain(clients.iter_mut()) {
+        send_start(c, &start);
     }
     let sampler = Sampler::start(provider, pids);
     let mut finals = Vec::new();
@@ -220,6 +236,26 @@ pub fn run(
         )
     })?;
     Ok(out)
+}
+
+/// Reads the child's first line: whether it is "ready".
+fn says_ready(child: &mut ChildGuard) -> bool {
+    use std::io::BufRead;
+    let mut line = String::new();
+    // It prints nothing after "ready" until it has its start time, so the
+    // reader cannot take more than this line.
+    if let Some(out) = child.0.stdout.as_mut() {
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+    }
+    line.trim() == "ready"
+}
+
+/// Sends the start time (CLOCK_REALTIME ns) and closes the child's stdin.
+fn send_start(child: &mut ChildGuard, start: &str) {
+    use std::io::Write;
+    if let Some(mut input) = child.0.stdin.take() {
+        let _ = writeln!(input, "{start}");
+    }
 }
 
 /// `ofi-xdp incast [--senders 4,8] [--msgs 32] [--size 1048576]
