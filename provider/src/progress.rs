@@ -53,17 +53,7 @@ impl Watched for Vec<Arc<dyn Queue>> {
         self.iter().all(|q| q.arrival_fds(out))
     }
     fn wait_state(&self) -> WaitState {
-        let mut soonest: Option<Duration> = None;
-        for q in self {
-            match q.wait_state() {
-                WaitState::Busy => return WaitState::Busy,
-                WaitState::Idle { timer: Some(d) } => {
-                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
-                }
-                WaitState::Idle { timer: None } => {}
-            }
-        }
-        WaitState::Idle { timer: soonest }
+        WaitState::all(self.iter().map(|q| q.wait_state()))
     }
 }
 
@@ -99,17 +89,12 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
     /// block: `Busy` if any has work now, else the soonest timer.
     pub fn wait_state(&self) -> WaitState {
         let snapshot = Arc::clone(&lock(&self.0));
-        let mut soonest: Option<Duration> = None;
-        for ep in snapshot.iter().filter_map(Weak::upgrade) {
-            match ep.wait_state() {
-                WaitState::Busy => return WaitState::Busy,
-                WaitState::Idle { timer: Some(d) } => {
-                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
-                }
-                WaitState::Idle { timer: None } => {}
-            }
-        }
-        WaitState::Idle { timer: soonest }
+        WaitState::all(
+            snapshot
+                .iter()
+                .filter_map(Weak::upgrade)
+                .map(|ep| ep.wait_state()),
+        )
     }
 
     /// The fds that become readable when a datagram arrives for any

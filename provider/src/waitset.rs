@@ -116,18 +116,13 @@ impl WaitSet {
         if self.obj.kind() == FI_WAIT_MUTEX_COND && !members.iter().all(|m| m.auto_progress()) {
             return Err(Errno::AGAIN);
         }
-        let mut soonest: Option<Duration> = None;
-        for m in &members {
-            match m.wait_state() {
-                WaitState::Busy => return Err(Errno::AGAIN),
-                WaitState::Idle { timer: Some(d) } => {
-                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
-                }
-                WaitState::Idle { timer: None } => {}
+        match members.wait_state() {
+            WaitState::Busy => Err(Errno::AGAIN),
+            WaitState::Idle { timer } => {
+                self.obj.arm(timer);
+                Ok(())
             }
         }
-        self.obj.arm(soonest);
-        Ok(())
     }
 }
 

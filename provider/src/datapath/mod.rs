@@ -147,3 +147,21 @@ pub enum WaitState {
     /// be waiting for it).
     Idle { timer: Option<std::time::Duration> },
 }
+
+impl WaitState {
+    /// What several data paths need together: `Busy` if one is, else the
+    /// soonest of their timers (stops at the first `Busy`).
+    pub fn all(states: impl IntoIterator<Item = WaitState>) -> WaitState {
+        let mut soonest: Option<std::time::Duration> = None;
+        for s in states {
+            match s {
+                WaitState::Busy => return WaitState::Busy,
+                WaitState::Idle { timer: Some(d) } => {
+                    soonest = Some(soonest.map_or(d, |s| s.min(d)));
+                }
+                WaitState::Idle { timer: None } => {}
+            }
+        }
+        WaitState::Idle { timer: soonest }
+    }
+}
