@@ -122,9 +122,10 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
     }
 }
 
-/// A blocking call's wait (fi_cq_sread, fi_cntr_wait, fi_eq_sread,
-/// fi_wait) between two progress passes over `sets`, at most `left`. Progress is ours to drive,
-/// so the thread must wake for whatever a pass would act on: a datagram
+/// A blocking call's wait (fi_cq_sread, fi_cntr_wait, fi_wait on a wait
+/// set) between two progress passes over `sets`, at most `left`. Progress
+/// is ours to drive, so the thread must wake for whatever a pass would act
+/// on: a datagram
 /// arriving for an endpoint (its sockets and doorbell are polled directly,
 /// only while we sleep: in an epoll set they would cost every packet a
 /// wake-up), the endpoints' next protocol timer, and a notification of

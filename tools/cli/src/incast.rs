@@ -6,9 +6,10 @@
 //!
 //! One process per host runs `incast.c` (compiled here with `cc … -lfabric`):
 //! the receiver on host 0, a sender on each other host, all senders starting
-//! at the same instant, chosen once every process has said it is set up. Retransmissions: for `xdp` the engine statistics the
-//! provider logs when an endpoint closes (`FI_LOG_LEVEL=info`), for `tcp` the
-//! senders' namespaces' `Tcp: OutSegs RetransSegs` (/proc/net/snmp).
+//! at the same instant, chosen once every process has said it is set up.
+//! Retransmissions: for `xdp` the engine statistics the provider logs when an
+//! endpoint closes (`FI_LOG_LEVEL=info`), for `tcp` the senders' namespaces'
+//! `Tcp: OutSegs RetransSegs` (/proc/net/snmp).
 
 use std::path::Path;
 use std::process::Stdio;
