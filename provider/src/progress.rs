@@ -125,15 +125,14 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
 /// A blocking call's wait (fi_cq_sread, fi_cntr_wait, fi_wait on a wait
 /// set) between two progress passes over `sets`, at most `left`. Progress
 /// is ours to drive, so the thread must wake for whatever a pass would act
-/// on: a datagram
-/// arriving for an endpoint (its sockets and doorbell are polled directly,
-/// only while we sleep: in an epoll set they would cost every packet a
-/// wake-up), the endpoints' next protocol timer, and a notification of
-/// `wait` (a completion another thread pushed, fi_cq_signal). Where an
-/// endpoint cannot name its fds, or `wait` is not an fd, or a progress
-/// thread runs the endpoints (`auto_progress`), or a socket reports an
-/// error condition nobody has read yet, it wakes every `POLL_SLICE`
-/// instead.
+/// on: a datagram arriving for an endpoint (its sockets and doorbell are
+/// polled directly, only while we sleep: in an epoll set they would cost
+/// every packet a wake-up), the endpoints' next protocol timer, and a
+/// notification of `wait` (a completion another thread pushed,
+/// fi_cq_signal). Where an endpoint cannot name its fds, or `wait` is not
+/// an fd, or a progress thread runs the endpoints (`auto_progress`), or a
+/// socket reports an error condition nobody has read yet, it wakes every
+/// `POLL_SLICE` instead.
 pub fn sleep_between_passes(
     wait: &WaitObj,
     sets: &[&dyn Watched],
@@ -155,16 +154,13 @@ pub fn sleep_between_passes(
     if !sets.iter().all(|s| s.arrival_fds(&mut fds)) {
         return wait.wait(cap(POLL_SLICE), held);
     }
-    let mut soonest = MAX_SLEEP;
-    for s in sets {
-        match s.wait_state() {
-            WaitState::Busy => {
-                std::thread::yield_now();
-                return Ok(());
-            }
-            WaitState::Idle { timer } => soonest = timer.map_or(soonest, |t| t.min(soonest)),
+    let soonest = match WaitState::all(sets.iter().map(|s| s.wait_state())) {
+        WaitState::Busy => {
+            std::thread::yield_now();
+            return Ok(());
         }
-    }
+        WaitState::Idle { timer } => timer.map_or(MAX_SLEEP, |t| t.min(MAX_SLEEP)),
+    };
     if crate::wait::poll_readable(&fds, cap(soonest), held.wait_mask())? {
         return Ok(());
     }

@@ -53,9 +53,9 @@ impl WaitSet {
             .collect()
     }
 
-    /// One progress pass over every member; whether one has events.
-    fn progress(&self, report: bool) -> bool {
-        let members = self.live();
+    /// One progress pass over every member of `members`; whether one has
+    /// events.
+    fn progress(members: &[Arc<dyn Queue>], report: bool) -> bool {
         members.iter().for_each(|m| m.run_progress());
         // Every member is asked (a counter's change is reported once).
         members
@@ -73,7 +73,8 @@ impl WaitSet {
         // A signal landing during a pass is delivered in the next wait.
         let held = self.obj.hold_signals();
         loop {
-            if self.progress(true) {
+            let members = self.live();
+            if Self::progress(&members, true) {
                 return Ok(());
             }
             let left = match deadline {
@@ -86,7 +87,6 @@ impl WaitSet {
             self.obj.settle(false);
             // What was queued between the pass and the reset left no
             // notification behind: look once more before sleeping.
-            let members = self.live();
             if members.iter().any(|m| m.has_events(false)) {
                 continue;
             }
@@ -109,10 +109,10 @@ impl WaitSet {
     /// inside our calls, so blocking on it is safe only when a progress
     /// thread drives every member (FI_PROGRESS_AUTO).
     pub fn trywait(&self) -> Result<()> {
-        if self.progress(false) {
+        let members = self.live();
+        if Self::progress(&members, false) {
             return Err(Errno::AGAIN);
         }
-        let members = self.live();
         if self.obj.kind() == FI_WAIT_MUTEX_COND && !members.iter().all(|m| m.auto_progress()) {
             return Err(Errno::AGAIN);
         }
