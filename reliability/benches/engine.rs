@@ -43,6 +43,15 @@ fn cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
+/// Seconds of this thread's CPU since `cpu0` ([`cpu_ns`]), or the wall
+/// time `wall_secs` where the kernel does not say.
+fn cpu_secs_since(cpu0: Option<u64>, wall_secs: f64) -> f64 {
+    match (cpu0, cpu_ns()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+        _ => wall_secs,
+    }
+}
+
 /// `auth`: `None` without a job key, `Some(encrypt)` with one.
 fn run(
     len: usize,
@@ -130,10 +139,7 @@ fn run(
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let cpu = match (cpu0, cpu_ns()) {
-        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
-        _ => secs,
-    };
+    let cpu = cpu_secs_since(cpu0, secs);
     assert_eq!(a.stats().retransmits, 0);
     (
         total as f64 / cpu,
@@ -141,6 +147,18 @@ fn run(
         secs * 1e9 / total as f64,
         a.stats(),
     )
+}
+
+/// A receive for [`ping_pong`]'s next 64-byte message.
+fn post_recv_64(me: &mut Engine<u32>, token: u64, rb: &mut RecvBuf) {
+    let recv = RecvOp {
+        token,
+        len: 64,
+        src: None,
+        tag: Some(TagMatch { tag: 7, ignore: 0 }),
+        multi_recv: None,
+    };
+    me.post_recv(recv, rb).unwrap();
 }
 
 /// One side of [`ping_pong`]: post a receive, then inject a reply.
@@ -151,15 +169,7 @@ fn post_recv_and_reply(
     rb: &mut RecvBuf,
     now: Instant,
 ) {
-    let tag = Some(TagMatch { tag: 7, ignore: 0 });
-    let recv = RecvOp {
-        token,
-        len: 64,
-        src: None,
-        tag,
-        multi_recv: None,
-    };
-    me.post_recv(recv, rb).unwrap();
+    post_recv_64(me, token, rb);
     let payload = [0x5Au8; 64];
     let op = SendOp {
         token,
@@ -190,15 +200,7 @@ fn ping_pong(rounds: u64) -> f64 {
     };
     let mut frame = vec![0u8; 1472];
     let mut now = Instant(0);
-    let tag = Some(TagMatch { tag: 7, ignore: 0 });
-    let first = RecvOp {
-        token: 0,
-        len: 64,
-        src: None,
-        tag,
-        multi_recv: None,
-    };
-    b.post_recv(first, &mut rb).unwrap();
+    post_recv_64(&mut b, 0, &mut rb);
     post_recv_and_reply(&mut a, 2, 0, &mut rb, now);
     // One hop: `from` transmits its datagram, `to` takes it, and the
     // receive completes (the application then posts and replies).
@@ -240,11 +242,7 @@ fn ping_pong(rounds: u64) -> f64 {
             post_recv_and_reply(&mut a, 2, r, &mut rb, now);
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    let cpu = match (cpu0, cpu_ns()) {
-        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
-        _ => secs,
-    };
+    let cpu = cpu_secs_since(cpu0, start.elapsed().as_secs_f64());
     assert_eq!(a.stats().retransmits, 0);
     cpu * 1e9 / rounds as f64
 }
