@@ -4,14 +4,19 @@
 //! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), and `xdp` without
 //! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings).
 //! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
-//! `provider-bench`.
+//! `provider-bench`. Beside them, what a progress call that finds nothing costs each path
+//! (`idle_read.c`: CPU time per empty `fi_cq_read`, `xdp` without its sched_yield after
+//! many empty reads, FI_XDP_YIELD=0, which would measure the scheduler instead).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ofi_xdp_testhosts::HostPair;
 
+use ofi_xdp_testhosts::Host;
+
 use crate::args::Args;
+use crate::c_program::CProgram;
 use crate::fi_pingpong::{self, Row, Run};
 use crate::stats::{ratios, spread};
 
@@ -43,6 +48,36 @@ fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
     }
 }
 
+/// The idle-read program, compiled at run time.
+const IDLE_READ: &str = include_str!("idle_read.c");
+/// Empty reads per timed run (the program times five and keeps the best).
+const IDLE_READS: &str = "500000";
+
+/// Nanoseconds of CPU per empty `fi_cq_read` over `provider` on `host`.
+fn idle_read(
+    prog: &CProgram,
+    host: &Host,
+    provider: &str,
+    env: &[(&str, &str)],
+) -> Result<f64, String> {
+    let out = host
+        .command(&prog.exe)
+        .args([provider, &host.ipv4().to_string(), "47600", IDLE_READS])
+        .env("FI_XDP_YIELD", "0")
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("idle_read: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("ns_per_read ")?.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "idle_read -p {provider}: no figure ({})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
+}
+
 /// `ofi-xdp local-bench [--rounds 3] [--iters 10000] [--big-iters 200] [--big-size 1048576]
 /// [--mtu 9000]`.
 pub fn main(args: &[String]) -> Result<(), String> {
@@ -64,6 +99,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     if !fi_pingpong::available() {
         return Err("fi_pingpong not found: run `cargo xtask deps` (package libfabric-bin)".into());
     }
+    let idle_prog = CProgram::build("idle_read", IDLE_READ)?;
     let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
     let host = &pair.a;
     let measure = |provider: &str, env: &[(&str, &str)], size: &str, iters| {
@@ -79,6 +115,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     };
     let mut small: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut big: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut idle: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for round in 1..=rounds {
         eprintln!("local-bench: round {round} of {rounds}");
         for (name, provider, env) in PATHS {
@@ -86,25 +123,31 @@ pub fn main(args: &[String]) -> Result<(), String> {
             small.entry(name).or_default().push(r.usec_per_xfer);
             let r: Row = measure(provider, env, &big_size.to_string(), big_iterations)?;
             big.entry(name).or_default().push(r.mb_per_sec);
+            idle.entry(name)
+                .or_default()
+                .push(idle_read(&idle_prog, host, provider, env)?);
         }
     }
     let s = |p: &str| small.get(p).cloned().unwrap_or_default();
     let b = |p: &str| big.get(p).cloned().unwrap_or_default();
+    let i = |p: &str| idle.get(p).cloned().unwrap_or_default();
     println!(
         "\nfi_pingpong -e rdm -m tagged, both processes in one test host ({host}, MTU {mtu}); \
          {rounds} rounds: median [min - max]"
     );
     println!(
-        "{:<20} {:>26} {:>26}",
+        "{:<20} {:>26} {:>26} {:>26}",
         "path",
         "64 B us/xfer",
-        format!("{big_label} MB/s")
+        format!("{big_label} MB/s"),
+        "empty fi_cq_read ns"
     );
     for (name, _, _) in PATHS {
         println!(
-            "{name:<20} {:>26} {:>26}",
+            "{name:<20} {:>26} {:>26} {:>26}",
             spread(&s(name)),
-            spread(&b(name))
+            spread(&b(name)),
+            spread(&i(name))
         );
     }
     println!("\nratios within each round, median [min - max] (targets in parentheses)");
@@ -129,5 +172,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
         let line = format!("  {label:<38} {}  {target}", spread(&r));
         println!("{}", line.trim_end());
     }
+    let label = "empty fi_cq_read xdp / shm";
+    println!("  {label:<38} {}", spread(&ratios(&i("xdp"), &i("shm"))));
     Ok(())
 }
