@@ -5,6 +5,7 @@
 //! a [`Progress`] pass. A [`Queue`] is what wait sets and poll sets see of
 //! their members (fi_poll(3)).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ pub trait Watched {
     fn wait_state(&self) -> WaitState;
 }
 
-impl<T: Progress + ?Sized> Watched for ProgressSet<T> {
+impl<T: Progress + ?Sized + 'static> Watched for ProgressSet<T> {
     fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
         ProgressSet::arrival_fds(self, out)
     }
@@ -58,37 +59,60 @@ impl Watched for Vec<Arc<dyn Queue>> {
 }
 
 /// The endpoints whose progress reading a CQ or counter drives.
-/// Copy-on-write: a read takes a snapshot by cloning an `Arc` (no allocation on the hot path)
-/// and runs the passes without this lock held, since endpoints lock their own state and then
-/// push into CQs (lock order endpoint → CQ) and binding may happen concurrently.
-pub struct ProgressSet<T: ?Sized>(Mutex<Arc<Vec<Weak<T>>>>);
+/// Copy-on-write: binding replaces the list, and a read runs the passes over
+/// a snapshot without this lock held, since endpoints lock their own state
+/// and then push into CQs (lock order endpoint → CQ) and binding may happen
+/// concurrently. Every change gives the list a new `version`, unique in the
+/// process, by which a thread finds the snapshot it took last time
+/// ([`snapshots`]): an unchanged set costs a read one atomic load instead of
+/// a lock and a reference count (each a locked instruction, on every
+/// `fi_cq_read` of an application that polls).
+pub struct ProgressSet<T: ?Sized> {
+    members: Mutex<Arc<Vec<Weak<T>>>>,
+    version: AtomicU64,
+}
 
 impl<T: ?Sized> Default for ProgressSet<T> {
     fn default() -> Self {
-        ProgressSet(Mutex::default())
+        ProgressSet {
+            members: Mutex::default(),
+            version: AtomicU64::new(snapshots::next_version()),
+        }
     }
 }
 
-impl<T: Progress + ?Sized> ProgressSet<T> {
+impl<T: Progress + ?Sized + 'static> ProgressSet<T> {
     /// Register an endpoint (on bind). Once: an endpoint bound with
     /// `FI_TRANSMIT | FI_RECV` (or a counter for several events) binds once
     /// per flag, and a second entry would run two passes per read.
     pub fn attach(&self, ep: Weak<T>) {
-        let mut set = lock(&self.0);
+        let mut set = lock(&self.members);
         if !set.iter().any(|w| w.ptr_eq(&ep)) {
             Arc::make_mut(&mut set).push(ep);
+            self.version
+                .store(snapshots::next_version(), Ordering::Release);
         }
     }
 
     /// Forget an endpoint (on endpoint close), and any that are gone.
     pub fn detach(&self, ep: &Weak<T>) {
-        Arc::make_mut(&mut lock(&self.0)).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+        let mut set = lock(&self.members);
+        Arc::make_mut(&mut set).retain(|w| !w.ptr_eq(ep) && w.strong_count() > 0);
+        self.version
+            .store(snapshots::next_version(), Ordering::Release);
+    }
+
+    /// The list as it is now, and its version.
+    fn snapshot(&self) -> (u64, Arc<Vec<Weak<T>>>) {
+        let set = lock(&self.members);
+        // Under the lock: a change stores its version before unlocking.
+        (self.version.load(Ordering::Relaxed), Arc::clone(&set))
     }
 
     /// What the registered endpoints need before their application may
     /// block: `Busy` if any has work now, else the soonest timer.
     pub fn wait_state(&self) -> WaitState {
-        let snapshot = Arc::clone(&lock(&self.0));
+        let (_, snapshot) = self.snapshot();
         WaitState::all(
             snapshot
                 .iter()
@@ -101,7 +125,7 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
     /// registered endpoint, appended to `out`; false if one cannot name
     /// them.
     pub fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
-        let snapshot = Arc::clone(&lock(&self.0));
+        let (_, snapshot) = self.snapshot();
         snapshot
             .iter()
             .filter_map(Weak::upgrade)
@@ -110,15 +134,22 @@ impl<T: Progress + ?Sized> ProgressSet<T> {
 
     /// One manual-progress pass over the registered endpoints.
     pub fn run(&self) {
-        let snapshot = Arc::clone(&lock(&self.0));
-        for ep in snapshot.iter().filter_map(Weak::upgrade) {
-            ep.progress();
+        let pass = |members: &Vec<Weak<T>>| {
+            for ep in members.iter().filter_map(Weak::upgrade) {
+                ep.progress();
+            }
+        };
+        if snapshots::with(self.version.load(Ordering::Acquire), pass) {
+            return;
         }
+        let (version, members) = self.snapshot();
+        pass(&members);
+        snapshots::keep(version, members);
     }
 
     /// Whether nothing is registered (any more).
     pub fn is_empty(&self) -> bool {
-        lock(&self.0).iter().all(|w| w.strong_count() == 0)
+        lock(&self.members).iter().all(|w| w.strong_count() == 0)
     }
 }
 
@@ -189,10 +220,77 @@ pub trait Queue: Send + Sync {
     fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool;
 }
 
+/// Each thread's last few progress-set snapshots, by version. They hold
+/// `Weak` references, which keep an endpoint's allocation but not the
+/// endpoint: one closed since stays closed (its upgrade fails) and is
+/// dropped when it would be.
+mod snapshots {
+    use std::any::Any;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Progress sets one thread reads in turn: `fi_pingpong` a TX and an RX
+    /// CQ, an MPI rank a CQ and a counter or two.
+    const KEPT: usize = 4;
+
+    type Kept = (u64, Arc<dyn Any + Send + Sync>);
+
+    thread_local! {
+        static KEPT_HERE: RefCell<(Vec<Kept>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+    }
+
+    /// A version no set in this process has had: a snapshot is found by its
+    /// version alone, whatever set (or set at the same address) it came from.
+    pub fn next_version() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Runs `f` over this thread's snapshot of `version`; false if it has
+    /// none.
+    pub fn with<M: Any>(version: u64, f: impl FnOnce(&M)) -> bool {
+        KEPT_HERE.with(|k| {
+            // A pass that reads another set meanwhile only borrows too.
+            let Ok(kept) = k.try_borrow() else {
+                return false;
+            };
+            match kept.0.iter().find(|(v, _)| *v == version) {
+                Some((_, m)) => match m.downcast_ref::<M>() {
+                    Some(m) => {
+                        f(m);
+                        true
+                    }
+                    None => false,
+                },
+                None => false,
+            }
+        })
+    }
+
+    /// Keeps `members` as this thread's snapshot of `version`, in place of
+    /// the oldest kept.
+    pub fn keep<M: Any + Send + Sync>(version: u64, members: Arc<M>) {
+        KEPT_HERE.with(|k| {
+            let Ok(mut kept) = k.try_borrow_mut() else {
+                return;
+            };
+            let (list, next) = &mut *kept;
+            let entry: Kept = (version, members);
+            if list.len() < KEPT {
+                list.push(entry);
+            } else {
+                list[*next] = entry;
+                *next = (*next + 1) % KEPT;
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     #[derive(Default)]
     struct Passes(AtomicUsize);
@@ -217,5 +315,26 @@ mod tests {
         assert_eq!(ep.0.load(Ordering::Relaxed), 1);
         set.detach(&Arc::downgrade(&ep));
         assert!(set.is_empty());
+    }
+
+    #[test]
+    fn a_read_sees_every_bind_and_close_since_its_last() {
+        let set = ProgressSet::<Passes>::default();
+        let (a, b) = (Arc::new(Passes::default()), Arc::new(Passes::default()));
+        set.attach(Arc::downgrade(&a));
+        set.run(); // takes the snapshot
+        set.run(); // reuses it
+        set.attach(Arc::downgrade(&b));
+        set.run();
+        set.detach(&Arc::downgrade(&a));
+        set.run();
+        let runs = |p: &Passes| p.0.load(Ordering::Relaxed);
+        assert_eq!((runs(&a), runs(&b)), (3, 2));
+        // Another set's snapshots do not stand in for this one's.
+        let other = ProgressSet::<Passes>::default();
+        other.attach(Arc::downgrade(&a));
+        other.run();
+        set.run();
+        assert_eq!((runs(&a), runs(&b)), (4, 3));
     }
 }
