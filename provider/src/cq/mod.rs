@@ -18,7 +18,7 @@
 
 use std::mem::offset_of;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,8 @@ use queue::write_entry;
 pub use queue::{CompletionQueue, entry_size};
 
 /// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
-/// idle read takes ≈ 40-60 ns here, so this is ≈ 20-30 µs: longer than a
+/// idle read takes ≈ 120 ns here (`ofi-xdp local-bench`, "empty
+/// fi_cq_read"), so this is ≈ 60 µs: longer than a
 /// small reply takes to come back (with 64, one wait for a 64-byte reply in
 /// five still yielded; with 512, one in two hundred), and nothing against a
 /// scheduler time slice. (The counter wraps after 2^32 reads; that only
@@ -53,6 +54,11 @@ pub struct Cq {
     pub format: c_int,
     wait_cond: c_int,
     state: Mutex<CompletionQueue>,
+    /// How many entries `state` holds, stored under its lock by every
+    /// change: a read of an empty CQ (what a polling application does
+    /// most) looks here instead of taking the lock. Missing an entry
+    /// pushed meanwhile is the same as that entry arriving a moment later.
+    queued: AtomicUsize,
     signaled: AtomicBool,
     /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
     /// on).
@@ -71,7 +77,7 @@ pub struct Cq {
 impl Cq {
     /// Queue a completion (called by endpoints during progress).
     pub fn push(&self, c: Completion) {
-        lock(&self.state).push(c);
+        self.change(|q| q.push(c));
         // FI_WAIT_FD / MUTEX_COND / a wait set: the application may block
         // on the object itself.
         self.wait.notify();
@@ -138,15 +144,27 @@ impl Cq {
 
     /// Non-blocking read of up to `count` successful completions, in order.
     pub fn read_into(&self, count: usize, out: impl FnMut(usize, &Completion)) -> Result<usize> {
-        lock(&self.state).read_into(count, out)
+        if self.queued.load(Ordering::Acquire) == 0 {
+            // fi_cq(3) "RETURN VALUES": nothing queued.
+            return Err(Errno::AGAIN);
+        }
+        self.change(|q| q.read_into(count, out))
     }
 
     fn take_error(&self) -> Option<(Completion, CompletionError)> {
-        lock(&self.state).take_error()
+        self.change(CompletionQueue::take_error)
+    }
+
+    /// `f` on the queue under its lock, then its new length into `queued`.
+    fn change<R>(&self, f: impl FnOnce(&mut CompletionQueue) -> R) -> R {
+        let mut q = lock(&self.state);
+        let r = f(&mut q);
+        self.queued.store(q.len(), Ordering::Release);
+        r
     }
 
     fn queued(&self) -> usize {
-        lock(&self.state).len()
+        self.queued.load(Ordering::Acquire)
     }
 
     fn head_is_error(&self) -> bool {
@@ -250,6 +268,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             format,
             wait_cond,
             state: Mutex::default(),
+            queued: AtomicUsize::new(0),
             signaled: AtomicBool::new(false),
             yield_when_idle: domain.cfg.yield_when_idle,
             empty_reads: AtomicU32::new(0),
@@ -319,7 +338,7 @@ unsafe fn read_common(
             }
         }
     });
-    if o.inner.wait.kind() == FI_WAIT_FD && lock(&o.inner.state).is_empty() {
+    if o.inner.wait.kind() == FI_WAIT_FD && o.inner.queued() == 0 {
         // Nothing left: the fd must not stay readable (level-triggered).
         o.inner.wait.settle(false);
     }
