@@ -29,7 +29,7 @@ use cma::Cma;
 use codes::{completion_level, fabric_flags, op_errno, post_errno};
 
 use super::connected::Connected;
-use super::monotonic_ns;
+use super::pass_clock::PassClock;
 use super::peers::Peers;
 use super::port::{Port, link_err};
 use super::published::{self, Published};
@@ -80,8 +80,8 @@ pub struct Rdm {
     /// access), for FI_RMA_EVENT counters.
     remote: Vec<(u64, rel::Access)>,
     next_token: u64,
-    /// [`monotonic_ns`] when the endpoint opened: the engine's time zero.
-    epoch_ns: u64,
+    /// The engine's time, from when the endpoint opened.
+    clock: PassClock,
     min_multi_recv: usize,
     /// FI_XDP_LINGER_MS.
     linger: std::time::Duration,
@@ -239,7 +239,7 @@ impl Rdm {
             memory: args.memory.clone(),
             remote: Vec::new(),
             next_token: 1,
-            epoch_ns: monotonic_ns(),
+            clock: PassClock::new(),
             min_multi_recv: args.min_multi_recv,
             linger: std::time::Duration::from_millis(u64::from(args.cfg.linger_ms)),
             timeouts_seen: 0,
@@ -251,7 +251,7 @@ impl Rdm {
     }
 
     fn now(&self) -> RelInstant {
-        RelInstant(monotonic_ns().saturating_sub(self.epoch_ns))
+        self.clock.read()
     }
 
     fn token(&mut self) -> u64 {
@@ -561,7 +561,8 @@ impl DataPath for Rdm {
     }
 
     fn progress(&mut self, out: &mut dyn FnMut(DpCompletion)) {
-        let now = self.now();
+        // Exact once something arrives; otherwise recent enough for timers.
+        let mut arrived_at: Option<RelInstant> = None;
         {
             let Rdm {
                 port,
@@ -574,12 +575,14 @@ impl DataPath for Rdm {
                 unknown_sources_dropped,
                 conn,
                 cma,
+                clock,
                 ..
             } = self;
             let mut bufs = RecvSide(recvs, results, memory, remote, cma.as_ref());
             let mut learnt = Vec::new();
             port.recv(RX_BATCH, |src, pieces, ce| {
                 probe::arrived();
+                let now = *arrived_at.get_or_insert_with(|| clock.exact());
                 if let Some(c) = conn.as_mut() {
                     let first = pieces.first().copied().unwrap_or(&[]);
                     if ofi_xdp_reliability::cm::is_cm(first) {
@@ -621,9 +624,15 @@ impl DataPath for Rdm {
                 port.learn(a);
             }
         }
+        let mut now = arrived_at.unwrap_or_else(|| self.clock.recent());
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            now = self.clock.exact();
             self.engine.handle_timeout(now);
             self.check_refused();
+        }
+        if self.engine.wants_transmit() && arrived_at.is_none() {
+            // Send times are RTT samples' start.
+            now = self.clock.exact();
         }
         self.transmit(now);
         self.report_remote(out);
@@ -659,7 +668,7 @@ impl DataPath for Rdm {
                 }
             }
         }
-        if self.published.due(self.epoch_ns + now.0) {
+        if self.published.due(self.clock.epoch_ns() + now.0) {
             let link = self.port.link_stats();
             self.published.set_all(published::rdm_values(
                 &self.engine.stats(),
