@@ -93,7 +93,13 @@ impl<P: Copy + Eq> Session<P> {
         let awaited = pkt.ty != PacketType::Data || pkt.hdr.flags & wf::AR != 0;
         let cfg = &sh.cfg;
         let end_at_once = cfg.ack_message_end_at_once && !mid_message && awaited;
-        if drained || end_at_once || self.rx_unacked >= cfg.ack_every || cfg.ack_delay.0 == 0 {
+        // Every `ack_every` packets, and by half the window we grant the
+        // peer (§12.1) where that is fewer: a sender that has used its grant
+        // waits for this ack, and with many senders sharing our ring a
+        // grant below `ack_every` would otherwise cost every window an
+        // `ack_delay`.
+        let ack_every = cfg.ack_every.min(u32::from(sh.grant() / 2).max(1));
+        if drained || end_at_once || self.rx_unacked >= ack_every || cfg.ack_delay.0 == 0 {
             // With no ack delay the ack goes out with the next poll_transmit,
             // i.e. once per batch of received datagrams.
             self.ack_now = true;

@@ -163,6 +163,55 @@ fn mid_message_segment_waits_for_more() {
     );
 }
 
+/// A receiver that grants a peer fewer packets than `ack_every` (its ring
+/// shared among many senders, §12.1) acknowledges by half of its grant:
+/// the sender, out of window, would otherwise wait for `ack_delay`.
+#[test]
+fn a_small_grant_is_acknowledged_by_its_half() {
+    let c = |i| Config {
+        ack_delay: Nanos::from_secs(1),
+        ack_every: 16,
+        ack_message_end_at_once: true,
+        congestion: true,
+        rx_capacity: 8,
+        ..cfg(i)
+    };
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    bufs.send.insert(1, pattern(20_000, 5));
+    bufs.send.insert(2, pattern(8, 6));
+    bufs.recv.insert(1, vec![0; 20_000]);
+    let now = Instant(0);
+    let send = |token, len| SendOp {
+        token,
+        dst: 1,
+        payload: Payload::Buffer { len },
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+    };
+    // A one-packet message first, to open the session (b grants 8).
+    a.post_send(now, send(2, 8)).unwrap();
+    let mut f = [0u8; 1472];
+    for _ in 0..4 {
+        while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
+            b.handle_datagram(now, 0, &f[..t.len], &mut bufs);
+        }
+        while let Some(t) = b.poll_transmit(now, &mut f, &mut bufs) {
+            a.handle_datagram(now, 1, &f[..t.len], &mut bufs);
+        }
+    }
+    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
+    a.post_send(now, send(1, 20_000)).unwrap();
+    for n in 1..=4 {
+        let t = a.poll_transmit(now, &mut f, &mut bufs).unwrap();
+        b.handle_datagram(now, 0, &f[..t.len], &mut bufs);
+        let acked = b.poll_transmit(now, &mut f, &mut bufs).is_some();
+        assert_eq!(acked, n == 4, "after {n} mid-message segments");
+    }
+}
+
 /// The provider's ack policy (`ack_message_end_at_once`, mid-message acks
 /// every 16 packets or after 200 µs) under loss, duplication, corruption and
 /// reordering: every message of every size still arrives intact and every
