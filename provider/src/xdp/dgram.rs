@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use super::pass_clock::PassClock;
 use super::port::{Port, link_err};
 use super::published::{self, Published};
 use crate::abi::{Errno, Result};
@@ -77,6 +78,8 @@ pub struct Dgram {
     pub dropped: u64,
     /// The statistics file `ofi-xdp status` reads.
     published: Published,
+    /// When its figures are due (a pass reads no other time).
+    clock: PassClock,
 }
 
 impl Dgram {
@@ -90,6 +93,7 @@ impl Dgram {
         );
         Dgram {
             published,
+            clock: PassClock::new(),
             port,
             framing: Framing {
                 header: args.dgram_header,
@@ -261,7 +265,10 @@ impl DataPath for Dgram {
         for c in done.drain(..) {
             out(c);
         }
-        if self.published.due(super::monotonic_ns()) {
+        if self
+            .published
+            .due(self.clock.epoch_ns() + self.clock.recent().0)
+        {
             let link = self.port.link_stats();
             self.published.set_all(published::dgram_values(
                 self.dropped,
