@@ -63,10 +63,10 @@ impl Watched for Vec<Arc<dyn Queue>> {
 /// a snapshot without this lock held, since endpoints lock their own state
 /// and then push into CQs (lock order endpoint → CQ) and binding may happen
 /// concurrently. Every change gives the list a new `version`, unique in the
-/// process, by which a thread finds the snapshot it took last time
-/// ([`snapshots`]): an unchanged set costs a read one atomic load instead of
-/// a lock and a reference count (each a locked instruction, on every
-/// `fi_cq_read` of an application that polls).
+/// process, by which a thread finds the snapshot it took last time (the
+/// `snapshots` module below): an unchanged set costs a read one atomic load
+/// instead of a lock and a reference count (each a locked instruction, on
+/// every `fi_cq_read` of an application that polls).
 pub struct ProgressSet<T: ?Sized> {
     members: Mutex<Arc<Vec<Weak<T>>>>,
     version: AtomicU64,
