@@ -117,33 +117,30 @@ fn message_end_acked_at_once_mid_message_segments_wait() {
     );
 }
 
-/// With `ack_message_end_at_once`, a lone mid-message segment is not
-/// acknowledged by the next `poll_transmit` (it waits for more or the delay).
-#[test]
-fn mid_message_segment_waits_for_more() {
-    let c = |i| Config {
-        ack_delay: Nanos::from_secs(1),
-        ack_every: 16,
-        ack_message_end_at_once: true,
-        ..cfg(i)
-    };
-    let mut a: Engine<u32> = Engine::new(c(0));
-    let mut b: Engine<u32> = Engine::new(c(1));
-    let mut bufs = Buffers::default();
-    bufs.send.insert(1, pattern(4000, 5));
-    bufs.send.insert(2, pattern(8, 6));
-    bufs.recv.insert(1, vec![0; 4000]);
-    let now = Instant(0);
-    let send = |token, len| SendOp {
+/// A send of `len` bytes from the caller's buffer `token`, to engine 1.
+fn buffer_send(token: u64, len: usize) -> SendOp<'static, u32> {
+    SendOp {
         token,
         dst: 1,
         payload: Payload::Buffer { len },
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
-    };
-    // A one-packet message first, to open the session.
-    a.post_send(now, send(2, 8)).unwrap();
+    }
+}
+
+/// Engines 0 and 1 configured by `c`, their session opened by a one-packet
+/// message, with a `len`-byte message (token 1) ready to send from 0 and a
+/// receive buffer for it at 1 (not posted: an unexpected message is fine).
+fn opened_pair(c: impl Fn(usize) -> Config, len: usize) -> (Engine<u32>, Engine<u32>, Buffers) {
+    let mut a: Engine<u32> = Engine::new(c(0));
+    let mut b: Engine<u32> = Engine::new(c(1));
+    let mut bufs = Buffers::default();
+    bufs.send.insert(1, pattern(len, 5));
+    bufs.send.insert(2, pattern(8, 6));
+    bufs.recv.insert(1, vec![0; len]);
+    let now = Instant(0);
+    a.post_send(now, buffer_send(2, 8)).unwrap();
     let mut f = [0u8; 1472];
     for _ in 0..4 {
         while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
@@ -154,7 +151,22 @@ fn mid_message_segment_waits_for_more() {
         }
     }
     assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
-    a.post_send(now, send(1, 4000)).unwrap();
+    (a, b, bufs)
+}
+
+/// With `ack_message_end_at_once`, a lone mid-message segment is not
+/// acknowledged by the next `poll_transmit` (it waits for more or the delay).
+#[test]
+fn mid_message_segment_waits_for_more() {
+    let c = |i| Config {
+        ack_delay: Nanos::from_secs(1),
+        ack_every: 16,
+        ack_message_end_at_once: true,
+        ..cfg(i)
+    };
+    let (mut a, mut b, mut bufs) = opened_pair(c, 4000);
+    let (now, mut f) = (Instant(0), [0u8; 1472]);
+    a.post_send(now, buffer_send(1, 4000)).unwrap();
     let t = a.poll_transmit(now, &mut f, &mut bufs).unwrap();
     b.handle_datagram(now, 0, &f[..t.len], &mut bufs);
     assert!(
@@ -176,34 +188,10 @@ fn a_small_grant_is_acknowledged_by_its_half() {
         rx_capacity: 8,
         ..cfg(i)
     };
-    let mut a: Engine<u32> = Engine::new(c(0));
-    let mut b: Engine<u32> = Engine::new(c(1));
-    let mut bufs = Buffers::default();
-    bufs.send.insert(1, pattern(20_000, 5));
-    bufs.send.insert(2, pattern(8, 6));
-    bufs.recv.insert(1, vec![0; 20_000]);
-    let now = Instant(0);
-    let send = |token, len| SendOp {
-        token,
-        dst: 1,
-        payload: Payload::Buffer { len },
-        tag: None,
-        data: None,
-        level: CompletionLevel::Transmit,
-    };
-    // A one-packet message first, to open the session (b grants 8).
-    a.post_send(now, send(2, 8)).unwrap();
-    let mut f = [0u8; 1472];
-    for _ in 0..4 {
-        while let Some(t) = a.poll_transmit(now, &mut f, &mut bufs) {
-            b.handle_datagram(now, 0, &f[..t.len], &mut bufs);
-        }
-        while let Some(t) = b.poll_transmit(now, &mut f, &mut bufs) {
-            a.handle_datagram(now, 1, &f[..t.len], &mut bufs);
-        }
-    }
-    assert!(matches!(a.poll_event(), Some(Event::Completion(c)) if c.token == 2));
-    a.post_send(now, send(1, 20_000)).unwrap();
+    // b grants a 8 packets.
+    let (mut a, mut b, mut bufs) = opened_pair(c, 20_000);
+    let (now, mut f) = (Instant(0), [0u8; 1472]);
+    a.post_send(now, buffer_send(1, 20_000)).unwrap();
     for n in 1..=4 {
         let t = a.poll_transmit(now, &mut f, &mut bufs).unwrap();
         b.handle_datagram(now, 0, &f[..t.len], &mut bufs);
