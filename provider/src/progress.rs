@@ -250,28 +250,33 @@ mod snapshots {
     /// Runs `f` over this thread's snapshot of `version`; false if it has
     /// none.
     pub fn with<M: Any>(version: u64, f: impl FnOnce(&M)) -> bool {
-        KEPT_HERE.with(|k| {
-            // A pass that reads another set meanwhile only borrows too.
-            let Ok(kept) = k.try_borrow() else {
-                return false;
-            };
-            match kept.0.iter().find(|(v, _)| *v == version) {
-                Some((_, m)) => match m.downcast_ref::<M>() {
-                    Some(m) => {
-                        f(m);
-                        true
-                    }
+        // Not at all while the thread's locals are being destroyed (a read
+        // from another library's thread-exit handler): the caller then
+        // takes a fresh snapshot.
+        KEPT_HERE
+            .try_with(|k| {
+                // A pass that reads another set meanwhile only borrows too.
+                let Ok(kept) = k.try_borrow() else {
+                    return false;
+                };
+                match kept.0.iter().find(|(v, _)| *v == version) {
+                    Some((_, m)) => match m.downcast_ref::<M>() {
+                        Some(m) => {
+                            f(m);
+                            true
+                        }
+                        None => false,
+                    },
                     None => false,
-                },
-                None => false,
-            }
-        })
+                }
+            })
+            .unwrap_or(false)
     }
 
     /// Keeps `members` as this thread's snapshot of `version`, in place of
     /// the oldest kept.
     pub fn keep<M: Any + Send + Sync>(version: u64, members: Arc<M>) {
-        KEPT_HERE.with(|k| {
+        let _ = KEPT_HERE.try_with(|k| {
             let Ok(mut kept) = k.try_borrow_mut() else {
                 return;
             };
