@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
 use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock};
-use crate::datapath::{Completion, CompletionError, WaitState};
+use crate::datapath::{Completion, CompletionError, WaitState, offered};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
 use crate::object::{self, FidObject, Refs, obj};
@@ -46,6 +46,11 @@ pub use queue::{CompletionQueue, entry_size};
 /// scheduler time slice. (The counter wraps after 2^32 reads; that only
 /// delays one yield.)
 const SPIN_BEFORE_YIELD: u32 = 512;
+
+/// Past [`SPIN_BEFORE_YIELD`], how often a read yields while a send of ours
+/// is offered for pulling (`datapath::offered`): every ≈ 8 µs of reads, so
+/// a peer that shares our core still runs soon, instead of every read.
+const YIELD_EVERY_WHILE_OFFERED: u32 = 64;
 
 pub struct Cq {
     /// Endpoints bound to this CQ (one per direction) and counters/waits.
@@ -364,7 +369,11 @@ unsafe fn read_common(
             o.inner
                 .empty_reads
                 .store(empty.wrapping_add(1), Ordering::Relaxed);
-            if o.inner.yield_when_idle && empty >= SPIN_BEFORE_YIELD {
+            // While a peer on this host copies one of our sends out of our
+            // memory, only every YIELD_EVERY_WHILE_OFFERED-th read yields:
+            // the reply comes when its copy ends, and our yields slowed it.
+            let due = !offered::outstanding() || empty % YIELD_EVERY_WHILE_OFFERED == 0;
+            if o.inner.yield_when_idle && empty >= SPIN_BEFORE_YIELD && due {
                 std::thread::yield_now();
             }
             Err(Errno::AGAIN)

@@ -22,6 +22,7 @@ mod completion;
 mod conn;
 pub mod iov;
 pub mod memory;
+pub mod offered;
 mod op;
 mod rma;
 

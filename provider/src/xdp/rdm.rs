@@ -35,6 +35,7 @@ use super::port::{Port, link_err};
 use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
+use crate::datapath::offered::Offered;
 use crate::datapath::{
     Completion, CompletionError, ConnEvent, ConnRequest, DataPath, Direction, DpCompletion, Iov,
     OpenArgs, Payload, Peek, Registry, RmaOp, RxOp, TxOp, WaitState, contiguous,
@@ -491,7 +492,7 @@ impl DataPath for Rdm {
                     context: op.context,
                     iov,
                     report,
-                    offer,
+                    offer: offer.then(Offered::begin),
                 },
             );
         }

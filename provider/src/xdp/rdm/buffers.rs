@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use ofi_xdp_reliability as rel;
 
 use super::cma::Cma;
+use crate::datapath::offered::Offered;
 use crate::datapath::{Iov, Registry, gather, scatter};
 
 pub(super) struct SendState {
@@ -16,8 +17,8 @@ pub(super) struct SendState {
     pub(super) iov: Iov,
     pub(super) report: bool,
     /// Its receiver is on this host: a rendezvous request offers it for
-    /// pulling (PROTOCOL.md §6.7).
-    pub(super) offer: bool,
+    /// pulling (PROTOCOL.md §6.7); counted while the send is out.
+    pub(super) offer: Option<Offered>,
 }
 
 pub(super) struct RecvState {
@@ -66,7 +67,7 @@ impl rel::SendBuffers for SendSide<'_> {
 
     fn pull_offer(&mut self, token: u64, dst: &mut [u8]) -> usize {
         match (self.2, self.0.get(&token)) {
-            (Some(cma), Some(s)) if s.offer => cma.offer(&s.iov, dst),
+            (Some(cma), Some(s)) if s.offer.is_some() => cma.offer(&s.iov, dst),
             _ => 0,
         }
     }

@@ -86,7 +86,7 @@ impl Rdm {
                 context: op.context,
                 iov: source,
                 report: op.report,
-                offer: false,
+                offer: None,
             },
         );
         if !op.result.is_empty() {
