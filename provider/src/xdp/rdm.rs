@@ -453,8 +453,12 @@ impl DataPath for Rdm {
         let injected = matches!(op.payload, Payload::Inject(_));
         let copied = injected || level == rel::CompletionLevel::Inject;
         let token = self.token();
-        // Offer it for pulling if it goes to a peer on this host (§6.7).
-        let offer = self.cma.is_some() && !copied && self.port.reaches_by_shm(&op.dest);
+        // Offer it for pulling if it is a rendezvous (not copied, above the
+        // eager limit) to a peer on this host (§6.7).
+        let offer = self.cma.is_some()
+            && !copied
+            && len > self.engine.config().eager_limit
+            && self.port.reaches_by_shm(&op.dest);
         {
             // SAFETY: we are inside the posting call (the engine copies now).
             let bytes = copied.then(|| unsafe { contiguous(op.payload.iov()) });

@@ -16,8 +16,8 @@ pub(super) struct SendState {
     pub(super) context: usize,
     pub(super) iov: Iov,
     pub(super) report: bool,
-    /// Its receiver is on this host: a rendezvous request offers it for
-    /// pulling (PROTOCOL.md §6.7); counted while the send is out.
+    /// A rendezvous whose receiver is on this host: its request offers it
+    /// for pulling (PROTOCOL.md §6.7); counted while the send is out.
     pub(super) offer: Option<Offered>,
 }
 
