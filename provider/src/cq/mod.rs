@@ -149,7 +149,7 @@ impl Cq {
 
     /// Non-blocking read of up to `count` successful completions, in order.
     pub fn read_into(&self, count: usize, out: impl FnMut(usize, &Completion)) -> Result<usize> {
-        if self.queued.load(Ordering::Acquire) == 0 {
+        if self.queued() == 0 {
             // fi_cq(3) "RETURN VALUES": nothing queued.
             return Err(Errno::AGAIN);
         }
