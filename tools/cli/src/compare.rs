@@ -123,8 +123,9 @@ fn print_side_by_side(tables: &[(&str, Vec<Row>)]) {
 /// 1 MiB bandwidth of xdp against tcp — all measured in one run between the same test hosts.
 ///
 /// The machines are shared and a single run swings by ±30 %, so the run is made of `rounds`
-/// rounds, each measuring every path once, one after the other. Each ratio is taken within a
-/// round (both sides measured seconds apart) and the median over the rounds is reported, with
+/// rounds, each measuring every path once, one after the other (in the order
+/// `round_order` gives). Each ratio is taken within a round (both sides measured one after the
+/// other, seconds apart) and the median over the rounds is reported, with
 /// the range beside it. `--csv FILE` also writes every figure of every round there (one row per
 /// path and round), for plotting, and prints the path.
 pub fn bench(args: &[String]) -> Result<(), String> {
@@ -160,11 +161,11 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             start.elapsed().as_secs_f64()
         );
         r.floor_us.push(link_floor()?.p50_ns as f64 / 2000.0);
-        for p in SMALL_PROVIDERS {
+        for p in round_order(&SMALL_PROVIDERS, round) {
             let row = measure(p, "64", iterations)?;
             r.small.entry(p).or_default().push(row.usec_per_xfer);
         }
-        for p in BIG_PROVIDERS {
+        for p in round_order(&BIG_PROVIDERS, round) {
             let row = measure(p, "1048576", big_iterations)?;
             r.big_us.entry(p).or_default().push(row.usec_per_xfer);
             r.big_mbs.entry(p).or_default().push(row.mb_per_sec);
@@ -235,6 +236,27 @@ const SMALL_PROVIDERS: [&str; 4] = ["xdp", "tcp", "udp;ofi_rxd", AUTHENTICATED];
 /// The 1 MiB bandwidth runs: the target compares `xdp` with `tcp`, and with itself
 /// authenticated.
 const BIG_PROVIDERS: [&str; 3] = ["xdp", "tcp", AUTHENTICATED];
+
+/// The order `paths` are measured in, in round `round` (from 1): `xdp+auth` just before `xdp`
+/// and `tcp` just after it, so that the paths each ratio compares run one after the other,
+/// seconds apart; reversed in even rounds, so that a drift of the shared machine's load within
+/// a round (a neighbour's build starting) counts against each side of a ratio in turn rather
+/// than always against the later one.
+fn round_order<'a>(paths: &[&'a str], round: usize) -> Vec<&'a str> {
+    let mut v: Vec<&str> = paths
+        .iter()
+        .copied()
+        .filter(|p| *p != AUTHENTICATED)
+        .collect();
+    if paths.contains(&AUTHENTICATED) {
+        let at = v.iter().position(|p| *p == "xdp").unwrap_or(0);
+        v.insert(at, AUTHENTICATED);
+    }
+    if round % 2 == 0 {
+        v.reverse();
+    }
+    v
+}
 /// The path name of the xdp provider with a job key.
 const AUTHENTICATED: &str = "xdp+auth";
 /// The job key of the authenticated runs (hex, FI_XDP_AUTH_KEY).
@@ -350,4 +372,25 @@ fn link_floor() -> Result<Measured, String> {
         .filter_map(Measured::parse)
         .find(|m| !m.label.starts_with("kernel"))
         .ok_or_else(|| "link-pingpong printed no link result".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ratio_compares_neighbours_and_rounds_alternate() {
+        assert_eq!(
+            round_order(&SMALL_PROVIDERS, 1),
+            [AUTHENTICATED, "xdp", "tcp", "udp;ofi_rxd"]
+        );
+        assert_eq!(
+            round_order(&SMALL_PROVIDERS, 2),
+            ["udp;ofi_rxd", "tcp", "xdp", AUTHENTICATED]
+        );
+        assert_eq!(
+            round_order(&BIG_PROVIDERS, 3),
+            [AUTHENTICATED, "xdp", "tcp"]
+        );
+    }
 }
