@@ -33,23 +33,16 @@ use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::WaitObj;
 
+mod idle;
 mod queue;
 
 use queue::write_entry;
 pub use queue::{CompletionQueue, entry_size};
 
-/// Empty reads in a row before a read yields the CPU (FI_XDP_YIELD). An
-/// idle read takes ≈ 120 ns here (`ofi-xdp local-bench`, "empty
-/// fi_cq_read"), so this is ≈ 60 µs: longer than a
-/// small reply takes to come back (with 64, one wait for a 64-byte reply in
-/// five still yielded; with 512, one in two hundred), and nothing against a
-/// scheduler time slice. (The counter wraps after 2^32 reads; that only
-/// delays one yield.)
-const SPIN_BEFORE_YIELD: u32 = 512;
-
-/// Past [`SPIN_BEFORE_YIELD`], how often a read yields while a send of ours
-/// is offered for pulling (`datapath::offered`): every ≈ 8 µs of reads, so
-/// a peer that shares our core still runs soon, instead of every read.
+/// Past the spin of [`idle::spin_limit`], how often a read yields while a
+/// send of ours is offered for pulling (`datapath::offered`) and this
+/// thread has its CPU to itself: every ≈ 8 µs of reads, so a peer that
+/// shares our core still runs soon, instead of every read.
 const YIELD_EVERY_WHILE_OFFERED: u32 = 64;
 
 pub struct Cq {
@@ -69,7 +62,7 @@ pub struct Cq {
     /// on).
     yield_when_idle: bool,
     /// Reads in a row that found nothing: the yield waits for
-    /// [`SPIN_BEFORE_YIELD`] of them.
+    /// [`idle::spin_limit`] of them.
     empty_reads: AtomicU32,
     /// What sread blocks on and what a queued completion signals.
     pub wait: WaitObj,
@@ -370,11 +363,16 @@ unsafe fn read_common(
                 .empty_reads
                 .store(empty.wrapping_add(1), Ordering::Relaxed);
             // While a peer on this host copies one of our sends out of our
-            // memory, only every YIELD_EVERY_WHILE_OFFERED-th read yields:
-            // the reply comes when its copy ends, and our yields slowed it.
-            let due = !offered::outstanding() || empty % YIELD_EVERY_WHILE_OFFERED == 0;
-            if o.inner.yield_when_idle && empty >= SPIN_BEFORE_YIELD && due {
-                std::thread::yield_now();
+            // memory, only every YIELD_EVERY_WHILE_OFFERED-th read yields
+            // (unless we share our CPU, maybe with that peer): the reply
+            // comes when its copy ends, and our yields slowed it.
+            if o.inner.yield_when_idle && empty >= idle::spin_limit() {
+                let due = idle::sharing_cpu()
+                    || !offered::outstanding()
+                    || empty % YIELD_EVERY_WHILE_OFFERED == 0;
+                if due {
+                    idle::yield_cpu();
+                }
             }
             Err(Errno::AGAIN)
         }

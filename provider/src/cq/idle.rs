@@ -1,0 +1,145 @@
+//! What a CQ read that finds nothing does with the CPU (FI_XDP_YIELD).
+//!
+//! An application polling `fi_cq_read` for a reply (an MPI rank in
+//! `MPI_Wait`) spins: on a core of its own that is the fastest way to see
+//! the reply. On a host with more polling processes than cores (ranks per
+//! node above the core count, or a rank sharing its core with a build) the
+//! process it waits for may be waiting for this CPU, so past a number of
+//! empty reads each further one calls `sched_yield`.
+//!
+//! How many: a yield costs ≈ 0.4 µs here when nothing else wants the CPU
+//! and delays a reply that lands meanwhile, so a thread alone on its CPU
+//! spins [`SPIN_ALONE`] empty reads first (≈ 60 µs). A thread that shares
+//! its CPU gains nothing by spinning that long: every other polling
+//! process on that CPU then also spins 60 µs before its turn ends, and a
+//! reply waits for all of them (four pairs of ranks on two cores: 64 B
+//! one-way ≈ 230 µs, `docs/performance.md`). So a thread that was switched
+//! out — by its last yield, or preempted since — counts as sharing its CPU
+//! and yields after [`SPIN_SHARED`] empty reads; one whose next yield
+//! switches to nobody counts as alone again. Whether a yield switched is
+//! the thread's involuntary context-switch count (`getrusage(2)`
+//! `RUSAGE_THREAD`, `ru_nivcsw`: a `sched_yield` that runs another task
+//! counts there), read once per yield (≈ 0.3 µs).
+
+use std::cell::Cell;
+
+/// Empty reads in a row before a thread alone on its CPU yields. An idle
+/// read takes ≈ 120 ns here (`ofi-xdp local-bench`, "empty fi_cq_read"),
+/// so this is ≈ 60 µs: longer than a small reply takes to come back (with
+/// 64, one wait for a 64-byte reply in five still yielded; with 512, one
+/// in two hundred), and nothing against a scheduler time slice. (The
+/// counter wraps after 2^32 reads; that only delays one yield.)
+pub(super) const SPIN_ALONE: u32 = 512;
+
+/// Empty reads in a row before a thread that shares its CPU yields
+/// (≈ 0.5 µs: a reply already on its way). Four pairs of ranks on two
+/// cores, 64 B one-way: 21–28 µs with 4, 25–35 with 16, 85 with 64, 22
+/// with 0 (`latency_one_pair_vs_four` in `tests/shared_queue.rs`).
+pub(super) const SPIN_SHARED: u32 = 4;
+
+thread_local! {
+    /// This thread's involuntary context switches at its last yield, and
+    /// whether that count had grown since the yield before (`None` before
+    /// the first yield).
+    static LAST_YIELD: Cell<Option<(i64, bool)>> = const { Cell::new(None) };
+}
+
+/// Whether this thread was last seen sharing its CPU.
+pub(super) fn sharing_cpu() -> bool {
+    LAST_YIELD
+        .try_with(|c| c.get().is_some_and(|(_, shared)| shared))
+        .unwrap_or(false)
+}
+
+/// Empty reads in a row after which this thread yields.
+pub(super) fn spin_limit() -> u32 {
+    if sharing_cpu() {
+        SPIN_SHARED
+    } else {
+        SPIN_ALONE
+    }
+}
+
+/// Give the CPU away, and note whether this thread shares it.
+pub(super) fn yield_cpu() {
+    std::thread::yield_now();
+    let Some(now) = involuntary_switches() else {
+        return;
+    };
+    let _ = LAST_YIELD.try_with(|c| c.set(Some(after_yield(c.get(), now))));
+}
+
+/// The state after a yield that found the count of involuntary switches at
+/// `now`: sharing if it grew since the last yield.
+fn after_yield(last: Option<(i64, bool)>, now: i64) -> (i64, bool) {
+    (now, last.is_some_and(|(before, _)| now > before))
+}
+
+/// This thread's involuntary context switches so far.
+fn involuntary_switches() -> Option<i64> {
+    // SAFETY: getrusage writes one rusage into `ru`; zeroed is a valid
+    // rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    (rc == 0).then_some(ru.ru_nivcsw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sharing_follows_the_last_yield() {
+        // The first yield only counts.
+        assert_eq!(after_yield(None, 7), (7, false));
+        // Switched out since: sharing; then a yield that switched to
+        // nobody: alone again.
+        assert_eq!(after_yield(Some((7, false)), 9), (9, true));
+        assert_eq!(after_yield(Some((9, true)), 9), (9, false));
+    }
+
+    /// A yield to a busy thread pinned to the same CPU is seen as sharing
+    /// it. (The converse, alone, cannot be arranged in a test: other
+    /// processes may run on any CPU.)
+    #[test]
+    fn a_yield_to_a_busy_neighbour_marks_the_cpu_shared() {
+        let cpu = current_cpu();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let busy = std::thread::spawn(move || {
+            pin(cpu);
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+        });
+        let shared = std::thread::spawn(move || {
+            pin(cpu);
+            assert_eq!(spin_limit(), SPIN_ALONE, "before any yield");
+            for _ in 0..100 {
+                yield_cpu();
+            }
+            (sharing_cpu(), spin_limit())
+        })
+        .join()
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().unwrap();
+        assert_eq!(shared, (true, SPIN_SHARED));
+    }
+
+    fn current_cpu() -> usize {
+        // SAFETY: sched_getcpu has no preconditions.
+        usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
+    }
+
+    fn pin(cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays in bounds for
+        // cpu < CPU_SETSIZE.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
