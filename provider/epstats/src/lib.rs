@@ -18,6 +18,7 @@
 //!   pid 4242                      process id
 //!   starttime 123456              field 22 of /proc/<pid>/stat (tells a reused pid apart)
 //!   netns 4026531840              inode of /proc/self/ns/net
+//!   pidns 4026531836              inode of /proc/self/ns/pid (what `pid` is relative to)
 //!   ifname eth0
 //!   ifindex 2
 //!   endpoint rdm                  rdm | dgram
@@ -39,7 +40,9 @@
 //! The writer builds the file under a hidden temporary name and renames it
 //! into place, so a reader never sees a half-written header; it removes the
 //! file when the endpoint closes. A file whose process is gone was left by a
-//! process that was killed: `ofi-xdp cleanup` removes it.
+//! process that was killed: the next process of its user (and pid
+//! namespace) to publish one removes it ([`remove_dead`]), and so does
+//! `ofi-xdp cleanup`.
 
 use std::fs::File;
 use std::io::{self, Write as _};
@@ -100,6 +103,9 @@ pub struct EndpointStats {
     pub starttime: u64,
     /// Inode of the endpoint's network namespace.
     pub netns: u64,
+    /// Inode of its process's pid namespace (files of older builds have
+    /// none).
+    pub pidns: Option<u64>,
     pub identity: Identity,
     /// `(name, value, is_gauge)` in the file's order.
     pub values: Vec<(String, u64, bool)>,
@@ -127,6 +133,12 @@ pub fn process_starttime(pid: u32) -> Option<u64> {
     // fields after its closing parenthesis (field 3 is the first).
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Inode of this process's pid namespace.
+pub fn pidns_inode() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }
 
 /// Inode of the calling thread's network namespace.
@@ -277,10 +289,11 @@ fn header_text(pid: u32, id: &Identity, counters: &[&str], gauges: &[&str]) -> i
         ));
     }
     let mut h = format!(
-        "{MAGIC}\npid {pid}\nstarttime {}\nnetns {}\nifname {}\nifindex {}\nendpoint {}\n\
-         path {}\naddress {}\n",
+        "{MAGIC}\npid {pid}\nstarttime {}\nnetns {}\npidns {}\nifname {}\nifindex {}\n\
+         endpoint {}\npath {}\naddress {}\n",
         process_starttime(pid).unwrap_or(0),
         netns_inode().unwrap_or(0),
+        pidns_inode().unwrap_or(0),
         id.ifname,
         id.ifindex,
         id.endpoint,
@@ -371,6 +384,7 @@ pub fn read(path: &Path) -> Result<EndpointStats, String> {
         pid: small("pid")?,
         starttime: num("starttime")?,
         netns: num("netns")?,
+        pidns: get("pidns").and_then(|v| v.trim().parse().ok()),
         identity: Identity {
             endpoint: get("endpoint").unwrap_or("").to_owned(),
             path: path_kind,
@@ -382,6 +396,29 @@ pub fn read(path: &Path) -> Result<EndpointStats, String> {
         },
         values,
     })
+}
+
+/// Removes the files in `dir` that processes of this user and pid
+/// namespace left behind when killed (the process a file names no longer
+/// runs); how many. Left for `ofi-xdp cleanup`: other users' files (the
+/// directory is sticky: only a file's owner may remove it), files of
+/// another pid namespace sharing the directory (their pids name other
+/// processes here, or none), files of older builds (no `pidns`) and files
+/// that do not read.
+pub fn remove_dead(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(pidns) = pidns_inode() else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.pidns == Some(pidns) && !e.alive())
+        .filter(|e| std::fs::metadata(&e.file).is_ok_and(|m| m.uid() == uid))
+        .filter(|e| std::fs::remove_file(&e.file).is_ok())
+        .count()
 }
 
 /// Every statistics file in `dir` (by name), read; unreadable ones as errors.
@@ -445,6 +482,43 @@ mod tests {
         let path = w.path().to_path_buf();
         drop(w);
         assert!(!path.exists(), "removed when the endpoint closes");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn files_of_killed_processes_of_ours_are_removed_and_no_others() {
+        let dir = temp_dir("dead");
+        let live = Writer::create(&dir, 0, &identity(), &["sent"], &[]).unwrap();
+        let pid = std::process::id();
+        let start = process_starttime(pid).unwrap();
+        let ns = pidns_inode().unwrap();
+        // Our pid with another start time: a process that ran here before.
+        let file = |name: &str, starttime: u64, pidns: Option<u64>| {
+            let mut h = format!(
+                "{MAGIC}\npid {pid}\nstarttime {starttime}\nnetns 1\nifindex 1\n\
+                 path af_xdp\ncounters a\nvalues {VALUES_OFFSET}\n"
+            );
+            if let Some(ns) = pidns {
+                h.push_str(&format!("pidns {ns}\n"));
+            }
+            let mut b = h.into_bytes();
+            b.resize(VALUES_OFFSET + 8, 0);
+            std::fs::write(dir.join(name), b).unwrap();
+        };
+        file("1-0.stats", start + 1, Some(ns));
+        file("2-0.stats", start + 1, Some(ns + 1));
+        file("3-0.stats", start + 1, None);
+        assert_eq!(remove_dead(&dir), 1);
+        assert!(!dir.join("1-0.stats").exists(), "dead, ours: removed");
+        for kept in ["2-0.stats", "3-0.stats"] {
+            assert!(
+                dir.join(kept).exists(),
+                "{kept}: another pid namespace, or no pidns"
+            );
+        }
+        assert!(live.path().exists(), "a live endpoint's file stays");
+        assert_eq!(read(live.path()).unwrap().pidns, Some(ns));
+        drop(live);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,7 +1,8 @@
 //! What an endpoint publishes about itself for `ofi-xdp status`: its
 //! identity and counters in a statistics file in shared memory
 //! (`ofi-xdp-epstats`: one aligned store per counter, no system call on the
-//! data path), removed when the endpoint closes.
+//! data path), removed when the endpoint closes — or, if its process is
+//! killed, by the first endpoint of the user's next process on the host.
 //!
 //! Publishing is best effort: an endpoint that cannot create its file (no
 //! `/dev/shm`, a read-only one, a full one) works as before and says so at
@@ -63,6 +64,19 @@ impl Published {
             slot: port.af_xdp.map(|(_, s)| s),
         };
         let n = NEXT_ENDPOINT.fetch_add(1, Ordering::Relaxed);
+        // The files of this user's ranks that were killed stay in tmpfs
+        // until someone removes them: the first endpoint of each process
+        // does, so a node's /dev/shm does not fill with them job after job.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            let gone = ofi_xdp_epstats::remove_dead(Path::new(DEFAULT_DIR));
+            if gone > 0 {
+                crate::xdp_info!(
+                    FI_LOG_EP_CTRL,
+                    "removed {gone} statistics files of killed processes from {DEFAULT_DIR}"
+                );
+            }
+        });
         let writer = match Writer::create(Path::new(DEFAULT_DIR), n, &identity, counters, gauges) {
             Ok(w) => Some(w),
             Err(e) => {
