@@ -252,7 +252,7 @@ fn round_order<'a>(paths: &[&'a str], round: usize) -> Vec<&'a str> {
         let at = v.iter().position(|p| *p == "xdp").unwrap_or(0);
         v.insert(at, AUTHENTICATED);
     }
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         v.reverse();
     }
     v
