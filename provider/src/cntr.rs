@@ -14,6 +14,7 @@ use crate::abi::{self, Errno, guard_int, guard_value, lock};
 use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::Endpoint;
+use crate::idle::IdleReads;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, Watched, sleep_between_passes};
 use crate::sys::*;
@@ -35,6 +36,13 @@ pub struct Cntr {
     /// Bound to a registration (fi_mr_bind): reads also progress every
     /// endpoint of the domain, through which peers' operations arrive.
     pub counts_registrations: std::sync::atomic::AtomicBool,
+    /// The value `fi_cntr_read` last returned: a read that returns it again
+    /// found nothing new.
+    last_read: AtomicU64,
+    /// Reads in a row that found nothing new, and the sched_yield they lead
+    /// to (FI_XDP_YIELD), as for a CQ: an application polling a counter on
+    /// a shared CPU lets the process it waits for run.
+    idle: IdleReads,
 }
 
 impl Cntr {
@@ -195,6 +203,8 @@ pub unsafe extern "C" fn xdp_cntr_open(
             member: OnceLock::new(),
             progress: ProgressSet::default(),
             counts_registrations: Default::default(),
+            last_read: AtomicU64::new(0),
+            idle: IdleReads::new(domain.cfg.yield_when_idle),
         });
         if let Some(set) = inner.wait.set() {
             let me: Weak<dyn Queue> = Arc::downgrade(&inner) as Weak<dyn Queue>;
@@ -236,8 +246,18 @@ unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {
         // SAFETY: validated by obj().
         match unsafe { obj::<CntrObj>(c.cast()) } {
             Ok(o) => {
-                o.inner.run_progress();
-                o.inner.value.load(Ordering::Acquire)
+                let k = &o.inner;
+                k.run_progress();
+                let v = k.value.load(Ordering::Acquire);
+                // A load and a store, not a swap (no locked instruction on
+                // the polling path); racing readers only blur the count.
+                if k.last_read.load(Ordering::Relaxed) == v {
+                    k.idle.found_nothing();
+                } else {
+                    k.last_read.store(v, Ordering::Relaxed);
+                    k.idle.found();
+                }
+                v
             }
             Err(_) => 0,
         }

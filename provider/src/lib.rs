@@ -15,7 +15,7 @@
 //!   [`fabric`], [`domain`], [`ep`] (with its data-call tables), [`av`],
 //!   [`mr`], [`cq`], [`cntr`], [`eq`]; what they share: [`object`] (open /
 //!   close of every fid), [`progress`] (manual progress over bound
-//!   endpoints);
+//!   endpoints), [`idle`] (when a read that finds nothing yields the CPU);
 //! - [`probe`]: latency probes (the `probes` feature), used on every layer.
 
 // Every `unsafe extern "C"` entry point's safety contract is the libfabric
@@ -35,6 +35,7 @@ pub mod ep;
 pub mod eq;
 pub mod fabric;
 pub mod getinfo;
+pub mod idle;
 pub mod ifaces;
 pub mod log;
 pub mod mr;

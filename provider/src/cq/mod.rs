@@ -18,32 +18,26 @@
 
 use std::mem::offset_of;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
 use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock};
-use crate::datapath::{Completion, CompletionError, WaitState, offered};
+use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
+use crate::idle::IdleReads;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
 use crate::wait::WaitObj;
 
-mod idle;
 mod queue;
 
 use queue::write_entry;
 pub use queue::{CompletionQueue, entry_size};
-
-/// Past the spin of [`idle::spin_limit`], how often a read yields while a
-/// send of ours is offered for pulling (`datapath::offered`) and this
-/// thread has its CPU to itself: every ≈ 8 µs of reads, so a peer that
-/// shares our core still runs soon, instead of every read.
-const YIELD_EVERY_WHILE_OFFERED: u32 = 64;
 
 pub struct Cq {
     /// Endpoints bound to this CQ (one per direction) and counters/waits.
@@ -58,12 +52,9 @@ pub struct Cq {
     /// pushed meanwhile is the same as that entry arriving a moment later.
     queued: AtomicUsize,
     signaled: AtomicBool,
-    /// sched_yield() when reads keep finding nothing (FI_XDP_YIELD, default
-    /// on).
-    yield_when_idle: bool,
-    /// Reads in a row that found nothing: the yield waits for
-    /// [`idle::spin_limit`] of them.
-    empty_reads: AtomicU32,
+    /// Reads in a row that found nothing, and the sched_yield they lead
+    /// to (FI_XDP_YIELD).
+    idle: IdleReads,
     /// What sread blocks on and what a queued completion signals.
     pub wait: WaitObj,
     /// This CQ as a member of its wait set (FI_WAIT_SET), to leave it.
@@ -268,8 +259,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             state: Mutex::default(),
             queued: AtomicUsize::new(0),
             signaled: AtomicBool::new(false),
-            yield_when_idle: domain.cfg.yield_when_idle,
-            empty_reads: AtomicU32::new(0),
+            idle: IdleReads::new(domain.cfg.yield_when_idle),
             progress: ProgressSet::default(),
         });
         if let Some(set) = inner.wait.set() {
@@ -343,37 +333,16 @@ unsafe fn read_common(
     match n {
         Ok(n) => {
             crate::probe::at(crate::probe::Stage::Read);
-            if o.inner.empty_reads.load(Ordering::Relaxed) != 0 {
-                o.inner.empty_reads.store(0, Ordering::Relaxed);
-            }
+            o.inner.idle.found();
             Ok(n as ssize_t)
         }
         Err(Errno::AGAIN) => {
             // Nothing yet: the application will poll again at once. When
             // that keeps happening, give the CPU away first, so that on a
             // host with more polling processes than cores the peer we wait
-            // for gets to run now instead of at the end of our time slice.
-            // Not on every empty read: a sched_yield costs about a
-            // microsecond here, and a reply that lands during it waits for
-            // it (64 B ping-pong ≈ 15 % slower when yielding every time).
-            // A load and a store, not a read-modify-write: a count lost to
-            // a concurrent reader only delays one yield.
-            let empty = o.inner.empty_reads.load(Ordering::Relaxed);
-            o.inner
-                .empty_reads
-                .store(empty.wrapping_add(1), Ordering::Relaxed);
-            // While a peer on this host copies one of our sends out of our
-            // memory, only every YIELD_EVERY_WHILE_OFFERED-th read yields
-            // (unless we share our CPU, maybe with that peer): the reply
-            // comes when its copy ends, and our yields slowed it.
-            if o.inner.yield_when_idle && empty >= idle::spin_limit() {
-                let due = idle::sharing_cpu()
-                    || !offered::outstanding()
-                    || empty % YIELD_EVERY_WHILE_OFFERED == 0;
-                if due {
-                    idle::yield_cpu();
-                }
-            }
+            // for gets to run now instead of at the end of our time slice
+            // (`idle.rs`: after how many reads, and how often then).
+            o.inner.idle.found_nothing();
             Err(Errno::AGAIN)
         }
         Err(e) => Err(e),

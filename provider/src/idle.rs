@@ -1,27 +1,87 @@
-//! What a CQ read that finds nothing does with the CPU (FI_XDP_YIELD).
+//! What a CQ or counter read that finds nothing does with the CPU
+//! (FI_XDP_YIELD).
 //!
-//! An application polling `fi_cq_read` for a reply (an MPI rank in
-//! `MPI_Wait`) spins: on a core of its own that is the fastest way to see
-//! the reply. On a host with more polling processes than cores (ranks per
-//! node above the core count, or a rank sharing its core with a build) the
-//! process it waits for may be waiting for this CPU, so past a number of
-//! empty reads each further one calls `sched_yield`.
+//! An application polling `fi_cq_read` (or `fi_cntr_read`) for a reply —
+//! an MPI rank in `MPI_Wait` — spins: on a core of its own that is the
+//! fastest way to see the reply. On a host with more polling processes than
+//! cores (ranks per node above the core count, or a rank sharing its core
+//! with a build) the process it waits for may be waiting for this CPU, so
+//! past a number of empty reads each further one calls `sched_yield`.
 //!
 //! How many: a yield costs ≈ 0.4 µs here when nothing else wants the CPU
 //! and delays a reply that lands meanwhile, so a thread alone on its CPU
-//! spins [`SPIN_ALONE`] empty reads first (≈ 60 µs). A thread that shares
+//! spins `SPIN_ALONE` empty reads first (≈ 60 µs). A thread that shares
 //! its CPU gains nothing by spinning that long: every other polling
 //! process on that CPU then also spins 60 µs before its turn ends, and a
 //! reply waits for all of them (four pairs of ranks on two cores: 64 B
 //! one-way ≈ 230 µs, `docs/performance.md`). So a thread that was switched
 //! out — by its last yield, or preempted since — counts as sharing its CPU
-//! and yields after [`SPIN_SHARED`] empty reads; one whose next yield
+//! and yields after `SPIN_SHARED` empty reads; one whose next yield
 //! switches to nobody counts as alone again. Whether a yield switched is
 //! the thread's involuntary context-switch count (`getrusage(2)`
 //! `RUSAGE_THREAD`, `ru_nivcsw`: a `sched_yield` that runs another task
 //! counts there), read once per yield (≈ 0.3 µs).
+//!
+//! While a send of this process is offered to a peer on this host for
+//! pulling (`datapath::offered`), a thread alone on its CPU yields only
+//! every `YIELD_EVERY_WHILE_OFFERED`-th read past its spin: the reply
+//! comes when the peer's copy ends, and each yield's system call slowed
+//! that copy (`docs/performance.md`, "Two processes on one host").
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::datapath::offered;
+
+/// Empty reads in a row of one CQ or counter, and the yields they lead to.
+pub struct IdleReads {
+    /// Reads in a row that found nothing. A load and a store, not a
+    /// read-modify-write: a count lost to a concurrent reader only delays
+    /// one yield (and it wraps after 2^32 reads, which does the same).
+    empty: AtomicU32,
+    /// FI_XDP_YIELD.
+    enabled: bool,
+}
+
+impl IdleReads {
+    pub fn new(enabled: bool) -> IdleReads {
+        IdleReads {
+            empty: AtomicU32::new(0),
+            enabled,
+        }
+    }
+
+    /// A read found something: the next empty one starts a new spin.
+    #[inline]
+    pub fn found(&self) {
+        if self.empty.load(Ordering::Relaxed) != 0 {
+            self.empty.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A read found nothing: yield the CPU if the spin is over. Whether it
+    /// yielded.
+    pub fn found_nothing(&self) -> bool {
+        let empty = self.empty.load(Ordering::Relaxed);
+        self.empty.store(empty.wrapping_add(1), Ordering::Relaxed);
+        if !self.enabled || empty < spin_limit() {
+            return false;
+        }
+        let due = sharing_cpu()
+            || !offered::outstanding()
+            || empty.is_multiple_of(YIELD_EVERY_WHILE_OFFERED);
+        if due {
+            yield_cpu();
+        }
+        due
+    }
+}
+
+/// Past the spin, how often a read yields while a send of ours is offered
+/// for pulling and this thread has its CPU to itself: every ≈ 8 µs of
+/// reads, so a peer that shares our core still runs soon, instead of every
+/// read.
+const YIELD_EVERY_WHILE_OFFERED: u32 = 64;
 
 /// Empty reads in a row before a thread alone on its CPU yields. An idle
 /// read takes ≈ 120 ns here (`ofi-xdp local-bench`, "empty fi_cq_read"),
@@ -29,13 +89,13 @@ use std::cell::Cell;
 /// 64, one wait for a 64-byte reply in five still yielded; with 512, one
 /// in two hundred), and nothing against a scheduler time slice. (The
 /// counter wraps after 2^32 reads; that only delays one yield.)
-pub(super) const SPIN_ALONE: u32 = 512;
+const SPIN_ALONE: u32 = 512;
 
 /// Empty reads in a row before a thread that shares its CPU yields
 /// (≈ 0.5 µs: a reply already on its way). Four pairs of ranks on two
 /// cores, 64 B one-way: 21–28 µs with 4, 25–35 with 16, 85 with 64, 22
 /// with 0 (`latency_one_pair_vs_four` in `tests/shared_queue.rs`).
-pub(super) const SPIN_SHARED: u32 = 4;
+const SPIN_SHARED: u32 = 4;
 
 thread_local! {
     /// This thread's involuntary context switches at its last yield, and
@@ -45,14 +105,14 @@ thread_local! {
 }
 
 /// Whether this thread was last seen sharing its CPU.
-pub(super) fn sharing_cpu() -> bool {
+fn sharing_cpu() -> bool {
     LAST_YIELD
         .try_with(|c| c.get().is_some_and(|(_, shared)| shared))
         .unwrap_or(false)
 }
 
 /// Empty reads in a row after which this thread yields.
-pub(super) fn spin_limit() -> u32 {
+fn spin_limit() -> u32 {
     if sharing_cpu() {
         SPIN_SHARED
     } else {
@@ -61,7 +121,7 @@ pub(super) fn spin_limit() -> u32 {
 }
 
 /// Give the CPU away, and note whether this thread shares it.
-pub(super) fn yield_cpu() {
+fn yield_cpu() {
     std::thread::yield_now();
     let Some(now) = involuntary_switches() else {
         return;
@@ -88,6 +148,25 @@ fn involuntary_switches() -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spin_of_empty_reads_comes_before_a_yield() {
+        // A thread of its own: alone (it never yielded), so the long spin.
+        std::thread::spawn(|| {
+            // (One spin only: after a yield the thread may count as sharing
+            // its CPU with the other tests.)
+            let reads = IdleReads::new(true);
+            for i in 0..SPIN_ALONE {
+                assert!(!reads.found_nothing(), "read {i} of the spin yielded");
+            }
+            let yielded = reads.found_nothing();
+            assert!(yielded || offered::outstanding());
+            let off = IdleReads::new(false);
+            assert!((0..2 * SPIN_ALONE).all(|_| !off.found_nothing()));
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn sharing_follows_the_last_yield() {
