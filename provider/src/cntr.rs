@@ -39,9 +39,9 @@ pub struct Cntr {
     /// The value `fi_cntr_read` last returned: a read that returns it again
     /// found nothing new.
     last_read: AtomicU64,
-    /// Reads in a row that found nothing new, and the sched_yield they lead
-    /// to (FI_XDP_YIELD), as for a CQ: an application polling a counter on
-    /// a shared CPU lets the process it waits for run.
+    /// Reads that find nothing new lead to a sched_yield (FI_XDP_YIELD,
+    /// `idle.rs`), as for a CQ: an application polling a counter on a
+    /// shared CPU lets the process it waits for run.
     idle: IdleReads,
 }
 

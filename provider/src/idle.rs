@@ -22,6 +22,10 @@
 //! `RUSAGE_THREAD`, `ru_nivcsw`: a `sched_yield` that runs another task
 //! counts there), read once per yield (≈ 0.3 µs).
 //!
+//! The reads counted are the thread's, over every CQ and counter it
+//! reads: a thread that polls a busy receive CQ and an idle send CQ in
+//! turn is not idle, and does not yield.
+//!
 //! While a send of this process is offered to a peer on this host for
 //! pulling (`datapath::offered`), a thread alone on its CPU yields only
 //! every `YIELD_EVERY_WHILE_OFFERED`-th read past its spin: the reply
@@ -29,42 +33,45 @@
 //! that copy (`docs/performance.md`, "Two processes on one host").
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::datapath::offered;
 
-/// Empty reads in a row of one CQ or counter, and the yields they lead to.
+/// The reads of one CQ or counter, as they count towards its readers'
+/// yields.
 pub struct IdleReads {
-    /// Reads in a row that found nothing. A load and a store, not a
-    /// read-modify-write: a count lost to a concurrent reader only delays
-    /// one yield (and it wraps after 2^32 reads, which does the same).
-    empty: AtomicU32,
     /// FI_XDP_YIELD.
     enabled: bool,
 }
 
 impl IdleReads {
     pub fn new(enabled: bool) -> IdleReads {
-        IdleReads {
-            empty: AtomicU32::new(0),
-            enabled,
-        }
+        IdleReads { enabled }
     }
 
-    /// A read found something: the next empty one starts a new spin.
+    /// A read found something: the thread's next empty read starts a new
+    /// spin.
     #[inline]
     pub fn found(&self) {
-        if self.empty.load(Ordering::Relaxed) != 0 {
-            self.empty.store(0, Ordering::Relaxed);
+        if self.enabled {
+            let _ = EMPTY_READS.try_with(|c| c.set(0));
         }
     }
 
-    /// A read found nothing: yield the CPU if the spin is over. Whether it
-    /// yielded.
+    /// A read found nothing: yield the CPU if the thread's spin is over.
+    /// Whether it yielded.
     pub fn found_nothing(&self) -> bool {
-        let empty = self.empty.load(Ordering::Relaxed);
-        self.empty.store(empty.wrapping_add(1), Ordering::Relaxed);
-        if !self.enabled || empty < spin_limit() {
+        if !self.enabled {
+            return false;
+        }
+        // (Wraps after 2^32 reads: that only delays one yield.)
+        let empty = EMPTY_READS
+            .try_with(|c| {
+                let n = c.get();
+                c.set(n.wrapping_add(1));
+                n
+            })
+            .unwrap_or(0);
+        if empty < spin_limit() {
             return false;
         }
         let due = sharing_cpu()
@@ -98,6 +105,9 @@ const SPIN_ALONE: u32 = 512;
 const SPIN_SHARED: u32 = 4;
 
 thread_local! {
+    /// This thread's reads in a row that found nothing, over every CQ and
+    /// counter.
+    static EMPTY_READS: Cell<u32> = const { Cell::new(0) };
     /// This thread's involuntary context switches at its last yield, and
     /// whether that count had grown since the yield before (`None` before
     /// the first yield).
@@ -163,6 +173,19 @@ mod tests {
             assert!(yielded || offered::outstanding());
             let off = IdleReads::new(false);
             assert!((0..2 * SPIN_ALONE).all(|_| !off.found_nothing()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_busy_queue_keeps_its_thread_from_yielding_for_an_idle_one() {
+        std::thread::spawn(|| {
+            let (busy, idle) = (IdleReads::new(true), IdleReads::new(true));
+            for _ in 0..4 * SPIN_ALONE {
+                assert!(!idle.found_nothing());
+                busy.found();
+            }
         })
         .join()
         .unwrap();

@@ -52,8 +52,8 @@ pub struct Cq {
     /// pushed meanwhile is the same as that entry arriving a moment later.
     queued: AtomicUsize,
     signaled: AtomicBool,
-    /// Reads in a row that found nothing, and the sched_yield they lead
-    /// to (FI_XDP_YIELD).
+    /// Reads that find nothing lead to a sched_yield (FI_XDP_YIELD,
+    /// `idle.rs`).
     idle: IdleReads,
     /// What sread blocks on and what a queued completion signals.
     pub wait: WaitObj,
