@@ -94,8 +94,7 @@ const YIELD_EVERY_WHILE_OFFERED: u32 = 64;
 /// read takes ≈ 120 ns here (`ofi-xdp local-bench`, "empty fi_cq_read"),
 /// so this is ≈ 60 µs: longer than a small reply takes to come back (with
 /// 64, one wait for a 64-byte reply in five still yielded; with 512, one
-/// in two hundred), and nothing against a scheduler time slice. (The
-/// counter wraps after 2^32 reads; that only delays one yield.)
+/// in two hundred), and nothing against a scheduler time slice.
 const SPIN_ALONE: u32 = 512;
 
 /// Empty reads in a row before a thread that shares its CPU yields
