@@ -1,10 +1,11 @@
 //! Sends of this process that a process on the same host may be copying out
 //! of our memory right now: a rendezvous request offered for pulling
-//! (reliability/PROTOCOL.md §6.7), not yet complete. A CQ read that keeps
-//! finding nothing yields the CPU (FI_XDP_YIELD), for hosts with more
-//! polling processes than cores; while such a send is out it yields far
-//! less often, because each yield's system call measurably slowed the other
-//! process's copy (`docs/performance.md`, "Two processes on one host").
+//! (reliability/PROTOCOL.md §6.7), not yet complete. A CQ or counter read
+//! that keeps finding nothing yields the CPU (FI_XDP_YIELD, `idle.rs`), for
+//! hosts with more polling processes than cores; while such a send is out a
+//! thread alone on its CPU yields far less often, because each yield's
+//! system call measurably slowed the other process's copy
+//! (`docs/performance.md`, "Two processes on one host").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

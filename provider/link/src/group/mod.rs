@@ -561,7 +561,7 @@ fn prefix_in(netns: u64, pidns: u64) -> String {
 
 /// Our PID namespace's inode (0 if unreadable).
 fn pid_ns() -> u64 {
-    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+    ofi_xdp_epstats::pidns_inode().unwrap_or(0)
 }
 
 /// How every group file's name starts.

@@ -20,7 +20,6 @@
 //! bytes are overwritten by the fallback's.
 
 use std::cell::RefCell;
-use std::os::unix::fs::MetadataExt;
 
 use super::super::port::local::Writers;
 use crate::datapath::Iov;
@@ -58,7 +57,7 @@ pub(super) struct Cma {
 impl Cma {
     /// `None` where this process cannot tell its pid namespace.
     pub(super) fn new(writers: Writers) -> Option<Cma> {
-        let pidns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+        let pidns = ofi_xdp_epstats::pidns_inode()?;
         let mut cookie = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `cookie`.
         let _ = unsafe { libc::getrandom(cookie.as_mut_ptr().cast(), 8, 0) };
