@@ -53,34 +53,16 @@ impl IdleReads {
     #[inline]
     pub fn found(&self) {
         if self.enabled {
-            let _ = EMPTY_READS.try_with(|c| c.set(0));
+            let _ = THREAD.try_with(|t| t.empty_reads.set(0));
         }
     }
 
     /// A read found nothing: yield the CPU if the thread's spin is over.
     /// Whether it yielded.
     pub fn found_nothing(&self) -> bool {
-        if !self.enabled {
-            return false;
-        }
-        // (Wraps after 2^32 reads: that only delays one yield.)
-        let empty = EMPTY_READS
-            .try_with(|c| {
-                let n = c.get();
-                c.set(n.wrapping_add(1));
-                n
-            })
-            .unwrap_or(0);
-        if empty < spin_limit() {
-            return false;
-        }
-        let due = sharing_cpu()
-            || !offered::outstanding()
-            || empty.is_multiple_of(YIELD_EVERY_WHILE_OFFERED);
-        if due {
-            yield_cpu();
-        }
-        due
+        // One thread-local lookup per empty read: in a shared library each
+        // is a call (`__tls_get_addr`).
+        self.enabled && THREAD.try_with(ThreadReads::found_nothing).unwrap_or(false)
     }
 }
 
@@ -104,38 +86,59 @@ const SPIN_ALONE: u32 = 512;
 const SPIN_SHARED: u32 = 4;
 
 thread_local! {
-    /// This thread's reads in a row that found nothing, over every CQ and
-    /// counter.
-    static EMPTY_READS: Cell<u32> = const { Cell::new(0) };
-    /// This thread's involuntary context switches at its last yield, and
-    /// whether that count had grown since the yield before (`None` before
-    /// the first yield).
-    static LAST_YIELD: Cell<Option<(i64, bool)>> = const { Cell::new(None) };
+    static THREAD: ThreadReads = const {
+        ThreadReads {
+            empty_reads: Cell::new(0),
+            last_yield: Cell::new(None),
+        }
+    };
 }
 
-/// Whether this thread was last seen sharing its CPU.
-fn sharing_cpu() -> bool {
-    LAST_YIELD
-        .try_with(|c| c.get().is_some_and(|(_, shared)| shared))
-        .unwrap_or(false)
+/// What a thread's reads have seen, over every CQ and counter it reads.
+struct ThreadReads {
+    /// Reads in a row that found nothing.
+    empty_reads: Cell<u32>,
+    /// Involuntary context switches at the last yield, and whether that
+    /// count had grown since the yield before (`None` before the first
+    /// yield).
+    last_yield: Cell<Option<(i64, bool)>>,
 }
 
-/// Empty reads in a row after which this thread yields.
-fn spin_limit() -> u32 {
-    if sharing_cpu() {
-        SPIN_SHARED
-    } else {
-        SPIN_ALONE
+impl ThreadReads {
+    fn found_nothing(&self) -> bool {
+        let empty = self.empty_reads.get();
+        // (Wraps after 2^32 reads: that only delays one yield.)
+        self.empty_reads.set(empty.wrapping_add(1));
+        let sharing = self.sharing_cpu();
+        if empty < spin_limit(sharing) {
+            return false;
+        }
+        let due =
+            sharing || !offered::outstanding() || empty.is_multiple_of(YIELD_EVERY_WHILE_OFFERED);
+        if due {
+            self.yield_cpu();
+        }
+        due
+    }
+
+    /// Whether this thread was last seen sharing its CPU.
+    fn sharing_cpu(&self) -> bool {
+        self.last_yield.get().is_some_and(|(_, shared)| shared)
+    }
+
+    /// Give the CPU away, and note whether this thread shares it.
+    fn yield_cpu(&self) {
+        std::thread::yield_now();
+        if let Some(now) = involuntary_switches() {
+            self.last_yield
+                .set(Some(after_yield(self.last_yield.get(), now)));
+        }
     }
 }
 
-/// Give the CPU away, and note whether this thread shares it.
-fn yield_cpu() {
-    std::thread::yield_now();
-    let Some(now) = involuntary_switches() else {
-        return;
-    };
-    let _ = LAST_YIELD.try_with(|c| c.set(Some(after_yield(c.get(), now))));
+/// Empty reads in a row after which a thread yields.
+fn spin_limit(sharing_cpu: bool) -> u32 {
+    if sharing_cpu { SPIN_SHARED } else { SPIN_ALONE }
 }
 
 /// The state after a yield that found the count of involuntary switches at
@@ -216,17 +219,19 @@ mod tests {
         });
         let shared = std::thread::spawn(move || {
             pin(cpu);
-            assert_eq!(spin_limit(), SPIN_ALONE, "before any yield");
-            for _ in 0..100 {
-                yield_cpu();
-            }
-            (sharing_cpu(), spin_limit())
+            THREAD.with(|t| {
+                assert!(!t.sharing_cpu(), "before any yield");
+                for _ in 0..100 {
+                    t.yield_cpu();
+                }
+                t.sharing_cpu()
+            })
         })
         .join()
         .unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         busy.join().unwrap();
-        assert_eq!(shared, (true, SPIN_SHARED));
+        assert!(shared);
     }
 
     fn current_cpu() -> usize {
