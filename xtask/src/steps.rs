@@ -262,6 +262,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         let mut cmd = tool();
         cmd.arg("latency-path")
             .env("FI_PROVIDER_PATH", build_with_probes()?);
+        cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
     // Two processes on one host: xdp's shared-memory path beside libfabric's shm and tcp.

@@ -183,19 +183,28 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `ofi-xdp latency-path [--iters 20000]`: `fi_pingpong -S 64` over a provider built with the
-/// `probes` feature (`cargo xtask bench latency-path` builds one and points FI_PROVIDER_PATH
-/// at it), printing each side's mean cycles from a datagram's arrival to each step up to the
-/// TX kick of its answer — the part of the one-way latency the raw link does not have.
+/// `ofi-xdp latency-path [--iters 20000] [--local]`: `fi_pingpong -S 64` over a provider built
+/// with the `probes` feature (`cargo xtask bench latency-path` builds one and points
+/// FI_PROVIDER_PATH at it), printing each side's mean cycles from a datagram's arrival to each
+/// step up to the TX kick of its answer — the part of the one-way latency the raw link does
+/// not have. With `--local` both processes run in one test host (the shared-memory path).
 pub fn latency_path(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
+    let a = Args::parse(args, &["local"])?;
     let iterations: u32 = a.get("iters", 20_000)?;
+    let local = a.flag("local");
     preflight()?;
     let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
-    let done = fi_pingpong::run_full(&pair, &pingpong("xdp", "64", iterations, false), &[])?;
+    let client = if local { &pair.a } else { &pair.b };
+    let run = pingpong("xdp", "64", iterations, false);
+    let done = fi_pingpong::run_between(&pair.a, client, &run, &[])?;
     if let Some(row) = done.rows.first() {
+        let hosts = if local {
+            "one test host"
+        } else {
+            "two test hosts"
+        };
         println!(
-            "fi_pingpong -p xdp -e rdm -m tagged -S 64 -I {iterations}: {:.2} us/xfer",
+            "fi_pingpong -p xdp -e rdm -m tagged -S 64 -I {iterations}, {hosts}: {:.2} us/xfer",
             row.usec_per_xfer
         );
     }

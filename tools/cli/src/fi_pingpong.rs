@@ -71,7 +71,7 @@ const CLIENT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Runs the server in `pair.a` and the client in `pair.b`; returns the client's rows.
 /// `env` is added to both processes (e.g. `FI_PROVIDER_PATH`, `FI_XDP_*`).
 pub fn run(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Vec<Row>, String> {
-    run_full(pair, run, env).map(|f| f.rows)
+    run_between(&pair.a, &pair.b, run, env).map(|f| f.rows)
 }
 
 /// A successful run: the client's rows and what each side wrote to stderr.
@@ -81,13 +81,9 @@ pub struct Finished {
     pub client_stderr: String,
 }
 
-/// [`run`], keeping both processes' stderr (where a provider's diagnostics go).
-pub fn run_full(pair: &HostPair, run: &Run, env: &[(String, String)]) -> Result<Finished, String> {
-    run_between(&pair.a, &pair.b, run, env)
-}
-
-/// [`run_full`] with the server in `server_host` and the client in `client_host` (the same
-/// host for two processes on one machine).
+/// [`run`] with the server in `server_host` and the client in `client_host` (the same host for
+/// two processes on one machine), keeping both processes' stderr (where a provider's
+/// diagnostics go).
 pub fn run_between(
     server_host: &Host,
     client_host: &Host,

@@ -71,6 +71,7 @@ commands:
   latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
                   step (needs a provider built with the probes feature:
                   cargo xtask bench latency-path) [--iters 20000]
+                  [--local: both processes in one test host]
   imb-bench       Intel MPI Benchmarks (PingPong, Uniband) under Open MPI, one
                   rank per test host, xdp beside tcp at MTU 1500 and 9000
                   --imb PATH/IMB-MPI1 [--rounds 3] [--sizes …] [--providers …]
