@@ -14,7 +14,7 @@ use crate::abi::{self, Errno, guard_int, guard_value, lock};
 use crate::datapath::WaitState;
 use crate::domain::Domain;
 use crate::ep::Endpoint;
-use crate::idle::IdleReads;
+use crate::idle::{IdleReads, SpinBeforeSleep};
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, Watched, sleep_between_passes};
 use crate::sys::*;
@@ -327,6 +327,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let _waiting = k.wait.enter();
+        let mut spin = SpinBeforeSleep::new(&k.domain.cfg);
         loop {
             k.run_progress();
             if k.value.load(Ordering::Acquire) >= threshold {
@@ -342,6 +343,9 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
                 },
                 None => None,
             };
+            if spin.keep_polling() {
+                continue;
+            }
             let mut sets: Vec<&dyn Watched> = vec![&k.progress];
             if k.counts_registrations.load(Ordering::Relaxed) {
                 sets.push(&k.domain.endpoints);

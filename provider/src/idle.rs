@@ -1,5 +1,6 @@
 //! What a CQ or counter read that finds nothing does with the CPU
-//! (FI_XDP_YIELD).
+//! (FI_XDP_YIELD), and what a blocking read does before it sleeps
+//! (FI_XDP_WAIT_SPIN_US, [`SpinBeforeSleep`]).
 //!
 //! An application polling `fi_cq_read` (or `fi_cntr_read`) for a reply —
 //! an MPI rank in `MPI_Wait` — spins: on a core of its own that is the
@@ -33,8 +34,10 @@
 //! that copy (`docs/performance.md`, "Two processes on one host").
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use crate::datapath::offered;
+use crate::params::Config;
 
 /// The reads of one CQ or counter, as they count towards its readers'
 /// yields.
@@ -64,6 +67,73 @@ impl IdleReads {
         // is a call (`__tls_get_addr`).
         self.enabled && THREAD.try_with(ThreadReads::found_nothing).unwrap_or(false)
     }
+}
+
+/// A blocking read's polling before it sleeps (FI_XDP_WAIT_SPIN_US).
+///
+/// `fi_cq_sread`, `fi_cntr_wait` and `fi_wait` sleep in the kernel until a
+/// datagram arrives for one of their endpoints; the sleep and the wake-up
+/// cost each reply ≈ 8 µs here (64 B `fi_rdm_tagged_pingpong` between two
+/// test hosts: ≈ 11 µs per transfer with `-c sread` against 2.5 with `-c
+/// spin`). So a blocking call first keeps making progress passes, up to
+/// its budget, and sleeps only if nothing came by then — as the kernel's
+/// busy polling of sockets does (`SO_BUSY_POLL`).
+///
+/// Only a thread with its CPU to itself polls: one that shares it would
+/// keep the process it waits for off that CPU (an incast: nine processes
+/// on two cores, all waiting in `fi_cq_sread`). Whether it shares is found
+/// once per call, the first time it would sleep, by a yield (the rule of
+/// the empty reads above: a yield that switched to another task, or a
+/// preemption since the last yield, means sharing) — unless yielding is
+/// off (`FI_XDP_YIELD=0`: the cores are dedicated), which counts as alone.
+#[derive(Clone, Debug)]
+pub struct SpinBeforeSleep {
+    budget: Duration,
+    /// Whether to ask if the CPU is shared (else it counts as not).
+    probe: bool,
+    /// The end of the polling, once it started.
+    until: Option<Instant>,
+}
+
+impl SpinBeforeSleep {
+    /// For one blocking call, as `cfg` says (FI_XDP_WAIT_SPIN_US 0: sleep
+    /// at once).
+    pub fn new(cfg: &Config) -> SpinBeforeSleep {
+        SpinBeforeSleep {
+            budget: Duration::from_micros(u64::from(cfg.wait_spin_us)),
+            probe: cfg.yield_when_idle,
+            until: None,
+        }
+    }
+
+    /// Asked where the call would sleep: whether to make another pass
+    /// instead.
+    pub fn keep_polling(&mut self) -> bool {
+        if self.budget.is_zero() {
+            return false;
+        }
+        let now = Instant::now();
+        if let Some(until) = self.until {
+            std::hint::spin_loop();
+            return now < until;
+        }
+        if self.probe && shares_cpu_now() {
+            self.budget = Duration::ZERO;
+            return false;
+        }
+        self.until = Some(now + self.budget);
+        true
+    }
+}
+
+/// Yield once, and say whether this thread shares its CPU.
+fn shares_cpu_now() -> bool {
+    THREAD
+        .try_with(|t| {
+            t.yield_cpu();
+            t.sharing_cpu()
+        })
+        .unwrap_or(true)
 }
 
 /// Past the spin, how often a read yields while a send of ours is offered
@@ -160,6 +230,63 @@ fn involuntary_switches() -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spin_config(us: u32, probe: bool) -> Config {
+        Config {
+            wait_spin_us: us,
+            yield_when_idle: probe,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_blocking_read_polls_for_its_budget_then_sleeps() {
+        // No budget: sleep at once.
+        assert!(!SpinBeforeSleep::new(&spin_config(0, false)).keep_polling());
+        // Dedicated cores (no probe): polls until the budget is spent, and
+        // not after it.
+        let budget = Duration::from_millis(2);
+        let mut spin = SpinBeforeSleep::new(&spin_config(2000, false));
+        let start = Instant::now();
+        let mut passes = 0u64;
+        while spin.keep_polling() {
+            passes += 1;
+            assert!(start.elapsed() < budget * 50, "polled past its budget");
+        }
+        assert!(passes > 1);
+        assert!(start.elapsed() >= budget);
+        assert!(!spin.keep_polling());
+    }
+
+    #[test]
+    fn a_thread_sharing_its_cpu_sleeps_without_polling() {
+        let cpu = current_cpu();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, started2) = (stop.clone(), started.clone());
+        let busy = std::thread::spawn(move || {
+            pin(cpu);
+            started2.store(true, std::sync::atomic::Ordering::Release);
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+        });
+        while !started.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        let polled = std::thread::spawn(move || {
+            pin(cpu);
+            // The probe compares with the last yield: make one first.
+            let _ = shares_cpu_now();
+            let mut spin = SpinBeforeSleep::new(&spin_config(1_000_000, true));
+            spin.keep_polling()
+        })
+        .join()
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().unwrap();
+        assert!(!polled, "a thread sharing its CPU polled before sleeping");
+    }
 
     #[test]
     fn a_spin_of_empty_reads_comes_before_a_yield() {

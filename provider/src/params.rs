@@ -58,6 +58,10 @@ pub struct Config {
     pub zerocopy: ZeroCopy,
     /// Yield the CPU when a CQ read finds nothing.
     pub yield_when_idle: bool,
+    /// How long a blocking read (fi_cq_sread, fi_cntr_wait, fi_wait) keeps
+    /// polling before it sleeps, when its thread has its CPU to itself
+    /// (µs; 0 = sleep at once).
+    pub wait_spin_us: u32,
     /// Testing aid: the XDP program drops one in this many steered frames
     /// (0 = off).
     pub fault_drop_one_in: u32,
@@ -115,6 +119,7 @@ impl Default for Config {
             attach_mode: AttachMode::Generic,
             zerocopy: ZeroCopy::Auto,
             yield_when_idle: true,
+            wait_spin_us: 50,
             fault_drop_one_in: 0,
             peer_timeout_secs: 300,
             linger_ms: 1000,
@@ -187,6 +192,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"yield",
         ty: FI_PARAM_BOOL,
         help: c"Call sched_yield() when fi_cq_read keeps finding no completion (or fi_cntr_read no change): after 512 reads in a row on a CPU of its own, after 4 on one it shares, so a peer process sharing the CPU runs (default: 1; set 0 on dedicated cores)",
+    },
+    ParamDef {
+        name: c"wait_spin_us",
+        ty: FI_PARAM_INT,
+        help: c"A blocking read (fi_cq_sread, fi_cntr_wait, fi_wait) keeps polling this many microseconds before it sleeps, when its thread has its CPU to itself: a reply that comes sooner is seen without a sleep and wake-up (default: 50; 0: sleep at once)",
     },
     ParamDef {
         name: c"peer_timeout",
@@ -448,6 +458,12 @@ impl Config {
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;
+        }
+        if let Some(n) = get_int(c"wait_spin_us") {
+            match u32::try_from(n) {
+                Ok(n) => c.wait_spin_us = n,
+                Err(_) => warn("WAIT_SPIN_US", &n),
+            }
         }
         if let Some(v) = get_bool(c"multi_buffer") {
             c.multi_buffer = v;

@@ -15,6 +15,7 @@ use libc::{c_int, c_void};
 use crate::abi::{Errno, Result, guard_int, lock};
 use crate::datapath::WaitState;
 use crate::fabric::Fabric;
+use crate::idle::SpinBeforeSleep;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{Queue, Watched, sleep_between_passes};
 use crate::sys::*;
@@ -26,6 +27,8 @@ pub struct WaitSet {
     pub fabric: Arc<Fabric>,
     pub obj: WaitObj,
     members: Mutex<Vec<Weak<dyn Queue>>>,
+    /// What each fi_wait does before it sleeps (FI_XDP_WAIT_SPIN_US).
+    spin: SpinBeforeSleep,
 }
 
 impl WaitSet {
@@ -72,6 +75,7 @@ impl WaitSet {
         let _waiting = self.obj.enter();
         // A signal landing during a pass is delivered in the next wait.
         let held = self.obj.hold_signals();
+        let mut spin = self.spin.clone();
         loop {
             let members = self.live();
             if Self::progress(&members, true) {
@@ -84,6 +88,9 @@ impl WaitSet {
                 },
                 None => None,
             };
+            if spin.keep_polling() {
+                continue;
+            }
             self.obj.settle(false);
             // What was queued between the pass and the reset left no
             // notification behind: look once more before sleeping.
@@ -194,6 +201,7 @@ pub unsafe extern "C" fn xdp_wait_open(
             fabric: fabric.clone(),
             obj,
             members: Mutex::default(),
+            spin: SpinBeforeSleep::new(&crate::params::Config::load()),
         });
         let o = WaitSetObj {
             fid: fid_wait {

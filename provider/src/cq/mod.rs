@@ -28,7 +28,7 @@ use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock}
 use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
-use crate::idle::IdleReads;
+use crate::idle::{IdleReads, SpinBeforeSleep};
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
@@ -449,6 +449,7 @@ unsafe fn sread_common(
     let _waiting = q.wait.enter();
     // A signal landing during a pass is delivered in the next wait.
     let held = q.wait.hold_signals();
+    let mut spin = SpinBeforeSleep::new(&q.domain.cfg);
     loop {
         q.run_progress();
         if q.queued() >= threshold || q.head_is_error() {
@@ -465,6 +466,9 @@ unsafe fn sread_common(
             // condition is only an optimisation, fi_cq(3)).
             // SAFETY: forwarded contract.
             return unsafe { read_common(cq, buf, count, src, want_src) };
+        }
+        if spin.keep_polling() {
+            continue;
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         match sleep_between_passes(
