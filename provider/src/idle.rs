@@ -73,9 +73,9 @@ impl IdleReads {
 ///
 /// `fi_cq_sread`, `fi_cntr_wait` and `fi_wait` sleep in the kernel until a
 /// datagram arrives for one of their endpoints; the sleep and the wake-up
-/// cost each reply ≈ 8 µs here (64 B `fi_rdm_tagged_pingpong` between two
-/// test hosts: ≈ 11 µs per transfer with `-c sread` against 2.5 with `-c
-/// spin`). So a blocking call first keeps making progress passes, up to
+/// cost each reply ≈ 10 µs here (64 B `fi_rdm_tagged_pingpong` between two
+/// test hosts: 15–20 µs per transfer with `-c sread` against 3–4 with `-c
+/// spin`, `docs/performance.md` "Blocking reads"). So a blocking call first keeps making progress passes, up to
 /// its budget, and sleeps only if nothing came by then — as the kernel's
 /// busy polling of sockets does (`SO_BUSY_POLL`).
 ///
