@@ -326,7 +326,6 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
         let errs = k.errors.load(Ordering::Acquire);
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let _waiting = k.wait.enter();
         let mut spin = SpinBeforeSleep::new(&k.domain.cfg);
         loop {
             k.run_progress();
@@ -344,6 +343,14 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
                 None => None,
             };
             if spin.keep_polling() {
+                continue;
+            }
+            // Counted as blocked only while about to sleep (as in
+            // fi_cq_sread): then look once more.
+            let _waiting = k.wait.enter();
+            if k.value.load(Ordering::Acquire) >= threshold
+                || k.errors.load(Ordering::Acquire) != errs
+            {
                 continue;
             }
             let mut sets: Vec<&dyn Watched> = vec![&k.progress];

@@ -72,7 +72,6 @@ impl WaitSet {
     pub fn wait(&self, timeout: c_int) -> Result<()> {
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let _waiting = self.obj.enter();
         // A signal landing during a pass is delivered in the next wait.
         let held = self.obj.hold_signals();
         let mut spin = self.spin.clone();
@@ -91,6 +90,9 @@ impl WaitSet {
             if spin.keep_polling() {
                 continue;
             }
+            // Counted as blocked only while about to sleep (as in
+            // fi_cq_sread); the look below sees what came before.
+            let _waiting = self.obj.enter();
             self.obj.settle(false);
             // What was queued between the pass and the reset left no
             // notification behind: look once more before sleeping.

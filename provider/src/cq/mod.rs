@@ -446,7 +446,6 @@ unsafe fn sread_common(
         1
     };
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    let _waiting = q.wait.enter();
     // A signal landing during a pass is delivered in the next wait.
     let held = q.wait.hold_signals();
     let mut spin = SpinBeforeSleep::new(&q.domain.cfg);
@@ -468,6 +467,15 @@ unsafe fn sread_common(
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
         if spin.keep_polling() {
+            continue;
+        }
+        // Counted as blocked only while about to sleep: a completion our
+        // own passes push needs no wake-up (each would cost an eventfd
+        // write, and the next sleep a read), one another thread pushes
+        // from here on does. One pushed before we counted left none: look
+        // once more.
+        let _waiting = q.wait.enter();
+        if q.queued() >= threshold || q.head_is_error() {
             continue;
         }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
