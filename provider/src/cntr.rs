@@ -327,12 +327,14 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let mut spin = SpinBeforeSleep::new(&k.domain.cfg);
+        let reached = || k.value.load(Ordering::Acquire) >= threshold;
+        let failed = || k.errors.load(Ordering::Acquire) != errs;
         loop {
             k.run_progress();
-            if k.value.load(Ordering::Acquire) >= threshold {
+            if reached() {
                 return Ok(0);
             }
-            if k.errors.load(Ordering::Acquire) != errs {
+            if failed() {
                 return Err(Errno::AVAIL);
             }
             let left = match deadline {
@@ -345,20 +347,13 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
             if spin.keep_polling() {
                 continue;
             }
-            // Counted as blocked only while about to sleep (as in
-            // fi_cq_sread): then look once more.
-            let _waiting = k.wait.enter();
-            if k.value.load(Ordering::Acquire) >= threshold
-                || k.errors.load(Ordering::Acquire) != errs
-            {
-                continue;
-            }
             let mut sets: Vec<&dyn Watched> = vec![&k.progress];
             if k.counts_registrations.load(Ordering::Relaxed) {
                 sets.push(&k.domain.endpoints);
             }
             let auto = k.domain.auto_progress();
-            let _ = sleep_between_passes(&k.wait, &sets, auto, left, &SignalsHeld::none());
+            let ready = || reached() || failed();
+            let _ = sleep_between_passes(&k.wait, &sets, auto, left, &SignalsHeld::none(), &ready);
             k.wait.settle(false);
         }
     })

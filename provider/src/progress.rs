@@ -164,18 +164,30 @@ impl<T: Progress + ?Sized + 'static> ProgressSet<T> {
 /// an fd, or a progress thread runs the endpoints (`auto_progress`), or a
 /// socket reports an error condition nobody has read yet, it wakes every
 /// `POLL_SLICE` instead.
+///
+/// The thread counts as blocked on `wait` (notified by completions that
+/// are queued) only here, not during the call's passes: a completion its
+/// own passes queue needs no wake-up (each would cost an eventfd write,
+/// and the next sleep a read). One queued before it counted left none, so
+/// `ready` (what the call waits for) is asked once more first; if it holds
+/// there is no sleep.
 pub fn sleep_between_passes(
     wait: &WaitObj,
     sets: &[&dyn Watched],
     auto_progress: bool,
     left: Option<Duration>,
     held: &SignalsHeld,
+    ready: &dyn Fn() -> bool,
 ) -> std::io::Result<()> {
     /// Longest sleep when nothing is due: what no fd announces (a dead
     /// local peer's process, found by looking) is still seen.
     const MAX_SLEEP: Duration = Duration::from_millis(50);
     /// The periodic wake-up where fds cannot be polled.
     const POLL_SLICE: Duration = Duration::from_micros(200);
+    let _waiting = wait.enter();
+    if ready() {
+        return Ok(());
+    }
     let cap = |d: Duration| left.map_or(d, |l| l.min(d));
     let own = match wait.own_fd() {
         Some(fd) if !auto_progress => fd,

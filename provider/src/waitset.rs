@@ -90,20 +90,15 @@ impl WaitSet {
             if spin.keep_polling() {
                 continue;
             }
-            // Counted as blocked only while about to sleep (as in
-            // fi_cq_sread); the look below sees what came before.
-            let _waiting = self.obj.enter();
             self.obj.settle(false);
-            // What was queued between the pass and the reset left no
-            // notification behind: look once more before sleeping.
-            if members.iter().any(|m| m.has_events(false)) {
-                continue;
-            }
             // Until a member queues something, a datagram arrives for one of
-            // their endpoints, or the soonest of their timers.
+            // their endpoints, or the soonest of their timers. (What was
+            // queued between the pass and the reset left no notification
+            // behind: `ready` looks once more before sleeping.)
             let auto = members.iter().any(|m| m.auto_progress());
             let watched: &[&dyn Watched] = &[&members];
-            if let Err(e) = sleep_between_passes(&self.obj, watched, auto, left, &held)
+            let ready = || members.iter().any(|m| m.has_events(false));
+            if let Err(e) = sleep_between_passes(&self.obj, watched, auto, left, &held, &ready)
                 && e.kind() == std::io::ErrorKind::Interrupted
             {
                 return Err(Errno::AGAIN);

@@ -449,9 +449,10 @@ unsafe fn sread_common(
     // A signal landing during a pass is delivered in the next wait.
     let held = q.wait.hold_signals();
     let mut spin = SpinBeforeSleep::new(&q.domain.cfg);
+    let ready = || q.queued() >= threshold || q.head_is_error();
     loop {
         q.run_progress();
-        if q.queued() >= threshold || q.head_is_error() {
+        if ready() {
             // SAFETY: forwarded contract.
             return unsafe { read_common(cq, buf, count, src, want_src) };
         }
@@ -469,15 +470,6 @@ unsafe fn sread_common(
         if spin.keep_polling() {
             continue;
         }
-        // Counted as blocked only while about to sleep: a completion our
-        // own passes push needs no wake-up (each would cost an eventfd
-        // write, and the next sleep a read), one another thread pushes
-        // from here on does. One pushed before we counted left none: look
-        // once more.
-        let _waiting = q.wait.enter();
-        if q.queued() >= threshold || q.head_is_error() {
-            continue;
-        }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         match sleep_between_passes(
             &q.wait,
@@ -485,6 +477,7 @@ unsafe fn sread_common(
             q.domain.auto_progress(),
             left,
             &held,
+            &ready,
         ) {
             // "If the timeout expires or the calling thread is signaled and
             // no data is available ..., returns -FI_EAGAIN" (fi_cq(3)).
