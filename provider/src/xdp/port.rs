@@ -88,27 +88,7 @@ fn steering_for(
         AttachMode::Generic => BpfMode::Generic,
         AttachMode::Native => BpfMode::Native,
     };
-    let steering = match Steering::attach_any(ifname, preferred) {
-        Ok(s) => {
-            crate::xdp_info!(
-                FI_LOG_EP_CTRL,
-                "{ifname}: steering program attached in {:?} mode",
-                s.mode()
-            );
-            reap_stale_rules(ifname);
-            s
-        }
-        // Another process holds the hook: when it is our program, loaded by
-        // our user (another rank of the job), share it.
-        Err(ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => adopt_steering(ifname)?,
-        Err(e) => {
-            xdp_warn!(
-                FI_LOG_EP_CTRL,
-                "attaching the XDP steering program to {ifname}: {e}"
-            );
-            return Err(Failed(Errno(FI_ENODEV)));
-        }
-    };
+    let steering = attach_or_adopt(ifname, preferred)?;
     let s = Arc::new(Mutex::new(Shared {
         steering,
         queues: Vec::new(),
@@ -117,21 +97,50 @@ fn steering_for(
     Ok(s)
 }
 
-/// The steering program another process of our user attached to
-/// `ifname` (ours was refused: the hook is taken), shared; or why not
-/// (Busy: the kernel UDP path).
-fn adopt_steering(ifname: &str) -> std::result::Result<Steering, XskError> {
-    match Steering::adopt(ifname) {
-        Ok(s) => {
-            crate::xdp_info!(
-                FI_LOG_EP_CTRL,
-                "{ifname}: sharing the steering program another process attached ({:?} mode)",
-                s.mode()
-            );
-            Ok(s)
+/// Attaches our steering program to `ifname`, or, where another process
+/// holds the hook with our program loaded by our user (another rank of the
+/// job), shares it; or says why not (Busy: the kernel UDP path).
+///
+/// The holder may be exiting (a rank killed): its program detaches between
+/// our attach being refused and our taking its link, and adopting then
+/// finds nothing. So a refused adoption is followed by another attach, a
+/// few times.
+fn attach_or_adopt(ifname: &str, preferred: BpfMode) -> std::result::Result<Steering, XskError> {
+    const ATTEMPTS: u32 = 3;
+    let mut refused = String::new();
+    for _ in 0..ATTEMPTS {
+        match Steering::attach_any(ifname, preferred) {
+            Ok(s) => {
+                crate::xdp_info!(
+                    FI_LOG_EP_CTRL,
+                    "{ifname}: steering program attached in {:?} mode",
+                    s.mode()
+                );
+                reap_stale_rules(ifname);
+                return Ok(s);
+            }
+            Err(ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => match Steering::adopt(ifname) {
+                Ok(s) => {
+                    crate::xdp_info!(
+                        FI_LOG_EP_CTRL,
+                        "{ifname}: sharing the steering program another process attached \
+                         ({:?} mode)",
+                        s.mode()
+                    );
+                    return Ok(s);
+                }
+                Err(e) => refused = e.to_string(),
+            },
+            Err(e) => {
+                xdp_warn!(
+                    FI_LOG_EP_CTRL,
+                    "attaching the XDP steering program to {ifname}: {e}"
+                );
+                return Err(Failed(Errno(FI_ENODEV)));
+            }
         }
-        Err(e) => Err(Busy(e.to_string())),
     }
+    Err(Busy(refused))
 }
 
 /// Removes the ntuple rules (and their records) that processes which are
