@@ -321,7 +321,7 @@ impl fmt::Debug for Steering {
 
 impl Steering {
     /// Size of the XSKMAP: valid slots are `0..MAX_SLOTS`.
-    pub const MAX_SLOTS: u32 = 512;
+    pub const MAX_SLOTS: u32 = 4096;
 
     /// Loads the steering program and attaches it to `ifname` in `mode`.
     ///

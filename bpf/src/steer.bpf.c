@@ -51,7 +51,7 @@
 #include <bpf/bpf_endian.h>
 
 /* Must match MAX_SLOTS / MAX_PORTS / MAX_QUEUES in src/lib.rs. */
-#define MAX_SLOTS 512
+#define MAX_SLOTS 4096
 #define MAX_PORTS 256
 /* Receive queues counted one by one in `rx_queues`; higher ones share the
  * last entry. */

@@ -54,6 +54,11 @@ pub struct Config {
     pub frame_size: usize,
     /// Descriptors per AF_XDP ring.
     pub ring_size: usize,
+    /// Processes (AF_XDP sockets) the UMEM group of one interface queue
+    /// holds when this process creates it (`None`: by the host's CPUs and the
+    /// interface's receive queues, `xdp/port/open.rs`), 1 to
+    /// [`MAX_QUEUE_MEMBERS`].
+    pub queue_members: Option<u32>,
     pub attach_mode: AttachMode,
     pub zerocopy: ZeroCopy,
     /// Yield the CPU when a CQ read finds nothing.
@@ -116,6 +121,7 @@ impl Default for Config {
             umem_frames: 4096,
             frame_size: 4096,
             ring_size: 256,
+            queue_members: None,
             attach_mode: AttachMode::Generic,
             zerocopy: ZeroCopy::Auto,
             yield_when_idle: true,
@@ -143,6 +149,10 @@ struct ParamDef {
     ty: c_int,
     help: &'static CStr,
 }
+
+/// The largest UMEM group `FI_XDP_QUEUE_MEMBERS` may ask for (the group
+/// file's member table).
+pub const MAX_QUEUE_MEMBERS: u32 = ofi_xdp_link::group::MAX_MEMBERS as u32;
 
 const PARAMS: &[ParamDef] = &[
     ParamDef {
@@ -178,6 +188,11 @@ const PARAMS: &[ParamDef] = &[
     ParamDef { name: c"umem_frames", ty: FI_PARAM_SIZE_T, help: c"Frames in each endpoint's UMEM (default: 4096)" },
     ParamDef { name: c"frame_size", ty: FI_PARAM_SIZE_T, help: c"UMEM frame size in bytes, 2048 or 4096 (default: 4096)" },
     ParamDef { name: c"ring_size", ty: FI_PARAM_SIZE_T, help: c"Descriptors per AF_XDP ring, a power of two (default: 256: received frames are reused while still in the CPU cache; larger rings hold longer bursts)" },
+    ParamDef {
+        name: c"queue_members",
+        ty: FI_PARAM_SIZE_T,
+        help: c"Processes of one user that share an interface queue's AF_XDP socket group (UMEM), 1 to 64; the first process on the queue chooses, each member costs a 2 MiB TX range of UMEM, and endpoints beyond a full group use the kernel UDP socket (default: the host's CPUs divided by the interface's receive queues, at least 8)",
+    },
     ParamDef {
         name: c"attach_mode",
         ty: FI_PARAM_STRING,
@@ -412,6 +427,12 @@ impl Config {
                 c.ring_size = n
             } else {
                 warn("RING_SIZE", &n)
+            }
+        }
+        if let Some(n) = get_size(c"queue_members") {
+            match u32::try_from(n) {
+                Ok(n) if (1..=MAX_QUEUE_MEMBERS).contains(&n) => c.queue_members = Some(n),
+                _ => warn("QUEUE_MEMBERS", &n),
             }
         }
         if let Some(s) = get_str(c"attach_mode") {

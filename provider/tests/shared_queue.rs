@@ -266,6 +266,28 @@ fn four_processes_per_host_share_the_queue() {
     }
 }
 
+/// More processes on a queue than a group held before its size could be
+/// chosen (8): with `FI_XDP_QUEUE_MEMBERS=10` ten pairs at once, every
+/// endpoint's traffic to the other host through AF_XDP.
+#[test]
+fn ten_processes_per_host_share_the_queue_in_a_larger_group() {
+    if !kernel_shares() {
+        return;
+    }
+    let pair = test_pair();
+    let env = [("FI_XDP_QUEUE_MEMBERS", "10")];
+    let pairs: Vec<Pingpong> = (0..10)
+        .map(|i| start_with(&pair, &format!("g{i}"), 300, &env))
+        .collect();
+    let logs: Vec<String> = pairs.into_iter().map(|p| finish(p).1).collect();
+    let created = logs
+        .iter()
+        .flat_map(|l| l.lines())
+        .filter(|l| l.contains("AF_XDP group of 10 created"))
+        .count();
+    assert_eq!(created, 2, "one group of ten per host");
+}
+
 /// A member SIGKILLed mid-run (one process on each host) hangs nobody: the
 /// other pairs finish on AF_XDP, and a new pair joins the groups the dead
 /// were members of while one of the others still runs.

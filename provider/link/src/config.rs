@@ -102,6 +102,11 @@ pub struct LinkConfig {
     /// Busy polling on the socket (`None`: interrupts and `need_wakeup`
     /// kicks only).
     pub busy_poll: Option<BusyPoll>,
+    /// Members a queue's UMEM group holds when this link creates it
+    /// ([`crate::Link::open_shared`]; a joiner takes the creator's size):
+    /// 1 to [`crate::group::MAX_MEMBERS`]. Each costs a TX range of the
+    /// UMEM, allocated and pinned by the creator.
+    pub group_members: u32,
 }
 
 impl LinkConfig {
@@ -124,6 +129,7 @@ impl LinkConfig {
             rx_pieces: false,
             ecn_capable: false,
             busy_poll: None,
+            group_members: crate::group::DEFAULT_MEMBERS,
         }
     }
 
@@ -140,6 +146,12 @@ impl LinkConfig {
         }
         if u64::from(self.frame_count) * u64::from(self.frame_size) > 1 << 34 {
             return bad("UMEM larger than 16 GiB");
+        }
+        if self.group_members == 0 || self.group_members as usize > crate::group::MAX_MEMBERS {
+            return Err(LinkError::Config(format!(
+                "group_members must be 1 to {}",
+                crate::group::MAX_MEMBERS
+            )));
         }
         Ok(())
     }

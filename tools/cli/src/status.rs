@@ -318,9 +318,10 @@ fn render_group(o: &mut String, queue: u32, g: &Result<GroupSummary, String>) {
         .collect();
     let _ = writeln!(
         o,
-        "  AF_XDP group on queue {queue}: {} member(s) (pids {}), {} died so far (up to {} \
-         receive frames stranded), {} receive frames pooled",
+        "  AF_XDP group on queue {queue}: {} member(s) of {} (pids {}), {} died so far (up to \
+         {} receive frames stranded), {} receive frames pooled",
         g.members.len(),
+        g.capacity,
         pids.join(", "),
         g.reclaimed,
         g.stranded_rx,

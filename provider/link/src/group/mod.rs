@@ -65,9 +65,16 @@ fn release_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
     Some((major, minor) >= want)
 }
 
-/// Members one group holds: the member table's size, and how many TX
-/// ranges the UMEM is cut into.
-pub const MAX_MEMBERS: usize = 8;
+/// Members one group file can hold: the size of its member table and of
+/// its mailbox array. A group holds as many as its creator chose
+/// ([`Geometry::members`], at most this), and its UMEM has that many TX
+/// ranges.
+pub const MAX_MEMBERS: usize = 64;
+
+/// The group size a creator chooses unless told otherwise: what one queue
+/// held before the size could be chosen (24 MiB of UMEM with the provider's
+/// defaults; each member more adds its TX range, 2 MiB with them).
+pub const DEFAULT_MEMBERS: u32 = 8;
 
 /// Entries of a member's mailbox: at least its TX slots (each in flight at
 /// most once).
@@ -77,8 +84,9 @@ pub(crate) const MAILBOX_CAP: u32 = 8192;
 /// beyond it stays with the member that made the group).
 pub(crate) const RX_POOL_CAP: usize = 32768;
 
-/// "ofixdpg1": the file is initialised, in this layout.
-const MAGIC: u64 = 0x6f66_6978_6470_6731;
+/// "ofixdpg2": the file is initialised, in this layout (g1 had a member
+/// table of 8 entries and no [`Geometry::members`]).
+const MAGIC: u64 = 0x6f66_6978_6470_6732;
 
 /// Where group files live (tmpfs, gone at reboot).
 pub const DEFAULT_DIR: &str = "/dev/shm";
@@ -100,7 +108,9 @@ pub struct Geometry {
     pub ring_size: u32,
     /// The UMEM was bound with `XDP_USE_SG`.
     pub multi_buffer: u32,
-    pub _pad: u32,
+    /// Members the group holds (its UMEM's TX ranges), at most
+    /// [`MAX_MEMBERS`].
+    pub members: u32,
 }
 
 impl Geometry {
@@ -113,7 +123,12 @@ impl Geometry {
     /// first TX slot).
     pub fn member_of_tx_slot(&self, slot: u32) -> Option<usize> {
         let m = (slot / self.tx_per_member.max(1)) as usize;
-        (m < MAX_MEMBERS).then_some(m)
+        (m < self.capacity()).then_some(m)
+    }
+
+    /// Entries of the member table this group uses.
+    pub fn capacity(&self) -> usize {
+        (self.members as usize).min(MAX_MEMBERS)
     }
 }
 
@@ -165,6 +180,8 @@ fn file_len() -> usize {
 pub struct GroupSummary {
     /// Each member's pid and whether its process still runs.
     pub members: Vec<(i32, bool)>,
+    /// Members the group holds at most (its creator's choice).
+    pub capacity: usize,
     pub reclaimed: u64,
     pub stranded_rx: u64,
     pub rx_pooled: u32,
@@ -320,6 +337,7 @@ impl Group {
                 .filter(|m| m.pid != 0)
                 .map(|m| (m.pid, process::alive(m.pid, m.start_time)))
                 .collect(),
+            capacity: guard.geometry().capacity(),
             reclaimed,
             stranded_rx,
             rx_pooled: self.rx_pooled_hint(),
@@ -514,9 +532,13 @@ impl GroupGuard<'_> {
         }
     }
 
-    /// Enters `m` in a free table entry; its index, `None` when full.
+    /// Enters `m` in a free table entry; its index, `None` when the group
+    /// holds as many as its geometry says.
     pub fn add(&mut self, m: Member) -> Option<usize> {
-        let index = self.header().members.iter().position(|e| e.pid == 0)?;
+        let capacity = self.header().geometry.capacity();
+        let index = self.header().members[..capacity]
+            .iter()
+            .position(|e| e.pid == 0)?;
         self.group.mailbox(index).reset();
         self.header_mut().members[index] = m;
         Some(index)

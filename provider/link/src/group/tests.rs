@@ -18,6 +18,14 @@ fn done(path: &std::path::Path) {
     }
 }
 
+/// A geometry that says only how many members the group holds.
+fn sized(members: u32) -> Geometry {
+    Geometry {
+        members,
+        ..Geometry::default()
+    }
+}
+
 fn member(pid: i32, port: u32) -> Member {
     Member {
         pid,
@@ -42,6 +50,7 @@ fn file_is_private_and_shared_between_openers() {
         slot_chunks: 1,
         tx_per_member: 512,
         ring_size: 256,
+        members: 8,
         ..Geometry::default()
     };
     {
@@ -68,6 +77,40 @@ fn file_is_private_and_shared_between_openers() {
     assert_eq!(l.unpark_rx(), None);
     assert_eq!(l.rx_pool_room(), RX_POOL_CAP);
     drop(l);
+    done(&path);
+}
+
+/// A group holds as many members as its creator chose, up to the table's
+/// size, and its TX slots belong to those only.
+#[test]
+fn a_group_holds_the_members_its_creator_chose() {
+    let path = temp_path("size");
+    let g = Group::open_path(&path).unwrap();
+    let me = process::own_pid();
+    for want in [1, 3, DEFAULT_MEMBERS, MAX_MEMBERS as u32] {
+        let mut l = g.lock().unwrap();
+        l.reset(Geometry {
+            tx_per_member: 16,
+            ..sized(want)
+        });
+        for i in 0..want {
+            assert_eq!(
+                l.add(member(me, i)),
+                Some(i as usize),
+                "member {i} of {want}"
+            );
+        }
+        assert_eq!(l.add(member(me, 999)), None, "a group of {want} is full");
+        let geometry = l.geometry();
+        assert_eq!(
+            geometry.member_of_tx_slot(16 * want - 1),
+            Some(want as usize - 1)
+        );
+        assert_eq!(geometry.member_of_tx_slot(16 * want), None);
+        // One leaves: its entry is the next one taken.
+        l.update(0, Member::default());
+        assert_eq!(l.add(member(me, 1000)), Some(0));
+    }
     done(&path);
 }
 
@@ -98,7 +141,7 @@ fn a_dead_member_is_reclaimed_with_its_mailbox() {
     let pid = child.id() as i32;
     {
         let mut l = g.lock().unwrap();
-        l.reset(Geometry::default());
+        l.reset(sized(2));
         assert_eq!(l.add(member(process::own_pid(), 1)), Some(0));
         assert_eq!(l.add(member(pid, 2)), Some(1));
         assert!(l.reclaim_dead(256).is_empty());
@@ -184,7 +227,7 @@ fn files_of_a_namespace_are_listed_and_a_dead_group_is_abandoned() {
         .arg("30")
         .spawn()
         .unwrap();
-    g.lock().unwrap().reset(Geometry::default());
+    g.lock().unwrap().reset(sized(1));
     g.lock().unwrap().add(member(child.id() as i32, 9));
     assert!(!g.abandoned().unwrap());
     let pid = child.id() as i32;

@@ -17,7 +17,7 @@ use super::open::{getsockopt, group_tx_slots, setsockopt};
 use super::{BURST, Link, LinkStats};
 use crate::config::{BindMode, LinkConfig, max_payload, payload_within_mtu};
 use crate::error::LinkError;
-use crate::group::{Geometry, Group, MAX_MEMBERS, Member, Reclaimed, process};
+use crate::group::{Geometry, Group, Member, Reclaimed, process};
 use crate::ring::Ring;
 use crate::umem::Umem;
 use crate::wire::EncodeOptions;
@@ -92,7 +92,7 @@ impl Link {
             let reclaim_counts = guard.reclaim_counts();
             let (link, index, how, geometry) = match guard.live_member() {
                 None => {
-                    let mut link = Link::open_with(cfg, Some(MAX_MEMBERS as u32))?;
+                    let mut link = Link::open_with(cfg, Some(cfg.group_members))?;
                     let g = link.geometry(cfg);
                     guard.reset(g);
                     // The fill ring is primed; the other RX frames are the
@@ -119,7 +119,9 @@ impl Link {
                     };
                     let index = guard.add(placeholder).ok_or_else(|| {
                         share_err(format!(
-                            "all {MAX_MEMBERS} members are taken; run fewer processes per queue"
+                            "all {} members are taken (the size its first member chose); run \
+                             fewer processes per queue or choose a larger group",
+                            g.members
                         ))
                     })?;
                     match Link::join_through(cfg, &through, &g) {
@@ -137,6 +139,7 @@ impl Link {
             let free = guard
                 .members()
                 .iter()
+                .take(geometry.capacity())
                 .enumerate()
                 .filter(|(_, m)| m.pid == 0)
                 .map(|(i, _)| i)
@@ -180,7 +183,7 @@ impl Link {
             tx_per_member: group_tx_slots(cfg, chunks),
             ring_size: self.fill.size(),
             multi_buffer: u32::from(self.multi_buffer),
-            _pad: 0,
+            members: cfg.group_members,
         }
     }
 

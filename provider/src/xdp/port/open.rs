@@ -51,6 +51,10 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         );
     }
     let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
+    let mut lc = lc;
+    lc.group_members = cfg
+        .queue_members
+        .unwrap_or_else(|| queue_members_for(online_cpus(), queues));
     let (link, group) = bind_a_queue(&lc, args.iface.index, cfg.queue, queues, &shared)?;
     let queue = link.queue();
     let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
@@ -97,6 +101,24 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
         port: args.local.port,
         rule,
     })
+}
+
+/// The size of a UMEM group this process creates, unless
+/// `FI_XDP_QUEUE_MEMBERS` says: one rank per CPU spread over the
+/// interface's receive queues (as [`bind_a_queue`] spreads them, a queue of
+/// its own first) needs `cpus / queues` per queue, and never fewer than
+/// the [`group::DEFAULT_MEMBERS`] a queue held before the size was
+/// chosen. Each member costs the group's creator a TX range of UMEM.
+fn queue_members_for(cpus: u32, queues: u32) -> u32 {
+    cpus.div_ceil(queues.max(1))
+        .clamp(group::DEFAULT_MEMBERS, crate::params::MAX_QUEUE_MEMBERS)
+}
+
+/// CPUs online (1 if the system will not say).
+fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
 }
 
 /// Sockets that may share one queue (one UMEM group): each process's
@@ -270,9 +292,11 @@ fn open_in_group(
     match open.how {
         GroupJoin::Created => crate::xdp_info!(
             FI_LOG_EP_CTRL,
-            "{}: queue {}: AF_XDP group created (UMEM shared with later processes of this user)",
+            "{}: queue {}: AF_XDP group of {} created (UMEM shared with later processes of \
+             this user)",
             lc.ifname,
-            lc.queue_id
+            lc.queue_id,
+            lc.group_members
         ),
         GroupJoin::Joined { pid } => crate::xdp_info!(
             FI_LOG_EP_CTRL,
@@ -333,5 +357,21 @@ pub(super) fn steer_to_queue(args: &OpenArgs, queue: u32, queues: u32) -> Option
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_holds_a_queues_share_of_one_rank_per_cpu() {
+        assert_eq!(queue_members_for(2, 1), group::DEFAULT_MEMBERS);
+        assert_eq!(queue_members_for(16, 1), 16);
+        assert_eq!(queue_members_for(128, 8), 16);
+        assert_eq!(queue_members_for(130, 8), 17, "rounded up");
+        assert_eq!(queue_members_for(64, 64), group::DEFAULT_MEMBERS);
+        assert_eq!(queue_members_for(512, 1), crate::params::MAX_QUEUE_MEMBERS);
+        assert_eq!(queue_members_for(4, 0), group::DEFAULT_MEMBERS);
     }
 }
