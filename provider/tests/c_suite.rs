@@ -16,7 +16,8 @@ use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
 use common::{
-    cma_counts, compile, failure_digest, local_paths, remove_shm_leftovers, wait_running, work_dir,
+    chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
+    remove_shm_leftovers, wait_running, work_dir,
 };
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -608,13 +609,24 @@ fn c_data_rdm_one_host_without_shared_memory() {
 /// truncation, delivery complete), data verified: `env` for both; the
 /// (pulls, fallbacks) of (client, server) from their closing lines.
 fn large_one_host(env: &[(&str, &str)]) -> [(u64, u64); 2] {
+    let (counts, helped) = large_one_host_shared(env);
+    println!("chunks of pulls copied by the senders: {helped}");
+    counts
+}
+
+/// [`large_one_host`], and the chunks of both sides' pulls that the
+/// senders copied.
+fn large_one_host_shared(env: &[(&str, &str)]) -> ([(u64, u64); 2], u64) {
     let mut all = vec![("XT_LARGE", "1")];
     all.extend_from_slice(env);
     let (client, server) = data_one_host(&all);
-    [client, server].map(|out| {
+    let mut helped = 0;
+    let counts = [client, server].map(|out| {
         let log = String::from_utf8_lossy(&out.stderr);
+        helped += chunks_copied_by_senders(&log).unwrap_or(0);
         cma_counts(&log).unwrap_or_else(|| panic!("no closing line:\n{log}"))
-    })
+    });
+    (counts, helped)
 }
 
 /// The receiver copies each rendezvous message once from the sender's

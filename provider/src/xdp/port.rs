@@ -694,6 +694,13 @@ impl Port {
                 )
             });
         }
+        // A local peer pulling a send of ours may be waiting for us to copy
+        // our share of it (`local/help.rs`): only while one is offered.
+        if crate::datapath::offered::outstanding()
+            && let Some(l) = self.local.as_mut()
+        {
+            l.help_pulls();
+        }
         // Back from a sleep on the wait fd, the kernel socket may be what
         // woke us: read it at once.
         let woke = self.local.as_mut().is_some_and(|l| {
@@ -829,8 +836,9 @@ impl Port {
         if let Some(l) = &self.local {
             let l = l.counts();
             kernel.push_str(&format!(
-                ", {} through shared memory from this host ({} sent, {} malformed, {} ring full)",
-                l.rx, l.tx, l.malformed, l.ring_full
+                ", {} through shared memory from this host ({} sent, {} malformed, {} ring full, \
+                 {} chunks of peers' pulls copied for them)",
+                l.rx, l.tx, l.malformed, l.ring_full, l.helped
             ));
         }
         match self.xsk.as_mut() {

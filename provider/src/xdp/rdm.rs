@@ -490,13 +490,14 @@ impl DataPath for Rdm {
             Payload::Iov(iov) => Some((iov, op.report)),
         };
         if let Some((iov, report)) = state {
+            let offer = offer.then(|| Offered::begin(&iov));
             self.sends.insert(
                 token,
                 SendState {
                     context: op.context,
                     iov,
                     report,
-                    offer: offer.then(Offered::begin),
+                    offer,
                 },
             );
         }
@@ -851,9 +852,11 @@ impl Drop for Rdm {
         let link = self.port.stats_line();
         crate::xdp_info!(
             FI_LOG_EP_DATA,
-            "rdm endpoint closed: engine {:?}; link {link}; new sources dropped (table full) {}",
+            "rdm endpoint closed: engine {:?}; link {link}; new sources dropped (table full) {}; \
+             chunks of our pulls copied by their senders {}",
             self.engine.stats(),
-            self.unknown_sources_dropped
+            self.unknown_sources_dropped,
+            self.cma.as_ref().map_or(0, |c| c.by_senders())
         );
     }
 }

@@ -15,6 +15,7 @@
 
 mod area;
 mod doorbell;
+mod help;
 mod peers;
 mod ring;
 
@@ -22,9 +23,11 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use area::Writers;
 use area::{Area, Outbound, SendError};
+pub use area::{Writers, pid_alive};
 use doorbell::Doorbell;
+use help::Target;
+pub use help::{CHUNK as HELP_CHUNK, MAX_CHUNKS as HELP_MAX_CHUNKS};
 use peers::LocalPeers;
 
 use crate::sys::*;
@@ -47,6 +50,9 @@ pub struct LocalCounts {
     /// Datagrams not sent because the peer's ring was full (the engine
     /// retransmits them).
     pub ring_full: u64,
+    /// Chunks of peers' pulls of our sends that we copied for them
+    /// ([`help`]).
+    pub helped: u64,
 }
 
 enum Peer {
@@ -55,6 +61,9 @@ enum Peer {
         bell: String,
         /// Written to since the last [`LocalPath::flush`].
         dirty: bool,
+        /// The area owner's process, once it first asked for help with a
+        /// pull (`None` inside: no pidfd to be had, do not help).
+        target: Option<Option<Target>>,
     },
     /// No area to write to: the kernel socket carries this peer's
     /// datagrams; another try after `retry_in` more sends (said at `info`
@@ -193,7 +202,10 @@ impl LocalPath {
         }
         area::fence();
         for to in self.dirty.drain(..) {
-            if let Some(Peer::Open { out, bell, dirty }) = self.peers.get_mut(&to) {
+            if let Some(Peer::Open {
+                out, bell, dirty, ..
+            }) = self.peers.get_mut(&to)
+            {
                 *dirty = false;
                 if out.must_ring() {
                     self.bell.ring(bell);
@@ -209,6 +221,7 @@ impl LocalPath {
                 out,
                 bell: name,
                 dirty: false,
+                target: None,
             },
             Err(e) => {
                 if say {
@@ -224,6 +237,35 @@ impl LocalPath {
                 }
             }
         }
+    }
+
+    /// Copies, for every local peer pulling one of our sends, the chunks
+    /// of it that it left for us ([`help`]); how many. For the passes of a
+    /// process with a send offered for pulling.
+    pub fn help_pulls(&mut self) -> u64 {
+        let mut n = 0;
+        for p in self.peers.values_mut() {
+            let Peer::Open { out, target, .. } = p else {
+                continue;
+            };
+            if !out.help_line().wants_help() {
+                continue;
+            }
+            let Some(t) = target.get_or_insert_with(|| Target::open(out.owner_pid())) else {
+                continue;
+            };
+            if t.refused() {
+                continue;
+            }
+            // Only ever out of our own offered sends' buffers, whatever the
+            // line says (a receiver the kernel would not let read us must
+            // not get our memory this way either).
+            n += out.help_line().help(|src, dst, len| {
+                crate::datapath::offered::covers(src as usize, len) && t.write(src, dst, len)
+            });
+        }
+        self.counts.helped += n;
+        n
     }
 
     /// Hands up to `max` datagrams per sender to `f`.

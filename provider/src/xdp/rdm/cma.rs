@@ -21,7 +21,7 @@
 
 use std::cell::RefCell;
 
-use super::super::port::local::Writers;
+use super::super::port::local::{HELP_CHUNK, HELP_MAX_CHUNKS, Writers, pid_alive};
 use crate::datapath::Iov;
 use crate::datapath::iov::pieces;
 
@@ -33,6 +33,10 @@ const HEAD: usize = 32;
 const SEGMENT: usize = 16;
 /// Senders remembered as refused by the kernel (EPERM) at most.
 const MAX_DENIED: usize = 1024;
+/// Messages from this long on are copied by both processes when the sender
+/// can help (`port/local/help.rs`): below it the sender's share would be a
+/// chunk at most, begun a pass after the receiver's.
+const SHARED_FROM: usize = 4 * HELP_CHUNK;
 
 /// This process's identity as a pull source and target.
 pub(super) struct Cma {
@@ -52,6 +56,8 @@ pub(super) struct Cma {
     /// ptrace_scope, a non-dumpable sender): their messages take the
     /// rings without another try.
     denied: RefCell<Vec<u32>>,
+    /// Chunks of our pulls the senders copied (shared pulls).
+    by_senders: std::cell::Cell<u64>,
 }
 
 impl Cma {
@@ -68,6 +74,7 @@ impl Cma {
             cookie: Box::new(u64::from_ne_bytes(cookie) | 1),
             bad_cookie: std::env::var("OFI_XDP_TEST_CMA_FAULT").is_ok_and(|v| v == "1"),
             denied: RefCell::new(Vec::new()),
+            by_senders: std::cell::Cell::new(0),
         })
     }
 
@@ -122,6 +129,9 @@ impl Cma {
         if sum(&local) != len || sum(&remote) != len {
             return false;
         }
+        if let Some(ok) = self.pull_shared(&o, &local, &remote, len) {
+            return ok;
+        }
         local.push(libc::iovec {
             iov_base: (&mut got as *mut u64).cast(),
             iov_len: 8,
@@ -134,12 +144,70 @@ impl Cma {
             // IOV_MAX: more segments than one call takes.
             return false;
         }
-        // SAFETY: `local` lies inside the receive's buffers (fi_msg(3):
-        // valid until its completion, which comes after this) and `got`;
-        // the kernel checks `remote` against the sender's address space.
+        let n = self.read(o.pid, &local, &remote);
+        n == Some(len + 8) && got == o.cookie
+    }
+
+    /// Chunks of our pulls that the senders copied, so far.
+    pub(super) fn by_senders(&self) -> u64 {
+        self.by_senders.get()
+    }
+
+    /// A pull the sender helps copy (`port/local/help.rs`): for a message
+    /// of at least [`SHARED_FROM`] bytes in one piece on each side, from a
+    /// sender with one slot in our area. `None`: not for this one (copy
+    /// it alone).
+    fn pull_shared(
+        &self,
+        o: &Offer,
+        local: &[libc::iovec],
+        remote: &[libc::iovec],
+        len: usize,
+    ) -> Option<bool> {
+        let ([l], [r]) = (local, remote) else {
+            return None;
+        };
+        if len < SHARED_FROM || len.div_ceil(HELP_CHUNK) > HELP_MAX_CHUNKS {
+            return None;
+        }
+        let line = self.writers.help_line(o.pid)?;
+        let (dst, src) = (l.iov_base as u64, r.iov_base as u64);
+        let piece = |base: u64, at: usize, n: usize| libc::iovec {
+            iov_base: (base + at as u64) as *mut libc::c_void,
+            iov_len: n,
+        };
+        let pulled = line.pull(
+            src,
+            dst,
+            len,
+            |at, n| self.read(o.pid, &[piece(dst, at, n)], &[piece(src, at, n)]) == Some(n),
+            || pid_alive(o.pid),
+        );
+        self.by_senders
+            .set(self.by_senders.get() + pulled.by_sender);
+        // The cookie last: what we read came from the sender we think.
+        let mut got = 0u64;
+        let cookie = [libc::iovec {
+            iov_base: (&mut got as *mut u64).cast(),
+            iov_len: 8,
+        }];
+        let at = [libc::iovec {
+            iov_base: o.cookie_addr as *mut libc::c_void,
+            iov_len: 8,
+        }];
+        Some(pulled.ok && self.read(o.pid, &cookie, &at) == Some(8) && got == o.cookie)
+    }
+
+    /// One `process_vm_readv` from `pid`: the bytes read (`None`: refused;
+    /// EPERM is remembered).
+    fn read(&self, pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> Option<usize> {
+        // SAFETY: callers pass `local` inside the receive's buffers
+        // (fi_msg(3): valid until its completion, which comes after this)
+        // or a local of theirs; the kernel checks `remote` against the
+        // sender's address space.
         let n = unsafe {
             libc::process_vm_readv(
-                o.pid as libc::pid_t,
+                pid as libc::pid_t,
                 local.as_ptr(),
                 local.len() as libc::c_ulong,
                 remote.as_ptr(),
@@ -148,9 +216,9 @@ impl Cma {
             )
         };
         if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) {
-            self.deny(o.pid);
+            self.deny(pid);
         }
-        n >= 0 && n as usize == len + 8 && got == o.cookie
+        usize::try_from(n).ok()
     }
 
     /// The kernel will not let us read `pid`: say so once, and stop trying.
@@ -278,6 +346,52 @@ mod tests {
         assert_eq!(got, src[..250_000]);
         // An offer that does not fit its room is not made.
         assert_eq!(c.offer(&send, &mut offer[..n - 1]), 0);
+    }
+
+    /// A large pull from a sender that writes to our area through one slot
+    /// is copied by both: the sender's passes (a thread here) take chunks
+    /// from the end; every byte arrives once, whoever copied it.
+    #[test]
+    fn a_large_pull_is_shared_with_the_sender() {
+        let (receiver, c) = cma(203);
+        let pid = std::process::id();
+        let sender_at = SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, 204], 0));
+        let mut sender = LocalPath::open(sender_at, 1 << 16).unwrap();
+        let receiver_at = SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, 203], 0));
+        // Its first datagram claims its slot in our area.
+        assert_eq!(sender.send(receiver_at, b"hello"), Some(true));
+        let len = 1 << 20;
+        let src = pattern(len + 3);
+        let send = [(src.as_ptr() as usize + 3, len)];
+        let offered = crate::datapath::offered::Offered::begin(&send);
+        let mut offer = [0u8; 1024];
+        let n = c.offer(&send, &mut offer);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let helper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut helped = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    helped += sender.help_pulls();
+                }
+                helped
+            })
+        };
+        let mut pulls = 0;
+        while c.by_senders() == 0 && pulls < 5000 {
+            let mut dst = vec![0u8; len];
+            let recv = Iov::One((dst.as_mut_ptr() as usize, len));
+            assert!(c.pull(&recv, 0, len, &offer[..n]), "pull {pulls}");
+            assert!(dst == src[3..], "pull {pulls}: the bytes differ");
+            pulls += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let helped = helper.join().unwrap();
+        println!("{pulls} pulls, {helped} chunks copied by the sender");
+        assert!(helped > 0, "the sender never helped in {pulls} pulls");
+        assert_eq!(helped, c.by_senders());
+        drop(offered);
+        drop(receiver);
     }
 
     /// Another pid namespace, a process that does not write to our area,

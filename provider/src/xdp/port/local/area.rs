@@ -8,7 +8,7 @@
 //! | offset | what |
 //! |---|---|
 //! | 0 | header: magic, version, owner pid, state (live / gone), the reader's "about to sleep" flag, bitmap of slots in use |
-//! | 4096 | [`SLOTS`] slot headers of 256 bytes: state (writer pid, ready, closed), sender address, `head` and `tail` on their own cache lines |
+//! | 4096 | [`SLOTS`] slot headers of 256 bytes: state (writer pid, ready, closed), sender address, `head` and `tail` on their own cache lines, and a line for a pull the writer may help copy ([`HelpLine`]) |
 //! | [`RINGS_AT`] | [`SLOTS`] rings of [`RING_BYTES`] |
 //!
 //! The file is sparse: a ring's pages are allocated (fallocate) when a
@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::doorbell::Doorbell;
+use super::help::HelpLine;
 use super::ring::{Ring, Writer};
 
 /// Senders one area takes; more fall back to the kernel socket.
@@ -48,8 +49,8 @@ pub const AREA_BYTES: usize = RINGS_AT + SLOTS * RING_BYTES;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"OFIXDPL\0");
 /// Bumped whenever the layout changes: an area of another version is not
-/// used (its peer falls back to the kernel socket).
-const VERSION: u32 = 1;
+/// used (its peer falls back to the kernel socket). 2: the help line.
+const VERSION: u32 = 2;
 
 /// The area's owner is reading it.
 pub const LIVE: u32 = 1;
@@ -79,7 +80,8 @@ struct SlotHeader {
     head: AtomicU64,
     _pad1: [u64; 7],
     tail: AtomicU64,
-    _pad2: [u64; 15],
+    _pad2: [u64; 7],
+    help: HelpLine,
 }
 
 const _: () = assert!(size_of::<Header>() <= HEADER_BYTES);
@@ -454,10 +456,25 @@ impl Writers {
     /// Whether process `pid` holds a ready, open slot: it is a sender of
     /// our user on this host that reached us through shared memory.
     pub fn has(&self, pid: u32) -> bool {
-        (0..SLOTS).any(|i| {
+        self.slots_of(pid).next().is_some()
+    }
+
+    fn slots_of(&self, pid: u32) -> impl Iterator<Item = usize> + '_ {
+        (0..SLOTS).filter(move |&i| {
             let st = self.0.slot(i).state.load(Ordering::Acquire);
             st & READY != 0 && st & CLOSED == 0 && (st & PID_MASK) as u32 == pid
         })
+    }
+
+    /// The help line of process `pid`'s slot, when it holds exactly one
+    /// (with several endpoints writing to us, the one that offered the
+    /// message is not known here, and it is that one's passes that look).
+    pub fn help_line(&self, pid: u32) -> Option<&HelpLine> {
+        let mut slots = self.slots_of(pid);
+        let (Some(i), None) = (slots.next(), slots.next()) else {
+            return None;
+        };
+        Some(&self.0.slot(i).help)
     }
 }
 
@@ -583,6 +600,16 @@ impl Outbound {
         self.ring
             .push(&mut self.writer, payload)
             .map_err(|_| SendError::Full)
+    }
+
+    /// The line on which the area's owner asks us to help copy a pull.
+    pub fn help_line(&self) -> &HelpLine {
+        &self.map.slot(self.slot).help
+    }
+
+    /// The process that owns the area (the one a help copy writes into).
+    pub fn owner_pid(&self) -> u32 {
+        self.map.header().owner_pid.load(Ordering::Relaxed)
     }
 
     /// After a batch of [`Outbound::send`]s (and a full fence, see

@@ -65,6 +65,11 @@ impl<P> LocalPeers<P> {
         }
     }
 
+    /// Every peer.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut P> {
+        self.entries.iter_mut().map(|(_, p)| p)
+    }
+
     /// Keeps the peers for which `f` is true.
     pub fn retain(&mut self, mut f: impl FnMut(&SocketAddr, &mut P) -> bool) {
         self.entries.retain_mut(|(a, p)| f(a, p));
