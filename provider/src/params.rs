@@ -85,6 +85,10 @@ pub struct Config {
     /// Rendezvous messages between endpoints on this host copied once,
     /// by the receiver, with `process_vm_readv` (PROTOCOL.md §6.7).
     pub local_cma: bool,
+    /// Such a copy of 256 KiB or more is shared with the sender, which
+    /// copies chunks from the end with `process_vm_writev` while the
+    /// receiver copies from the front (`xdp/port/local/help.rs`).
+    pub local_shared_pull: bool,
     /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
     /// (jumbo frames) when a full frame does not fit one UMEM frame.
     pub multi_buffer: bool,
@@ -132,6 +136,7 @@ impl Default for Config {
             kernel_path: false,
             local_shm: true,
             local_cma: true,
+            local_shared_pull: true,
             multi_buffer: true,
             auth_key: KeySetting::None,
             auth_encrypt: false,
@@ -237,6 +242,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"local_cma",
         ty: FI_PARAM_BOOL,
         help: c"Messages above the eager limit between RDM endpoints on the same host (shared-memory path) are copied once, by the receiver, from the sender's memory with process_vm_readv (cross-memory attach); a pull that fails falls back to the shared-memory rings (default: 1)",
+    },
+    ParamDef {
+        name: c"local_shared_pull",
+        ty: FI_PARAM_BOOL,
+        help: c"A same-host receiver pulling a message of 256 KiB or more asks its sender to copy part of it: the sender, usually spinning on that send's completion, writes chunks from the end into the receive buffer with process_vm_writev while the receiver reads from the front, so two cores copy it (default: 1)",
     },
     ParamDef {
         name: c"multi_buffer",
@@ -476,6 +486,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"local_cma") {
             c.local_cma = v;
+        }
+        if let Some(v) = get_bool(c"local_shared_pull") {
+            c.local_shared_pull = v;
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;

@@ -228,7 +228,7 @@ impl Rdm {
         let cma = port
             .local_writers()
             .filter(|_| args.cfg.local_cma)
-            .and_then(Cma::new);
+            .and_then(|w| Cma::new(w, args.cfg.local_shared_pull));
         Rdm {
             port,
             engine: Engine::new(cfg),

@@ -1,8 +1,10 @@
 //! `ofi-xdp local-bench`: two processes on one host (one test namespace, one address, two
 //! ports), Debian's `fi_pingpong` over `xdp` — whose endpoints then talk through shared
 //! memory — beside libfabric's own `shm` provider, `tcp`, and `xdp` with its shared-memory
-//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), and `xdp` without
-//! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings).
+//! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), `xdp` without
+//! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings), and
+//! `xdp` whose receiver copies a large message alone (FI_XDP_LOCAL_SHARED_PULL=0: the sender
+//! does not copy its share).
 //! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
 //! `provider-bench`. Beside them, what a progress call that finds nothing costs each path
 //! (`idle_read.c`: CPU time per empty `fi_cq_read`, `xdp` without its sched_yield after
@@ -28,12 +30,17 @@ type Path = (
 );
 
 /// The paths measured, in the order of each round.
-const PATHS: [Path; 5] = [
+const PATHS: [Path; 6] = [
     ("xdp", "xdp", &[]),
     ("shm", "shm", &[]),
     ("tcp", "tcp", &[]),
     ("xdp kernel socket", "xdp", &[("FI_XDP_LOCAL_SHM", "0")]),
     ("xdp rings only", "xdp", &[("FI_XDP_LOCAL_CMA", "0")]),
+    (
+        "xdp one copier",
+        "xdp",
+        &[("FI_XDP_LOCAL_SHARED_PULL", "0")],
+    ),
 ];
 
 fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
@@ -152,7 +159,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
     println!("\nratios within each round, median [min - max] (targets in parentheses)");
     // (bandwidth rather than latency, numerator, denominator, target)
-    let rows: [(bool, &str, &str, &str); 8] = [
+    let rows: [(bool, &str, &str, &str); 10] = [
         (false, "xdp", "shm", "(target <= 1.50)"),
         (true, "xdp", "shm", "(target >= 1.00)"),
         (false, "xdp", "tcp", ""),
@@ -161,6 +168,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         (true, "xdp", "xdp kernel socket", ""),
         (true, "xdp", "xdp rings only", ""),
         (true, "xdp rings only", "shm", ""),
+        (true, "xdp", "xdp one copier", ""),
+        (true, "xdp one copier", "shm", ""),
     ];
     for (bandwidth, num, den, target) in rows {
         let (what, r) = if bandwidth {

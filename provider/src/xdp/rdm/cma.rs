@@ -56,13 +56,15 @@ pub(super) struct Cma {
     /// ptrace_scope, a non-dumpable sender): their messages take the
     /// rings without another try.
     denied: RefCell<Vec<u32>>,
+    /// Ask senders to copy part of large pulls (FI_XDP_LOCAL_SHARED_PULL).
+    shared: bool,
     /// Chunks of our pulls the senders copied (shared pulls).
     by_senders: std::cell::Cell<u64>,
 }
 
 impl Cma {
     /// `None` where this process cannot tell its pid namespace.
-    pub(super) fn new(writers: Writers) -> Option<Cma> {
+    pub(super) fn new(writers: Writers, shared: bool) -> Option<Cma> {
         let pidns = ofi_xdp_epstats::pidns_inode()?;
         let mut cookie = [0u8; 8];
         // SAFETY: getrandom writes at most 8 bytes into `cookie`.
@@ -74,6 +76,7 @@ impl Cma {
             cookie: Box::new(u64::from_ne_bytes(cookie) | 1),
             bad_cookie: std::env::var("OFI_XDP_TEST_CMA_FAULT").is_ok_and(|v| v == "1"),
             denied: RefCell::new(Vec::new()),
+            shared,
             by_senders: std::cell::Cell::new(0),
         })
     }
@@ -167,7 +170,7 @@ impl Cma {
         let ([l], [r]) = (local, remote) else {
             return None;
         };
-        if len < SHARED_FROM || len.div_ceil(HELP_CHUNK) > HELP_MAX_CHUNKS {
+        if !self.shared || len < SHARED_FROM || len.div_ceil(HELP_CHUNK) > HELP_MAX_CHUNKS {
             return None;
         }
         let line = self.writers.help_line(o.pid)?;
@@ -315,7 +318,7 @@ mod tests {
         let pid = std::process::id();
         let at = SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, n], 0));
         let local = LocalPath::open(at, 1 << 16).unwrap();
-        let cma = Cma::new(local.writers()).unwrap();
+        let cma = Cma::new(local.writers(), true).unwrap();
         (local, cma)
     }
 
