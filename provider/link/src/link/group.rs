@@ -118,11 +118,17 @@ impl Link {
                         start_time: started,
                     };
                     let index = guard.add(placeholder).ok_or_else(|| {
-                        share_err(format!(
-                            "all {} members are taken (the size its first member chose); run \
-                             fewer processes per queue or choose a larger group",
-                            g.members
-                        ))
+                        share_err(if crate::group::kernel_lets_members_join() {
+                            format!(
+                                "all {} members are taken (the size its first member chose); \
+                                 run fewer processes per queue or choose a larger group",
+                                g.members
+                            )
+                        } else {
+                            "this kernel cannot share a queue's rings between processes (Linux \
+                             6.4+)"
+                                .to_owned()
+                        })
                     })?;
                     match Link::join_through(cfg, &through, &g) {
                         Ok(link) => {

@@ -52,9 +52,14 @@ pub(super) fn open_xsk(args: &OpenArgs) -> std::result::Result<Xsk, XskError> {
     }
     let queues = ofi_xdp_link::ethtool::rx_queue_count(ifname).unwrap_or(1);
     let mut lc = lc;
-    lc.group_members = cfg
-        .queue_members
-        .unwrap_or_else(|| queue_members_for(online_cpus(), queues));
+    // Before Linux 6.4 no process can join (the shared rings cannot be
+    // mapped after bind): a group of one, not TX ranges nobody will use.
+    lc.group_members = if group::kernel_lets_members_join() {
+        cfg.queue_members
+            .unwrap_or_else(|| queue_members_for(online_cpus(), queues))
+    } else {
+        1
+    };
     let (link, group) = bind_a_queue(&lc, args.iface.index, cfg.queue, queues, &shared)?;
     let queue = link.queue();
     let (mode, attach) = (link.bind_mode(), lock(&shared).steering.mode());
