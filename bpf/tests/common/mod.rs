@@ -180,3 +180,21 @@ pub fn xdp_attached(host: &ofi_xdp_testhosts::Host) -> bool {
         .unwrap();
     out.contains("prog/xdp") || out.contains(" xdp")
 }
+
+/// Whether the program is gone from `host`'s interface within a second of
+/// its last holder letting go: the test process's other threads fork
+/// children, and a child holds a copy of every descriptor (the bpf_link's
+/// too) from its fork until its exec closes them, so the detach that
+/// closing the link means can come a moment later.
+pub fn xdp_detached_soon(host: &ofi_xdp_testhosts::Host) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        if !xdp_attached(host) {
+            return true;
+        }
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
