@@ -848,15 +848,22 @@ impl Drop for Rdm {
             c.close(now);
             c.transmit(&mut self.port);
         }
-        // One line per endpoint for diagnosis (FI_LOG_LEVEL=info).
+        // One line per endpoint for diagnosis (FI_LOG_LEVEL=info); libfabric
+        // cuts a log line at 1024 bytes (its newline too), which this one
+        // nearly fills: anything more goes on a line of its own.
         let link = self.port.stats_line();
         crate::xdp_info!(
             FI_LOG_EP_DATA,
-            "rdm endpoint closed: engine {:?}; link {link}; new sources dropped (table full) {}; \
-             chunks of our pulls copied by their senders {}",
+            "rdm endpoint closed: engine {:?}; link {link}; new sources dropped (table full) {}",
             self.engine.stats(),
-            self.unknown_sources_dropped,
-            self.cma.as_ref().map_or(0, |c| c.by_senders())
+            self.unknown_sources_dropped
         );
+        if let Some(c) = &self.cma {
+            crate::xdp_info!(
+                FI_LOG_EP_DATA,
+                "rdm endpoint: chunks of our pulls copied by their senders {}",
+                c.by_senders()
+            );
+        }
     }
 }

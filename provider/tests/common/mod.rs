@@ -138,8 +138,8 @@ pub fn cma_counts(log: &str) -> Option<(u64, u64)> {
 /// messages it pulled that their senders copied for it (a shared pull,
 /// `xdp/port/local/help.rs`).
 pub fn chunks_copied_by_senders(log: &str) -> Option<u64> {
-    let line = log.lines().find(|l| l.contains("rdm endpoint closed:"))?;
-    number_after(line, "chunks of our pulls copied by their senders ")
+    log.lines()
+        .find_map(|l| number_after(l, "chunks of our pulls copied by their senders "))
 }
 
 /// The number just after the first `key` in `line`.
