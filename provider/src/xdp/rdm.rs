@@ -848,14 +848,19 @@ impl Drop for Rdm {
             c.close(now);
             c.transmit(&mut self.port);
         }
-        // One line per endpoint for diagnosis (FI_LOG_LEVEL=info); libfabric
-        // cuts a log line at 1024 bytes (its newline too), which this one
-        // nearly fills: anything more goes on a line of its own.
+        // Lines for diagnosis (FI_LOG_LEVEL=info), the engine's first (what
+        // tools and tests read). libfabric cuts a log line at 1024 bytes,
+        // its newline too, and the engine's and the link's figures together
+        // come near that with large counts: a cut line runs into the next.
         let link = self.port.stats_line();
         crate::xdp_info!(
             FI_LOG_EP_DATA,
-            "rdm endpoint closed: engine {:?}; link {link}; new sources dropped (table full) {}",
-            self.engine.stats(),
+            "rdm endpoint closed: engine {:?}",
+            self.engine.stats()
+        );
+        crate::xdp_info!(
+            FI_LOG_EP_DATA,
+            "rdm endpoint: link {link}; new sources dropped (table full) {}",
             self.unknown_sources_dropped
         );
         if let Some(c) = &self.cma {
