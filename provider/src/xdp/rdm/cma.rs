@@ -5,7 +5,9 @@
 //! message straight into its receive buffer with one `process_vm_readv`
 //! (cross-memory attach, as libfabric's `shm` provider does), instead of
 //! the three copies and CRCs of the datagrams through the rings. The engine
-//! decides when; this file builds offers and executes pulls.
+//! decides when; this file builds offers and executes pulls. A pull of
+//! [`SHARED_FROM`] bytes or more is shared: the sender copies chunks from
+//! the end while we copy from the front (`port/local/help.rs`).
 //!
 //! A receiver pulls only from a process that writes to its shared-memory
 //! area (a sender of its user that reached it through shared memory; or
@@ -113,7 +115,8 @@ impl Cma {
     }
 
     /// Copy the first `len` bytes offered by `offer` into receive buffers
-    /// `iov` from byte `offset` on, with one `process_vm_readv`. True when
+    /// `iov` from byte `offset` on, with one `process_vm_readv` (or, for a
+    /// large one, shared with the sender: [`Cma::pull_shared`]). True when
     /// every byte (and the sender's cookie) arrived.
     pub(super) fn pull(&self, iov: &Iov, offset: usize, len: usize, offer: &[u8]) -> bool {
         let Some(o) = Offer::parse(offer) else {
@@ -176,7 +179,9 @@ impl Cma {
         let line = self.writers.help_line(o.pid)?;
         let (dst, src) = (l.iov_base as u64, r.iov_base as u64);
         let piece = |base: u64, at: usize, n: usize| libc::iovec {
-            iov_base: (base + at as u64) as *mut libc::c_void,
+            // An offer's address comes from another process: a wrapped one
+            // is refused by the kernel (EFAULT), never a panic here.
+            iov_base: base.wrapping_add(at as u64) as *mut libc::c_void,
             iov_len: n,
         };
         let pulled = line.pull(

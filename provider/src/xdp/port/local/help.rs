@@ -185,7 +185,12 @@ impl HelpLine {
             {
                 Ok(_) => {
                     let (at, n) = chunk(hi - 1, len);
-                    let ok = n > 0 && copy(src + at as u64, dst + at as u64, n);
+                    // The line is another process's memory: addresses that
+                    // wrap are refused, not computed.
+                    let ok = match (src.checked_add(at as u64), dst.checked_add(at as u64)) {
+                        (Some(s), Some(d)) => n > 0 && copy(s, d, n),
+                        _ => false,
+                    };
                     if !ok {
                         self.done.fetch_or(FAILED, Ordering::Release);
                     }
