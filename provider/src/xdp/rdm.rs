@@ -490,7 +490,7 @@ impl DataPath for Rdm {
             Payload::Iov(iov) => Some((iov, op.report)),
         };
         if let Some((iov, report)) = state {
-            let offer = offer.then(|| Offered::begin(&iov));
+            let offer = offer.then(|| Offered::begin(&iov, op.dest.socket_addr()));
             self.sends.insert(
                 token,
                 SendState {

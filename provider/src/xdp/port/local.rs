@@ -244,7 +244,7 @@ impl LocalPath {
     /// process with a send offered for pulling.
     pub fn help_pulls(&mut self) -> u64 {
         let mut n = 0;
-        for p in self.peers.values_mut() {
+        for (to, p) in self.peers.iter_mut() {
             let Peer::Open { out, target, .. } = p else {
                 continue;
             };
@@ -257,11 +257,11 @@ impl LocalPath {
             if t.refused() {
                 continue;
             }
-            // Only ever out of our own offered sends' buffers, whatever the
-            // line says (a receiver the kernel would not let read us must
-            // not get our memory this way either).
+            // Only ever out of the buffers of our sends offered to this
+            // peer, whatever the line says (a receiver the kernel would not
+            // let read us must not get our memory this way either).
             n += out.help_line().help(|src, dst, len| {
-                crate::datapath::offered::covers(src as usize, len) && t.write(src, dst, len)
+                crate::datapath::offered::covers(to, src as usize, len) && t.write(src, dst, len)
             });
         }
         self.counts.helped += n;

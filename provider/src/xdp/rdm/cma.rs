@@ -371,7 +371,7 @@ mod tests {
         let len = 1 << 20;
         let src = pattern(len + 3);
         let send = [(src.as_ptr() as usize + 3, len)];
-        let offered = crate::datapath::offered::Offered::begin(&send);
+        let offered = crate::datapath::offered::Offered::begin(&send, receiver_at);
         let mut offer = [0u8; 1024];
         let n = c.offer(&send, &mut offer);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -65,9 +65,9 @@ impl<P> LocalPeers<P> {
         }
     }
 
-    /// Every peer.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut P> {
-        self.entries.iter_mut().map(|(_, p)| p)
+    /// Every peer, with its address.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (SocketAddr, &mut P)> {
+        self.entries.iter_mut().map(|(a, p)| (*a, p))
     }
 
     /// Keeps the peers for which `f` is true.
