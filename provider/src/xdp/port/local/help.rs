@@ -49,9 +49,7 @@ pub struct HelpLine {
     dst: AtomicU64,
     /// Bytes in all.
     len: AtomicU64,
-    /// Chunks the sender copied over all requests (statistics).
-    helped: AtomicU64,
-    _pad: [u64; 2],
+    _pad: [u64; 3],
 }
 
 const _: () = assert!(size_of::<HelpLine>() == 64);
@@ -194,7 +192,6 @@ impl HelpLine {
                     if !ok {
                         self.done.fetch_or(FAILED, Ordering::Release);
                     }
-                    self.helped.fetch_add(1, Ordering::Relaxed);
                     self.done.fetch_add(1, Ordering::Release);
                     copied += 1;
                     w = take;
@@ -295,8 +292,7 @@ mod tests {
             src: AtomicU64::new(0),
             dst: AtomicU64::new(0),
             len: AtomicU64::new(0),
-            helped: AtomicU64::new(0),
-            _pad: [0; 2],
+            _pad: [0; 3],
         })
     }
 
