@@ -89,6 +89,11 @@ pub struct Config {
     /// copies chunks from the end with `process_vm_writev` while the
     /// receiver copies from the front (`xdp/port/local/help.rs`).
     pub local_shared_pull: bool,
+    /// Small sends between RDM endpoints on this host go as direct
+    /// messages, handed to the peer's matcher without the session's
+    /// per-datagram work, while nothing of the session could be overtaken
+    /// (PROTOCOL.md §6.9).
+    pub local_direct: bool,
     /// RDM datagrams up to the interface MTU through AF_XDP multi-buffer
     /// (jumbo frames) when a full frame does not fit one UMEM frame.
     pub multi_buffer: bool,
@@ -137,6 +142,7 @@ impl Default for Config {
             local_shm: true,
             local_cma: true,
             local_shared_pull: true,
+            local_direct: true,
             multi_buffer: true,
             auth_key: KeySetting::None,
             auth_encrypt: false,
@@ -247,6 +253,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"local_shared_pull",
         ty: FI_PARAM_BOOL,
         help: c"A same-host receiver pulling a message of 256 KiB or more asks its sender to copy part of it: the sender, usually spinning on that send's completion, writes chunks from the end into the receive buffer with process_vm_writev while the receiver reads from the front, so two cores copy it (default: 1)",
+    },
+    ParamDef {
+        name: c"local_direct",
+        ty: FI_PARAM_BOOL,
+        help: c"Small sends (up to the inject size, completing at FI_INJECT_COMPLETE) between RDM endpoints on the same host go as direct messages: one record in the peer's shared-memory ring, handed to its matcher without sequence numbers, acknowledgements or retransmission, whenever nothing the sender sent to that peer through the protocol is still unacknowledged (so ordering holds); not with packet authentication (default: 1)",
     },
     ParamDef {
         name: c"multi_buffer",
@@ -489,6 +500,9 @@ impl Config {
         }
         if let Some(v) = get_bool(c"local_shared_pull") {
             c.local_shared_pull = v;
+        }
+        if let Some(v) = get_bool(c"local_direct") {
+            c.local_direct = v;
         }
         if let Some(v) = get_bool(c"yield") {
             c.yield_when_idle = v;

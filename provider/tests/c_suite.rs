@@ -471,7 +471,29 @@ fn data_one_host(env: &[(&str, &str)]) -> (Output, Output) {
 /// host, over shared memory.
 #[test]
 fn c_data_rdm_one_host_shared_memory() {
-    data_one_host(&[]);
+    let (client, server) = data_one_host(&[]);
+    // Its small sends went as direct messages (PROTOCOL.md §6.9).
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let direct = common::direct_messages(&log);
+        println!("{who}: direct messages (sent, received): {direct:?}");
+        let (sent, received) = direct.unwrap_or_default();
+        assert!(
+            sent > 0 && received > 0,
+            "{who}: no direct messages:\n{log}"
+        );
+    }
+}
+
+/// The same with direct messages off: every message through the
+/// protocol's datagrams in the rings.
+#[test]
+fn c_data_rdm_one_host_without_direct_messages() {
+    let (client, server) = data_one_host(&[("FI_XDP_LOCAL_DIRECT", "0")]);
+    for out in [&client, &server] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(common::direct_messages(&log), None, "{log}");
+    }
 }
 
 /// On one host, a receiver blocked in poll() on its CQ's fd (after

@@ -238,6 +238,19 @@ pub struct PathCounts {
     pub shm_malformed: u64,
     /// Datagrams not sent because a peer's ring was full (retransmitted).
     pub shm_ring_full: u64,
+    /// Direct messages in our rings that we did not take (malformed, or
+    /// sent while we took none): dropped.
+    pub direct_refused: u64,
+}
+
+/// What came in for an endpoint.
+pub enum Arrival<'a> {
+    /// A datagram, as its pieces in order; `ce`: its IP header said
+    /// congestion experienced (RFC 3168).
+    Datagram { pieces: &'a [&'a [u8]], ce: bool },
+    /// A direct message from a peer on this host (PROTOCOL.md §6.9), as its
+    /// record in our ring.
+    Message(&'a [u8]),
 }
 
 /// Where one outgoing datagram is built: a UMEM frame, or (kernel path)
@@ -665,9 +678,7 @@ impl Port {
     /// Frames still in flight are reaped then, or by `alloc_tx` when no
     /// frame is free.
     pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
-        if let Some(l) = self.local.as_mut() {
-            l.flush();
-        }
+        self.flush_local();
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
         };
@@ -683,15 +694,58 @@ impl Port {
     /// Hand up to `max` received datagrams per path to `f` with their
     /// sender, each as its payload's pieces in order: one, unless it arrived
     /// in several UMEM chunks on an RDM port (`LinkConfig::rx_pieces`).
-    /// MACs of new senders are learnt by [`Port::learn`].
+    /// MACs of new senders are learnt by [`Port::learn`]. A direct message
+    /// in our rings is refused (only [`Port::recv_arrivals`] hands them
+    /// up).
     pub fn recv(&mut self, max: usize, mut f: impl FnMut(XdpAddr, &[&[u8]], bool)) {
+        self.recv_arrivals(max, |from, a| match a {
+            Arrival::Datagram { pieces, ce } => {
+                f(from, pieces, ce);
+                true
+            }
+            Arrival::Message(_) => false,
+        });
+    }
+
+    /// Send the direct message `message` (its pieces, concatenated) to the
+    /// local peer `to` (PROTOCOL.md §6.9); false when it did not go (not a
+    /// peer on this host, no ring to it, ring full, or it takes no direct
+    /// messages now): send it as datagrams then.
+    pub fn send_message(&mut self, to: &XdpAddr, message: &[&[u8]]) -> bool {
+        let local = self.is_local(&to.ip);
+        match self.local.as_mut() {
+            Some(l) if local => l.send_message(to.socket_addr(), message),
+            _ => false,
+        }
+    }
+
+    /// Rings the doorbells of the local peers written to since the last
+    /// flush that said they are about to sleep.
+    pub fn flush_local(&mut self) {
+        if let Some(l) = self.local.as_mut() {
+            l.flush();
+        }
+    }
+
+    /// Whether our local peers may send us direct messages now (§6.9).
+    pub fn take_direct(&self, yes: bool) {
+        if let Some(l) = &self.local {
+            l.take_direct(yes);
+        }
+    }
+
+    /// [`Port::recv`] with the direct messages in our rings too, each
+    /// handed to `f` as it comes (in its ring's order among that sender's
+    /// datagrams); `f` returns whether it took it (one it refused is
+    /// counted, [`PathCounts::direct_refused`]).
+    pub fn recv_arrivals(&mut self, max: usize, mut f: impl FnMut(XdpAddr, Arrival<'_>) -> bool) {
         if let Some(x) = self.xsk.as_mut() {
             x.link.recv(max, |d| {
-                f(
-                    sender(d.src.ip, d.src.port, Some(d.src.mac)),
-                    d.pieces,
-                    d.ce,
-                )
+                let a = Arrival::Datagram {
+                    pieces: d.pieces,
+                    ce: d.ce,
+                };
+                f(sender(d.src.ip, d.src.port, Some(d.src.mac)), a);
             });
         }
         // A local peer pulling a send of ours may be waiting for us to copy
@@ -703,11 +757,24 @@ impl Port {
         }
         // Back from a sleep on the wait fd, the kernel socket may be what
         // woke us: read it at once.
+        let mut refused = 0;
         let woke = self.local.as_mut().is_some_and(|l| {
-            l.recv(max, |from, d| {
-                f(sender(from.ip(), from.port(), None), &[d], false)
+            l.recv(max, |from, kind, d| {
+                let one = [d];
+                let a = match kind {
+                    local::Kind::Datagram => Arrival::Datagram {
+                        pieces: &one,
+                        ce: false,
+                    },
+                    local::Kind::Message => Arrival::Message(d),
+                };
+                let message = kind == local::Kind::Message;
+                if !f(sender(from.ip(), from.port(), None), a) && message {
+                    refused += 1;
+                }
             })
         });
+        self.counts.direct_refused += refused;
         self.pass = self.pass.wrapping_add(1);
         // With shared memory or AF_XDP carrying the traffic, the kernel
         // socket is polled now and then only (a system call each time).
@@ -730,11 +797,12 @@ impl Port {
                     }
                     // A datagram larger than the buffer arrives truncated
                     // to it; the protocol rejects it.
-                    f(
-                        sender(from.ip(), from.port(), None),
-                        &[&self.rx_buf[..n]],
-                        false,
-                    );
+                    let one = [&self.rx_buf[..n]];
+                    let a = Arrival::Datagram {
+                        pieces: &one,
+                        ce: false,
+                    };
+                    f(sender(from.ip(), from.port(), None), a);
                 }
                 Err(_) => break,
             }
@@ -837,8 +905,8 @@ impl Port {
             let l = l.counts();
             kernel.push_str(&format!(
                 ", {} through shared memory from this host ({} sent, {} malformed, {} ring full, \
-                 {} chunks of peers' pulls copied for them)",
-                l.rx, l.tx, l.malformed, l.ring_full, l.helped
+                 {} chunks of peers' pulls copied for them, {} direct messages refused)",
+                l.rx, l.tx, l.malformed, l.ring_full, l.helped, c.direct_refused
             ));
         }
         match self.xsk.as_mut() {

@@ -16,6 +16,7 @@ mod buffers;
 mod cma;
 mod codes;
 mod connection;
+mod direct;
 mod rma;
 
 use std::sync::Arc;
@@ -27,11 +28,12 @@ use rel::{Engine, Event, Instant as RelInstant};
 use buffers::{RecvSide, RecvState, SendSide, SendState, TokenMap};
 use cma::Cma;
 use codes::{completion_level, fabric_flags, op_errno, post_errno};
+use direct::Direct;
 
 use super::connected::Connected;
 use super::pass_clock::PassClock;
 use super::peers::Peers;
-use super::port::{Port, link_err};
+use super::port::{Arrival, Port, link_err};
 use super::published::{self, Published};
 use crate::abi::{Errno, Result};
 use crate::addr::XdpAddr;
@@ -99,6 +101,9 @@ pub struct Rdm {
     /// Single-copy rendezvous with peers on this host (FI_XDP_LOCAL_CMA,
     /// PROTOCOL.md §6.7); `None`: off.
     cma: Option<Cma>,
+    /// Direct messages with peers on this host (FI_XDP_LOCAL_DIRECT,
+    /// PROTOCOL.md §6.9).
+    direct: Direct,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -214,6 +219,14 @@ impl Rdm {
                 if args.cfg.auth_encrypt { "on" } else { "off" }
             );
         }
+        // Direct messages carry no authentication tag, and a connected
+        // endpoint admits its peer's datagrams only.
+        let direct = Direct::new(
+            args.cfg.local_direct
+                && cfg.auth.is_none()
+                && args.ep_type != FI_EP_MSG
+                && port.local_writers().is_some(),
+        );
         let mut peers = Peers::default();
         let self_key = peers.key(&args.local);
         let published = Published::open(
@@ -229,7 +242,7 @@ impl Rdm {
             .local_writers()
             .filter(|_| args.cfg.local_cma)
             .and_then(|w| Cma::new(w, args.cfg.local_shared_pull));
-        Rdm {
+        let mut rdm = Rdm {
             port,
             engine: Engine::new(cfg),
             peers,
@@ -248,7 +261,10 @@ impl Rdm {
             conn: (args.ep_type == FI_EP_MSG).then(|| Connected::new(args)),
             published,
             cma,
-        }
+            direct,
+        };
+        rdm.offer_direct();
+        rdm
     }
 
     fn now(&self) -> RelInstant {
@@ -444,10 +460,15 @@ impl DataPath for Rdm {
     }
 
     fn post_send(&mut self, op: TxOp) -> Result<()> {
-        let now = self.now();
         let dst = self.dest_key(&op.dest)?;
         let len = op.payload.len();
         let level = completion_level(op.flags, len, self.engine.config().inject_size);
+        // A small send to a peer on this host may skip the session (§6.9).
+        if self.send_direct(&op, dst, len, level) {
+            probe::at(Stage::Kicked);
+            return Ok(());
+        }
+        let now = self.now();
         // An injected or inject-complete send is copied into the engine: it
         // retransmits from its copy after the caller has reused the buffer.
         let injected = matches!(op.payload, Payload::Inject(_));
@@ -582,11 +603,25 @@ impl DataPath for Rdm {
                 conn,
                 cma,
                 clock,
+                direct,
                 ..
             } = self;
             let mut bufs = RecvSide(recvs, results, memory, remote, cma.as_ref());
             let mut learnt = Vec::new();
-            port.recv(RX_BATCH, |src, pieces, ce| {
+            port.recv_arrivals(RX_BATCH, |src, arrival| {
+                let (pieces, ce) = match arrival {
+                    Arrival::Datagram { pieces, ce } => (pieces, ce),
+                    Arrival::Message(record) => {
+                        probe::arrived();
+                        let taken = direct.on
+                            && peers
+                                .key_of_source(&src)
+                                .is_some_and(|key| direct::deliver(engine, key, record, &mut bufs));
+                        direct.received += u64::from(taken);
+                        probe::at(Stage::EngineReceived);
+                        return taken;
+                    }
+                };
                 probe::arrived();
                 let now = *arrived_at.get_or_insert_with(|| clock.exact());
                 if let Some(c) = conn.as_mut() {
@@ -596,17 +631,17 @@ impl DataPath for Rdm {
                             [one] => c.on_datagram(&src, one),
                             _ => c.on_datagram(&src, &pieces.concat()),
                         }
-                        return;
+                        return true;
                     }
                     if !c.admits(&src) {
                         *unknown_sources_dropped += 1;
-                        return;
+                        return true;
                     }
                 }
                 let known = peers.addrs.len();
                 let Some(key) = peers.key_of_source(&src) else {
                     *unknown_sources_dropped += 1;
-                    return;
+                    return true;
                 };
                 if peers.addrs.len() != known {
                     // A new peer: the port learns its MAC too (no
@@ -625,6 +660,7 @@ impl DataPath for Rdm {
                     _ => engine.handle_datagram_pieces(now, key, pieces, &mut bufs),
                 }
                 probe::at(Stage::EngineReceived);
+                true
             });
             for a in &learnt {
                 port.learn(a);
@@ -674,6 +710,7 @@ impl DataPath for Rdm {
                 }
             }
         }
+        self.offer_direct();
         if self.published.due(self.clock.epoch_ns() + now.0) {
             let link = self.port.link_stats();
             self.published.set_all(published::rdm_values(
@@ -868,6 +905,14 @@ impl Drop for Rdm {
                 FI_LOG_EP_DATA,
                 "rdm endpoint: chunks of our pulls copied by their senders {}",
                 c.by_senders()
+            );
+        }
+        if self.direct.on {
+            crate::xdp_info!(
+                FI_LOG_EP_DATA,
+                "rdm endpoint: direct messages sent {}, received {}",
+                self.direct.sent,
+                self.direct.received
             );
         }
     }

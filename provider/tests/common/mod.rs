@@ -142,6 +142,18 @@ pub fn chunks_copied_by_senders(log: &str) -> Option<u64> {
         .find_map(|l| number_after(l, "chunks of our pulls copied by their senders "))
 }
 
+/// From the RDM endpoint's closing line (at info level): the direct
+/// messages it sent and received (PROTOCOL.md §6.9), summed over its
+/// endpoints; `None` where none took part (direct messages off).
+pub fn direct_messages(log: &str) -> Option<(u64, u64)> {
+    log.lines()
+        .filter_map(|l| {
+            let sent = number_after(l, "direct messages sent ")?;
+            Some((sent, number_after(l, ", received ")?))
+        })
+        .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
+}
+
 /// The number just after the first `key` in `line`.
 fn number_after(line: &str, key: &str) -> Option<u64> {
     let rest = &line[line.find(key)? + key.len()..];

@@ -16,6 +16,7 @@
 //! ([`schedule`]) and events ([`events`]).
 
 mod auth;
+mod direct;
 mod events;
 mod inject;
 mod matcher;
@@ -31,6 +32,8 @@ mod shared;
 mod tests;
 
 use std::hash::Hash;
+
+pub use direct::DirectMessage;
 
 use crate::api::*;
 use crate::time::Instant;

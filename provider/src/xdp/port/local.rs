@@ -12,6 +12,12 @@
 //! rings. A peer whose area cannot be opened (another user's, an older
 //! build's, a full /dev/shm, none at all) is reached through the kernel
 //! socket as before: said once at `info`, retried now and then.
+//!
+//! Besides datagrams a ring carries direct messages (PROTOCOL.md §6.9):
+//! small messages an RDM endpoint hands to its peer's matcher without the
+//! session, when nothing of the session could be overtaken. This path only
+//! carries them, as records of their own kind, and lets the reader say
+//! whether it takes them ([`LocalPath::take_direct`]).
 
 mod area;
 mod doorbell;
@@ -29,6 +35,7 @@ use doorbell::Doorbell;
 use help::Target;
 pub use help::{CHUNK as HELP_CHUNK, MAX_CHUNKS as HELP_MAX_CHUNKS};
 use peers::LocalPeers;
+pub use ring::Kind;
 
 use crate::sys::*;
 
@@ -41,9 +48,9 @@ const SWEEP_EVERY_NS: u64 = 1_000_000_000;
 /// What the shared-memory path carried, for [`super::PathCounts`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LocalCounts {
-    /// Datagrams received from our rings.
+    /// Records (datagrams and direct messages) received from our rings.
     pub rx: u64,
-    /// Datagrams written to peers' rings.
+    /// Records written to peers' rings.
     pub tx: u64,
     /// Impossible things found in our rings (what they held was dropped).
     pub malformed: u64,
@@ -150,6 +157,17 @@ impl LocalPath {
     /// socket), `Some(false)` when its ring is full (lost like a dropped
     /// frame: the engine retransmits).
     pub fn send(&mut self, to: SocketAddr, payload: &[u8]) -> Option<bool> {
+        self.push(to, Kind::Datagram, &[payload])
+    }
+
+    /// Sends a direct message (its pieces, concatenated) to the local peer
+    /// `to`; false when it did not go (no area, ring full, or the peer
+    /// takes no direct messages now): the caller sends it as datagrams.
+    pub fn send_message(&mut self, to: SocketAddr, message: &[&[u8]]) -> bool {
+        self.push(to, Kind::Message, message) == Some(true)
+    }
+
+    fn push(&mut self, to: SocketAddr, kind: Kind, payload: &[&[u8]]) -> Option<bool> {
         for _ in 0..2 {
             let peer = match self.peers.get_mut(&to) {
                 Some(p) => p,
@@ -171,7 +189,11 @@ impl LocalPath {
                     continue;
                 }
             };
-            match out.send(&[payload]) {
+            let sent = match kind {
+                Kind::Datagram => out.send(payload),
+                Kind::Message => out.send_message(payload),
+            };
+            match sent {
                 Ok(()) => {
                     if !*dirty {
                         *dirty = true;
@@ -184,6 +206,7 @@ impl LocalPath {
                     self.counts.ring_full += 1;
                     return Some(false);
                 }
+                Err(SendError::Refused) => return Some(false),
                 // Closed or replaced (a new incarnation at that address):
                 // open it again by name.
                 Err(SendError::Stale) => {
@@ -268,15 +291,22 @@ impl LocalPath {
         n
     }
 
-    /// Hands up to `max` datagrams per sender to `f`.
+    /// Whether our writers may send us direct messages now (§6.9).
+    pub fn take_direct(&self, yes: bool) {
+        self.area.take_direct(yes);
+    }
+
+    /// Hands up to `max` records per sender to `f`, with their kind.
     /// Returns whether we had said we were about to sleep (then the
     /// endpoint's other fds may be what woke it).
-    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, &[u8])) -> bool {
+    pub fn recv(&mut self, max: usize, mut f: impl FnMut(SocketAddr, Kind, &[u8])) -> bool {
         let woke = self.area.wake();
         if woke {
             self.bell.drain();
         }
-        let (n, bad) = self.area.recv(max, self.max_len, |from, d| f(from, d));
+        let (n, bad) = self
+            .area
+            .recv(max, self.max_len, |from, k, d| f(from, k, d));
         self.counts.rx += n;
         if bad > 0 {
             self.counts.malformed += bad;
@@ -342,7 +372,7 @@ mod tests {
         assert_eq!(a.send(b_at, b"ping"), Some(true));
         a.flush();
         let mut got = Vec::new();
-        b.recv(64, |from, d| got.push((from, d.to_vec())));
+        b.recv(64, |from, _, d| got.push((from, d.to_vec())));
         assert_eq!(got, vec![(a_at, b"ping".to_vec())]);
         // b is about to sleep: a's next batch rings its doorbell, once.
         assert!(!b.prepare_sleep());
@@ -350,7 +380,7 @@ mod tests {
         assert_eq!(a.send(b_at, b"wake"), Some(true));
         a.flush();
         assert!(readable(b.fd()), "the doorbell rang");
-        assert!(b.recv(64, |_, _| {}), "b had been about to sleep");
+        assert!(b.recv(64, |_, _, _| {}), "b had been about to sleep");
         assert!(!readable(b.fd()), "drained when b ran");
         assert_eq!(b.counts().rx, 2);
         assert_eq!(a.counts().tx, 2);

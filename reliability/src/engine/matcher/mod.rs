@@ -230,22 +230,7 @@ impl<P: Copy + Eq> Matcher<P> {
         sessions: &mut impl Sessions<P>,
         bufs: &mut impl RecvBuffers,
     ) -> bool {
-        let tagged = info.hflags & wf::TAGGED != 0;
-        let rndv = info.hflags & wf::RNDV != 0;
-        if let Some((pos, recv)) = self.posted.find(&info) {
-            let (base, cap) = self
-                .posted
-                .place(recv, Some(pos), tagged, info.total as usize);
-            let dest = Dest::Posted { recv, base, cap };
-            if rndv {
-                let offer = Offer::from_payload(payload);
-                self.clear_to_send(info, cap, dest, &offer, events, sessions, bufs);
-            } else {
-                self.write(dest, 0, payload, bufs);
-                let received = payload.len() as u32;
-                let counts = (info.total, received);
-                self.begin(info, counts, dest, false, events, sessions, bufs);
-            }
+        if self.place_in_posted(info, payload, events, sessions, bufs) {
             return true;
         }
         let Some(msg) = self.unexpected.admit(info, sess, payload) else {
@@ -270,6 +255,59 @@ impl<P: Copy + Eq> Matcher<P> {
             sessions.expect(info.peer, m);
         }
         true
+    }
+
+    /// Direct message `info` (PROTOCOL.md §6.9), whole in `payload`, from a
+    /// peer on this host: into the first matching posted receive, else
+    /// queued as unexpected — never refused or deferred, since its sender
+    /// has completed it already.
+    pub(crate) fn message_direct(
+        &mut self,
+        info: MsgInfo<P>,
+        payload: Bytes,
+        events: &mut Events<P>,
+        sessions: &mut impl Sessions<P>,
+        bufs: &mut impl RecvBuffers,
+    ) {
+        if !self.place_in_posted(info, payload, events, sessions, bufs) {
+            self.unexpected.admit_direct(info, payload);
+        }
+    }
+
+    /// Message `info` into the first matching posted receive, if there is
+    /// one: its first `payload` written there (eager), or a CTS for it
+    /// (rendezvous). Whether one matched.
+    fn place_in_posted(
+        &mut self,
+        info: MsgInfo<P>,
+        payload: Bytes,
+        events: &mut Events<P>,
+        sessions: &mut impl Sessions<P>,
+        bufs: &mut impl RecvBuffers,
+    ) -> bool {
+        let tagged = info.hflags & wf::TAGGED != 0;
+        let Some((pos, recv)) = self.posted.find(&info) else {
+            return false;
+        };
+        let (base, cap) = self
+            .posted
+            .place(recv, Some(pos), tagged, info.total as usize);
+        let dest = Dest::Posted { recv, base, cap };
+        if info.hflags & wf::RNDV != 0 {
+            let offer = Offer::from_payload(payload);
+            self.clear_to_send(info, cap, dest, &offer, events, sessions, bufs);
+        } else {
+            self.write(dest, 0, payload, bufs);
+            let counts = (info.total, payload.len() as u32);
+            self.begin(info, counts, dest, false, events, sessions, bufs);
+        }
+        true
+    }
+
+    /// Whether direct messages may come now (§6.9): the unexpected store
+    /// has room for those already on their way.
+    pub(crate) fn has_room_for_direct(&self) -> bool {
+        self.unexpected.has_room_for_direct()
     }
 
     /// A later segment of a message: its bytes go where `placement` says.

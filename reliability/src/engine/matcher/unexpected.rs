@@ -127,8 +127,34 @@ impl<P: Copy + Eq> Unexpected<P> {
         let size = info.total as usize;
         let fits = self.bytes + size <= self.budget && used.bytes + size <= self.peer_budget;
         let deferred = eager && !fits;
+        Some(self.store_message(info, sess, payload, deferred))
+    }
+
+    /// Queue direct message `info` (PROTOCOL.md §6.9), whole in `payload`,
+    /// whatever the budgets say: its sender has completed it, nobody could
+    /// send it again. The reader keeps these within bounds by taking direct
+    /// messages only while [`Unexpected::has_room_for_direct`].
+    pub(super) fn admit_direct(&mut self, info: MsgInfo<P>, payload: Bytes) -> UnexpId {
+        self.store_message(info, 0, payload, false)
+    }
+
+    /// Whether the store is less than half full, in bytes and in entries:
+    /// direct messages sent before their senders see a refusal fit in the
+    /// other half (each is small, and a ring holds a bounded number).
+    pub(super) fn has_room_for_direct(&self) -> bool {
+        self.bytes <= self.budget / 2 && self.store.len() <= self.max_count / 2
+    }
+
+    fn store_message(
+        &mut self,
+        info: MsgInfo<P>,
+        sess: u32,
+        payload: Bytes,
+        deferred: bool,
+    ) -> UnexpId {
+        let eager = info.hflags & wf::RNDV == 0;
         let rndv = !eager || deferred;
-        let cost = if rndv { 0 } else { size };
+        let cost = if rndv { 0 } else { info.total as usize };
         self.deferred_total += u64::from(deferred);
         self.bytes += cost;
         self.bytes_max = self.bytes_max.max(self.bytes);
@@ -165,7 +191,7 @@ impl<P: Copy + Eq> Unexpected<P> {
         } else {
             self.msg.push_back(id);
         }
-        Some(id)
+        id
     }
 
     /// The first queued message, in arrival order, of the kind `tagged`

@@ -264,6 +264,19 @@ impl<P: Copy> Session<P> {
         }
     }
 
+    /// Whether nothing we send to this peer is queued, in flight or
+    /// unacknowledged: no packet, control message, send or RMA operation
+    /// (PROTOCOL.md §6.9: only then may a message overtake the session).
+    pub(crate) fn sends_nothing(&self) -> bool {
+        self.q.as_ref().is_none_or(|q| {
+            q.inflight.is_empty()
+                && q.rtx.is_empty()
+                && q.ctrl.is_empty()
+                && q.ops.is_empty()
+                && q.rma.is_empty()
+        })
+    }
+
     fn q(&mut self) -> &mut Queues<P> {
         self.q.get_or_insert_with(Box::default)
     }

@@ -4,6 +4,7 @@
 mod acks;
 mod auth;
 mod congestion;
+mod direct;
 mod limits;
 mod matching;
 mod packing;

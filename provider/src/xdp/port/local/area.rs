@@ -7,7 +7,7 @@
 //!
 //! | offset | what |
 //! |---|---|
-//! | 0 | header: magic, version, owner pid, state (live / gone), the reader's "about to sleep" flag, bitmap of slots in use |
+//! | 0 | header: magic, version, owner pid, state (live / gone), the reader's "about to sleep" flag, bitmap of slots in use, whether the reader takes direct messages now |
 //! | 4096 | [`SLOTS`] slot headers of 256 bytes: state (writer pid, ready, closed), sender address, `head` and `tail` on their own cache lines, and a line for a pull the writer may help copy ([`HelpLine`]) |
 //! | [`RINGS_AT`] | [`SLOTS`] rings of [`RING_BYTES`] |
 //!
@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::doorbell::Doorbell;
 use super::help::HelpLine;
-use super::ring::{Ring, Writer};
+use super::ring::{Kind, Ring, Writer};
 
 /// Senders one area takes; more fall back to the kernel socket.
 pub const SLOTS: usize = 128;
@@ -50,7 +50,8 @@ pub const AREA_BYTES: usize = RINGS_AT + SLOTS * RING_BYTES;
 const MAGIC: u64 = u64::from_le_bytes(*b"OFIXDPL\0");
 /// Bumped whenever the layout changes: an area of another version is not
 /// used (its peer falls back to the kernel socket). 2: the help line.
-const VERSION: u32 = 2;
+/// 3: record kinds and direct messages (PROTOCOL.md §6.9).
+const VERSION: u32 = 3;
 
 /// The area's owner is reading it.
 pub const LIVE: u32 = 1;
@@ -70,6 +71,10 @@ struct Header {
     /// The reader's "about to sleep" flag (0 awake, 1 sleeping, 2 rung).
     sleeping: AtomicU32,
     active: [AtomicU64; SLOTS / 64],
+    /// 1 while the reader takes direct messages (records of kind
+    /// [`Kind::Message`]); 0 and its writers send datagrams only. On the
+    /// cache line of `state`, which every send reads anyway.
+    direct: AtomicU32,
 }
 
 #[repr(C)]
@@ -347,6 +352,16 @@ impl Area {
         h.sleeping.load(Ordering::Relaxed) != 0 && h.sleeping.swap(0, Ordering::AcqRel) != 0
     }
 
+    /// Whether this area's writers may send us direct messages (PROTOCOL.md
+    /// §6.9): the reader's choice, changed at any time; a writer sees it
+    /// with its next send.
+    pub fn take_direct(&self, yes: bool) {
+        let h = self.map.header();
+        if (h.direct.load(Ordering::Relaxed) == 1) != yes {
+            h.direct.store(u32::from(yes), Ordering::Release);
+        }
+    }
+
     /// Whether any ring holds a datagram.
     pub fn pending(&self) -> bool {
         self.each_active(|i| !self.map.ring(i).is_empty())
@@ -367,14 +382,14 @@ impl Area {
         false
     }
 
-    /// Hands up to `max` datagrams per sender to `f` with the sender's
-    /// address; frees slots whose writer closed and whose ring is empty.
-    /// Returns (datagrams, malformed).
+    /// Hands up to `max` records per sender to `f` with the sender's
+    /// address and the record's kind; frees slots whose writer closed and
+    /// whose ring is empty. Returns (records, malformed).
     pub fn recv(
         &self,
         max: usize,
         max_len: usize,
-        mut f: impl FnMut(SocketAddr, &[u8]),
+        mut f: impl FnMut(SocketAddr, Kind, &[u8]),
     ) -> (u64, u64) {
         let (mut n, mut bad) = (0, 0);
         self.each_active(|i| {
@@ -397,10 +412,10 @@ impl Area {
                 s.addr[2].load(Ordering::Relaxed),
             ]);
             let c = match from {
-                Some(from) => ring.pop(max, max_len, |d| f(from, d)),
+                Some(from) => ring.pop(max, max_len, |k, d| f(from, k, d)),
                 None => {
                     // No address to hand the engine: drop what it sent.
-                    let c = ring.pop(usize::MAX, 0, |_| {});
+                    let c = ring.pop(usize::MAX, 0, |_, _| {});
                     bad += 1;
                     c
                 }
@@ -560,6 +575,9 @@ pub enum SendError {
     /// The area's owner closed it or was replaced, or our slot was taken:
     /// open the area again by name.
     Stale,
+    /// A direct message the reader takes none of now (§6.9): send it as
+    /// datagrams.
+    Refused,
 }
 
 impl Outbound {
@@ -591,6 +609,19 @@ impl Outbound {
     /// Appends one datagram and publishes it. A reader about to sleep is
     /// told by [`Outbound::must_ring`] after the batch.
     pub fn send(&mut self, payload: &[&[u8]]) -> Result<(), SendError> {
+        self.send_kind(Kind::Datagram, payload)
+    }
+
+    /// Appends one direct message (PROTOCOL.md §6.9) and publishes it;
+    /// [`SendError::Refused`] while the reader takes none.
+    pub fn send_message(&mut self, message: &[&[u8]]) -> Result<(), SendError> {
+        if self.map.header().direct.load(Ordering::Acquire) != 1 {
+            return Err(SendError::Refused);
+        }
+        self.send_kind(Kind::Message, message)
+    }
+
+    fn send_kind(&mut self, kind: Kind, payload: &[&[u8]]) -> Result<(), SendError> {
         let h = self.map.header();
         if h.state.load(Ordering::Relaxed) != LIVE
             || self.map.slot(self.slot).state.load(Ordering::Relaxed) != self.mine
@@ -598,7 +629,7 @@ impl Outbound {
             return Err(SendError::Stale);
         }
         self.ring
-            .push(&mut self.writer, payload)
+            .push(&mut self.writer, kind, payload)
             .map_err(|_| SendError::Full)
     }
 
@@ -715,7 +746,7 @@ mod tests {
         fence();
         assert!(!a.must_ring(), "the reader is not asleep");
         let mut got = Vec::new();
-        let (n, bad) = area.recv(64, 1 << 16, |from, d| got.push((from, d.to_vec())));
+        let (n, bad) = area.recv(64, 1 << 16, |from, _, d| got.push((from, d.to_vec())));
         assert_eq!((n, bad), (2, 0));
         got.sort();
         assert_eq!(
@@ -729,6 +760,28 @@ mod tests {
         drop(area);
         assert!(!std::path::Path::new(&path(&name)).exists());
         assert_eq!(a.send(&[b"late"]), Err(SendError::Stale));
+    }
+
+    #[test]
+    fn direct_messages_go_only_while_the_reader_takes_them() {
+        let name = unique("direct");
+        let area = Area::create(&name).unwrap();
+        let mut a = Outbound::open(&name, addr(1)).unwrap();
+        assert_eq!(a.send_message(&[b"early"]), Err(SendError::Refused));
+        area.take_direct(true);
+        assert_eq!(a.send(&[b"datagram"]), Ok(()));
+        assert_eq!(a.send_message(&[b"mess", b"age"]), Ok(()));
+        area.take_direct(false);
+        assert_eq!(a.send_message(&[b"late"]), Err(SendError::Refused));
+        let mut got = Vec::new();
+        area.recv(64, 1 << 16, |_, k, d| got.push((k, d.to_vec())));
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Datagram, b"datagram".to_vec()),
+                (Kind::Message, b"message".to_vec())
+            ]
+        );
     }
 
     #[test]
@@ -748,7 +801,7 @@ mod tests {
         assert!(!area.wake());
         // Something waiting: the reader must not sleep.
         assert!(area.prepare_sleep());
-        area.recv(64, 1 << 16, |_, _| {});
+        area.recv(64, 1 << 16, |_, _, _| {});
         assert!(!area.prepare_sleep());
     }
 
@@ -760,7 +813,7 @@ mod tests {
         a.send(&[b"last words"]).unwrap();
         drop(a);
         let mut got = Vec::new();
-        area.recv(64, 1 << 16, |_, d| got.push(d.to_vec()));
+        area.recv(64, 1 << 16, |_, _, d| got.push(d.to_vec()));
         assert_eq!(got, vec![b"last words".to_vec()]);
         // The freed slot is the first free one again.
         let b = Outbound::open(&name, addr(2)).unwrap();
@@ -781,7 +834,7 @@ mod tests {
         let mut b = Outbound::open(&name, addr(1)).unwrap();
         b.send(&[b"after"]).unwrap();
         let mut got = Vec::new();
-        area.recv(64, 1 << 16, |_, d| got.push(d.to_vec()));
+        area.recv(64, 1 << 16, |_, _, d| got.push(d.to_vec()));
         assert_eq!(got, vec![b"before".to_vec(), b"after".to_vec()]);
         // Another dead writer, with nobody taking over: swept, drained, freed.
         let c = Outbound::open(&name, addr(2)).unwrap();
@@ -789,7 +842,7 @@ mod tests {
         let slot = c.slot;
         std::mem::forget(c);
         area.sweep_dead_writers();
-        area.recv(64, 1 << 16, |_, _| {});
+        area.recv(64, 1 << 16, |_, _, _| {});
         assert_eq!(area.map.slot(slot).state.load(Ordering::Acquire), 0);
     }
 
@@ -804,7 +857,7 @@ mod tests {
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         a.send(&[b"y"]).unwrap();
         let mut n = 0;
-        new.recv(64, 1 << 16, |_, _| n += 1);
+        new.recv(64, 1 << 16, |_, _, _| n += 1);
         assert_eq!(n, 1);
     }
 

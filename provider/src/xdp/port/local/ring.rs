@@ -3,8 +3,8 @@
 //! `head` (the writer's: bytes published) and `tail` (the reader's: bytes
 //! consumed).
 //!
-//! A record is an 8-byte header (payload length, little-endian u32; a
-//! reserved u32) and the payload, padded to 8 bytes. A record never wraps:
+//! A record is an 8-byte header (payload length, little-endian u32; its
+//! [`Kind`], little-endian u32) and the payload, padded to 8 bytes. A record never wraps:
 //! when it would not fit before the end of the array the writer leaves a
 //! wrap marker (length [`WRAP`]) there and starts again at offset 0, so the
 //! reader hands every payload up as one slice, without copying it.
@@ -18,6 +18,35 @@
 //! complete, so a writer killed half-way through leaves nothing visible.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a record carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A datagram of the protocol, as it would come from the network
+    /// (kind word 0: what every writer before direct messages wrote).
+    Datagram,
+    /// A whole message handed to the reader's matcher without the
+    /// protocol's session (PROTOCOL.md §6.9; `rdm/direct.rs` says its
+    /// layout).
+    Message,
+}
+
+impl Kind {
+    fn word(self) -> u32 {
+        match self {
+            Kind::Datagram => 0,
+            Kind::Message => 1,
+        }
+    }
+
+    fn of(word: u32) -> Option<Kind> {
+        match word {
+            0 => Some(Kind::Datagram),
+            1 => Some(Kind::Message),
+            _ => None,
+        }
+    }
+}
 
 /// Bytes of a record's header.
 pub const RECORD_HEADER: usize = 8;
@@ -49,7 +78,7 @@ pub struct Writer {
 /// What one [`Ring::pop`] pass saw.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PopCounts {
-    /// Datagrams handed up.
+    /// Records handed up.
     pub datagrams: u64,
     /// Times the ring held something impossible (everything published
     /// until then was dropped).
@@ -124,8 +153,9 @@ impl Ring {
         Writer { head, tail }
     }
 
-    /// Writer: append `payload` (pieces, concatenated) and publish it.
-    pub fn push(&self, w: &mut Writer, payload: &[&[u8]]) -> Result<(), PushError> {
+    /// Writer: append a record of `kind` (its pieces, concatenated) and
+    /// publish it.
+    pub fn push(&self, w: &mut Writer, kind: Kind, payload: &[&[u8]]) -> Result<(), PushError> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         if len > self.max_record() {
             return Err(PushError::TooLong);
@@ -148,11 +178,11 @@ impl Ring {
             }
         }
         if skip > 0 {
-            self.write_header(at, WRAP);
+            self.write_header(at, WRAP, 0);
             at += skip;
         }
         let pos = at as usize & (self.cap - 1);
-        self.write_header(at, len as u32);
+        self.write_header(at, len as u32, kind.word());
         let mut off = pos + RECORD_HEADER;
         for p in payload {
             // SAFETY: pos + RECORD_HEADER + len ≤ cap (the record fits
@@ -167,24 +197,28 @@ impl Ring {
         Ok(())
     }
 
-    fn write_header(&self, at: u64, len: u32) {
+    fn write_header(&self, at: u64, len: u32, kind: u32) {
         let pos = at as usize & (self.cap - 1);
         let mut h = [0u8; RECORD_HEADER];
         h[..4].copy_from_slice(&len.to_le_bytes());
+        h[4..].copy_from_slice(&kind.to_le_bytes());
         // SAFETY: pos is 8-aligned and cap a multiple of 8: 8 bytes fit.
         unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), self.data.add(pos), RECORD_HEADER) };
     }
 
-    fn read_len(&self, pos: usize) -> u32 {
-        let mut h = [0u8; 4];
-        // SAFETY: pos is 8-aligned, below cap: 4 bytes fit.
-        unsafe { std::ptr::copy_nonoverlapping(self.data.add(pos), h.as_mut_ptr(), 4) };
-        u32::from_le_bytes(h)
+    /// A record header's length and kind word.
+    fn read_header(&self, pos: usize) -> (u32, u32) {
+        let mut h = [0u8; RECORD_HEADER];
+        // SAFETY: pos is 8-aligned, below cap (a multiple of 8): 8 bytes fit.
+        unsafe { std::ptr::copy_nonoverlapping(self.data.add(pos), h.as_mut_ptr(), RECORD_HEADER) };
+        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        (word(0), word(4))
     }
 
-    /// Reader: hand up to `max` published datagrams to `f`, each no longer
-    /// than `max_len` (longer ones are malformed), and release their room.
-    pub fn pop(&self, max: usize, max_len: usize, mut f: impl FnMut(&[u8])) -> PopCounts {
+    /// Reader: hand up to `max` published records to `f` with their kind,
+    /// each no longer than `max_len` (longer ones, and kinds we do not
+    /// know, are malformed), and release their room.
+    pub fn pop(&self, max: usize, max_len: usize, mut f: impl FnMut(Kind, &[u8])) -> PopCounts {
         let mut counts = PopCounts::default();
         let head = self.head().load(Ordering::Acquire);
         let mut tail = self.tail().load(Ordering::Relaxed);
@@ -198,7 +232,7 @@ impl Ring {
                 break;
             }
             let pos = tail as usize & (self.cap - 1);
-            let len = self.read_len(pos);
+            let (len, kind) = self.read_header(pos);
             let to_end = cap - pos as u64;
             if len == WRAP {
                 if to_end > avail {
@@ -210,7 +244,8 @@ impl Ring {
                 continue;
             }
             let need = padded(len as usize) as u64;
-            if len as usize > max_len || need > avail || need > to_end {
+            let kind = Kind::of(kind);
+            if len as usize > max_len || need > avail || need > to_end || kind.is_none() {
                 counts.malformed += 1;
                 tail = head;
                 break;
@@ -219,7 +254,9 @@ impl Ring {
             let payload = unsafe {
                 std::slice::from_raw_parts(self.data.add(pos + RECORD_HEADER), len as usize)
             };
-            f(payload);
+            if let Some(kind) = kind {
+                f(kind, payload);
+            }
             counts.datagrams += 1;
             tail = tail.wrapping_add(need);
             // Room goes back as soon as each record is used: a writer
@@ -259,8 +296,38 @@ mod tests {
 
     fn collect(r: &Ring, max_len: usize) -> (Vec<Vec<u8>>, PopCounts) {
         let mut got = Vec::new();
-        let c = r.pop(usize::MAX, max_len, |p| got.push(p.to_vec()));
+        let c = r.pop(usize::MAX, max_len, |k, p| {
+            assert_eq!(k, Kind::Datagram);
+            got.push(p.to_vec())
+        });
         (got, c)
+    }
+
+    #[test]
+    fn records_keep_their_kind_and_unknown_kinds_are_malformed() {
+        let m = Mem::new(256);
+        let r = m.ring();
+        let mut w = r.writer_start();
+        r.push(&mut w, Kind::Datagram, &[b"datagram"]).unwrap();
+        r.push(&mut w, Kind::Message, &[b"mess", b"age"]).unwrap();
+        let mut got = Vec::new();
+        let c = r.pop(usize::MAX, 512, |k, p| got.push((k, p.to_vec())));
+        assert_eq!(c.datagrams, 2);
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Datagram, b"datagram".to_vec()),
+                (Kind::Message, b"message".to_vec())
+            ]
+        );
+        // A kind word nobody defined: dropped with what follows, counted.
+        let at = w.head as usize % 256;
+        r.push(&mut w, Kind::Datagram, &[b"x"]).unwrap();
+        // SAFETY: test memory, in bounds (the kind word of that record).
+        unsafe { (m.words.as_ptr().add(2) as *mut u8).add(at + 4).write(7) };
+        let (got, c) = collect(&r, 512);
+        assert!(got.is_empty());
+        assert_eq!(c.malformed, 1);
     }
 
     #[test]
@@ -268,9 +335,9 @@ mod tests {
         let m = Mem::new(1024);
         let r = m.ring();
         let mut w = r.writer_start();
-        r.push(&mut w, &[b"hello"]).unwrap();
-        r.push(&mut w, &[b"wor", b"ld!"]).unwrap();
-        r.push(&mut w, &[]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[b"hello"]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[b"wor", b"ld!"]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[]).unwrap();
         let (got, c) = collect(&r, 512);
         assert_eq!(got, vec![b"hello".to_vec(), b"world!".to_vec(), vec![]]);
         assert_eq!(c.datagrams, 3);
@@ -286,7 +353,7 @@ mod tests {
         for i in 0..1000u32 {
             let len = (i as usize * 7) % 100;
             let p: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();
-            r.push(&mut w, &[&p]).unwrap();
+            r.push(&mut w, Kind::Datagram, &[&p]).unwrap();
             let (got, c) = collect(&r, 512);
             assert_eq!(got, vec![p], "datagram {i}");
             assert_eq!(c.malformed, 0);
@@ -304,16 +371,19 @@ mod tests {
         let mut w = r.writer_start();
         let p = [7u8; 56]; // 64 bytes a record
         for _ in 0..4 {
-            r.push(&mut w, &[&p]).unwrap();
+            r.push(&mut w, Kind::Datagram, &[&p]).unwrap();
         }
-        assert_eq!(r.push(&mut w, &[&p]), Err(PushError::Full));
+        assert_eq!(r.push(&mut w, Kind::Datagram, &[&p]), Err(PushError::Full));
         let mut n = 0;
-        r.pop(1, 512, |_| n += 1);
+        r.pop(1, 512, |_, _| n += 1);
         assert_eq!(n, 1);
-        r.push(&mut w, &[&p]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&p]).unwrap();
         let (got, _) = collect(&r, 512);
         assert_eq!(got.len(), 4);
-        assert_eq!(r.push(&mut w, &[&[0u8; 200]]), Err(PushError::TooLong));
+        assert_eq!(
+            r.push(&mut w, Kind::Datagram, &[&[0u8; 200]]),
+            Err(PushError::TooLong)
+        );
     }
 
     #[test]
@@ -321,12 +391,12 @@ mod tests {
         let m = Mem::new(256);
         let r = m.ring();
         let mut w = r.writer_start();
-        r.push(&mut w, &[&[1u8; 100]]).unwrap(); // 112 bytes
-        r.push(&mut w, &[&[2u8; 100]]).unwrap(); // 224
+        r.push(&mut w, Kind::Datagram, &[&[1u8; 100]]).unwrap(); // 112 bytes
+        r.push(&mut w, Kind::Datagram, &[&[2u8; 100]]).unwrap(); // 224
         let (got, _) = collect(&r, 512);
         assert_eq!(got.len(), 2);
         // 32 bytes left before the end: this one goes to offset 0.
-        r.push(&mut w, &[&[3u8; 100]]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&[3u8; 100]]).unwrap();
         assert_eq!(w.head, 256 + 112);
         let (got, c) = collect(&r, 512);
         assert_eq!(got, vec![vec![3u8; 100]]);
@@ -345,7 +415,7 @@ mod tests {
         assert!(r.is_empty(), "the reader skipped to head");
         // A writer taking the ring over starts from a sane place.
         let mut w = r.writer_start();
-        r.push(&mut w, &[b"ok"]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[b"ok"]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![b"ok".to_vec()]);
         // Head not a multiple of 8 behind a sane tail.
         m.words[0].store(m.words[1].load(Ordering::Relaxed) + 3, Ordering::Release);
@@ -357,8 +427,8 @@ mod tests {
         let m = Mem::new(256);
         let r = m.ring();
         let mut w = r.writer_start();
-        r.push(&mut w, &[&[1u8; 40]]).unwrap();
-        r.push(&mut w, &[&[2u8; 40]]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&[1u8; 40]]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&[2u8; 40]]).unwrap();
         // The first record claims more than was published.
         let start = m.words[1].load(Ordering::Relaxed);
         let pos = start as usize % 256;
@@ -368,12 +438,12 @@ mod tests {
         assert!(got.is_empty());
         assert_eq!(c.malformed, 1);
         // Longer than the reader's largest datagram.
-        r.push(&mut w, &[&[3u8; 40]]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&[3u8; 40]]).unwrap();
         let (got, c) = collect(&r, 16);
         assert!(got.is_empty());
         assert_eq!(c.malformed, 1);
         // The ring works on afterwards.
-        r.push(&mut w, &[&[4u8; 8]]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[&[4u8; 8]]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![vec![4u8; 8]]);
     }
 
@@ -382,7 +452,7 @@ mod tests {
         let m = Mem::new(256);
         let r = m.ring();
         let mut w = r.writer_start();
-        r.push(&mut w, &[b"whole"]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[b"whole"]).unwrap();
         // The dead writer's half-written record: bytes, but no head store.
         // SAFETY: test memory, in bounds.
         unsafe {
@@ -394,7 +464,7 @@ mod tests {
         assert_eq!(c.malformed, 0);
         // Its successor continues from the published head.
         let mut w = r.writer_start();
-        r.push(&mut w, &[b"next"]).unwrap();
+        r.push(&mut w, Kind::Datagram, &[b"next"]).unwrap();
         assert_eq!(collect(&r, 512).0, vec![b"next".to_vec()]);
     }
 }

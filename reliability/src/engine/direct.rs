@@ -1,0 +1,113 @@
+//! Direct messages (PROTOCOL.md §6.9): a whole small message between two
+//! endpoints on one host, carried by a lossless, ordered shared-memory ring
+//! that the caller owns, handed to the receiver's matcher without a
+//! session: no sequence number, acknowledgement or retransmission, since
+//! nothing on that path is lost, duplicated or reordered.
+//!
+//! What keeps the messages of one sender in order (FI_ORDER_SAS) when some
+//! go direct and some through the session: a message goes direct only
+//! while the session to that peer has nothing queued, in flight or
+//! unacknowledged ([`Engine::may_send_direct`]) — every earlier message
+//! has then been matched by the receiver (it acknowledges only what it
+//! processed in order), and what comes later is behind the direct message
+//! in the same ring.
+
+use std::hash::Hash;
+
+use super::Engine;
+use super::events::msg_flags;
+use super::seam::MsgInfo;
+use crate::api::{Completion, Flags, PostError, RecvBuffers};
+use crate::wire::{Bytes, flags as wf};
+
+/// A direct message as it arrived.
+#[derive(Clone, Copy, Debug)]
+pub struct DirectMessage<'a> {
+    /// `Some(tag)` for a tagged message.
+    pub tag: Option<u64>,
+    /// `Some(data)` with remote CQ data (FI_REMOTE_CQ_DATA).
+    pub data: Option<u64>,
+    /// The whole message.
+    pub payload: &'a [u8],
+}
+
+impl DirectMessage<'_> {
+    /// The wire flags the same message would carry in a DATA packet.
+    fn hflags(&self) -> u16 {
+        let mut f = 0;
+        if self.tag.is_some() {
+            f |= wf::TAGGED;
+        }
+        if self.data.is_some() {
+            f |= wf::CQ_DATA;
+        }
+        f
+    }
+}
+
+impl<P: Copy + Eq + Hash> Engine<P> {
+    /// Whether a message to `to` may go direct now: we have no session
+    /// with it, or one with no send, RMA or control message queued and no
+    /// packet in flight — nothing it sent could be overtaken. Always false
+    /// with authentication: direct messages carry no tag.
+    pub fn may_send_direct(&mut self, to: P) -> bool {
+        if self.shared.auth.is_some() {
+            return false;
+        }
+        self.peers
+            .lookup(to)
+            .is_none_or(|id| self.peers[id].sends_nothing())
+    }
+
+    /// Whether the caller should take direct messages now: not with
+    /// authentication, and only while the unexpected store has room for
+    /// what may be on its way (see [`Engine::receive_direct`]).
+    pub fn takes_direct(&self) -> bool {
+        self.shared.auth.is_none() && self.matcher.has_room_for_direct()
+    }
+
+    /// Direct message `m` from `from`: into a matching posted receive, or
+    /// queued as unexpected (whatever the budgets: its sender completed it
+    /// already; the caller bounds these by refusing them while
+    /// [`Engine::takes_direct`] says no). Its completion is an event, as
+    /// for any received message. [`PostError::TooManyPeers`] drops it.
+    pub fn receive_direct(
+        &mut self,
+        from: P,
+        m: DirectMessage<'_>,
+        bufs: &mut impl RecvBuffers,
+    ) -> Result<(), PostError> {
+        let peer = self.peer_for(from)?;
+        let total = u32::try_from(m.payload.len()).map_err(|_| PostError::TooLarge)?;
+        let info = MsgInfo {
+            peer,
+            from,
+            msg_id: 0,
+            total,
+            tag: m.tag.unwrap_or(0),
+            data: m.data.unwrap_or(0),
+            hflags: m.hflags(),
+        };
+        let (matcher, events, mut down) = self.matcher();
+        matcher.message_direct(info, Bytes::One(m.payload), events, &mut down, bufs);
+        Ok(())
+    }
+
+    /// A send the caller delivered direct (token `token`, `len` bytes,
+    /// tagged or not) is complete: its completion event, as for a send
+    /// through the session. Only for sends whose completion is wanted.
+    pub fn direct_sent(&mut self, token: u64, tagged: bool, len: usize) {
+        let hflags = if tagged { wf::TAGGED } else { 0 };
+        self.shared.events.complete(Completion {
+            token,
+            flags: Flags::SEND | msg_flags(hflags),
+            len,
+            buf_offset: 0,
+            data: 0,
+            tag: 0,
+            src: None,
+            error: None,
+            olen: 0,
+        });
+    }
+}

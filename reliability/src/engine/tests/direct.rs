@@ -1,0 +1,132 @@
+//! Direct messages (PROTOCOL.md §6.9): matched like any message, kept as
+//! unexpected whatever the budgets, and sent only while nothing of the
+//! session could be overtaken.
+
+use super::*;
+
+fn direct(s: &mut Sim<Buffers>, from: usize, to: usize, tag: Option<u64>, payload: &[u8]) {
+    let node = &mut s.nodes[to];
+    let m = DirectMessage {
+        tag,
+        data: Some(payload.len() as u64),
+        payload,
+    };
+    node.engine.receive_direct(from, m, &mut node.app).unwrap();
+}
+
+fn tag(t: u64) -> Option<TagMatch> {
+    Some(TagMatch { tag: t, ignore: 0 })
+}
+
+#[test]
+fn a_direct_message_completes_a_posted_receive() {
+    let mut s = sim(2, Faults::default(), 1);
+    recv(&mut s, 1, 7, 100, Some(0), tag(5));
+    direct(&mut s, 0, 1, Some(5), &pattern(64, 3));
+    let c = completions(&mut s, 1);
+    assert_eq!(c.len(), 1);
+    let c = c[0];
+    assert_eq!((c.token, c.len, c.tag, c.data), (7, 64, 5, 64));
+    assert_eq!((c.src, c.error), (Some(0), None));
+    assert!(
+        c.flags
+            .contains(Flags::RECV | Flags::TAGGED | Flags::REMOTE_CQ_DATA)
+    );
+    assert_eq!(&s.nodes[1].app.recv[&7][..64], &pattern(64, 3)[..]);
+    // Nothing went on the wire: no session was needed.
+    assert_eq!(s.nodes[1].engine.stats().rx_datagrams, 0);
+}
+
+#[test]
+fn unexpected_direct_messages_are_kept_whatever_the_budgets() {
+    let mut s = Sim::new(
+        vec![Buffers::default(), Buffers::default()],
+        Faults::default(),
+        2,
+        |i| Config {
+            unexpected_budget: 1000,
+            unexpected_peer_budget: 500,
+            ..cfg(i)
+        },
+    );
+    assert!(s.nodes[1].engine.takes_direct());
+    for i in 0..20u8 {
+        direct(&mut s, 0, 1, Some(1), &pattern(100, i));
+    }
+    // Past half the budget the receiver asks for no more.
+    assert!(!s.nodes[1].engine.takes_direct());
+    assert_eq!(s.nodes[1].engine.stats().deferred, 0);
+    for i in 0..20u64 {
+        recv(&mut s, 1, i, 100, None, tag(1));
+    }
+    let c = completions(&mut s, 1);
+    assert_eq!(c.len(), 20);
+    for (i, c) in c.iter().enumerate() {
+        assert_eq!((c.token, c.len, c.error), (i as u64, 100, None));
+        assert_eq!(s.nodes[1].app.recv[&c.token], pattern(100, i as u8));
+    }
+    assert!(s.nodes[1].engine.takes_direct());
+}
+
+#[test]
+fn nothing_unacknowledged_in_the_session_may_be_overtaken() {
+    let mut s = sim(2, Faults::default(), 3);
+    assert!(s.nodes[0].engine.may_send_direct(1), "no session yet");
+    recv(&mut s, 1, 1, 10, None, None);
+    send(&mut s, 0, 1, 1, pattern(10, 0), None);
+    assert!(!s.nodes[0].engine.may_send_direct(1), "a send queued");
+    run(&mut s);
+    assert!(
+        s.nodes[0].engine.may_send_direct(1),
+        "everything acknowledged"
+    );
+    // A rendezvous request acknowledged but its data not yet asked for
+    // is still a send of the session.
+    send(&mut s, 0, 1, 2, pattern(100_000, 1), None);
+    let limit = s.now + Nanos::from_millis(5);
+    s.run_until(limit, |_| false);
+    assert!(!s.nodes[0].engine.may_send_direct(1));
+    recv(&mut s, 1, 2, 100_000, None, None);
+    run(&mut s);
+    assert!(s.nodes[0].engine.may_send_direct(1));
+}
+
+#[test]
+fn a_direct_message_after_a_session_message_matches_after_it() {
+    let mut s = sim(2, Faults::default(), 4);
+    // A rendezvous request, acknowledged, waits at the receiver as
+    // unexpected. (Its sender would not go direct yet, the send being
+    // outstanding; what is acknowledged is matched, which is what makes
+    // even that safe.)
+    send(&mut s, 0, 1, 1, pattern(100_000, 1), Some(9));
+    run(&mut s);
+    assert!(!s.nodes[0].engine.may_send_direct(1));
+    direct(&mut s, 0, 1, Some(9), &pattern(64, 2));
+    // Two receives for that tag take them in the order they were sent.
+    recv(&mut s, 1, 10, 100_000, None, tag(9));
+    recv(&mut s, 1, 11, 100_000, None, tag(9));
+    run(&mut s);
+    let mut c = completions(&mut s, 1);
+    c.sort_by_key(|c| c.token);
+    assert_eq!(c.len(), 2);
+    assert_eq!((c[0].token, c[0].len), (10, 100_000));
+    assert_eq!((c[1].token, c[1].len), (11, 64));
+}
+
+#[test]
+fn authenticated_engines_never_go_direct() {
+    let mut s = Sim::new(
+        vec![Buffers::default(), Buffers::default()],
+        Faults::default(),
+        5,
+        |i| Config {
+            auth: Some(AuthConfig {
+                key: b"job key: sixteen bytes or more".to_vec(),
+                encrypt: false,
+            }),
+            ..cfg(i)
+        },
+    );
+    assert!(!s.nodes[0].engine.may_send_direct(1));
+    assert!(!s.nodes[1].engine.takes_direct());
+}
