@@ -130,3 +130,72 @@ fn authenticated_engines_never_go_direct() {
     assert!(!s.nodes[0].engine.may_send_direct(1));
     assert!(!s.nodes[1].engine.takes_direct());
 }
+
+/// Seeded mixes of direct messages and messages through a lossy,
+/// duplicating, reordering session, received by receives posted before and
+/// after: each message lands in the receive of its rank (FI_ORDER_SAS), so
+/// going direct whenever the engine allows never overtakes the session.
+#[test]
+fn direct_and_session_messages_keep_their_order_under_faults() {
+    const N: u64 = 600;
+    const ROOM: usize = 100_000;
+    for seed in 1..=4u64 {
+        let f = Faults {
+            loss: 0.05,
+            dup: 0.02,
+            jitter: Nanos::from_micros(40),
+            ..Faults::default()
+        };
+        let mut s = sim(2, f, seed);
+        let mut rng = crate::SplitMix64::new(seed);
+        let sizes = [0usize, 8, 64, 1000, 5000, 70_000];
+        let (mut posted, mut direct_sent) = (0u64, 0u64);
+        for i in 0..N {
+            // Receives come at random, some before their message, some
+            // just after (a rendezvous waits for its receive).
+            let upto = (i + rng.next_u64() % 4).saturating_sub(1).min(N);
+            while posted < upto {
+                recv(&mut s, 1, posted, ROOM, None, tag(4));
+                posted += 1;
+            }
+            let len = sizes[(rng.next_u64() % sizes.len() as u64) as usize];
+            let data = pattern(len, i as u8);
+            if len <= 64 && rng.next_u64() % 2 == 0 && s.nodes[0].engine.may_send_direct(1) {
+                direct(&mut s, 0, 1, Some(4), &data);
+                direct_sent += 1;
+            } else {
+                send(&mut s, 0, 1, 1000 + i, data, Some(4));
+            }
+            if rng.next_u64() % 3 == 0 {
+                // A pause long enough for the session to settle, often.
+                let limit = s.now + Nanos::from_millis(2);
+                s.run_until(limit, |s| s.nodes[0].engine.may_send_direct(1));
+            } else {
+                for _ in 0..(rng.next_u64() % 8) {
+                    s.step();
+                }
+            }
+        }
+        while posted < N {
+            recv(&mut s, 1, posted, ROOM, None, tag(4));
+            posted += 1;
+        }
+        run(&mut s);
+        let got = completions(&mut s, 1);
+        assert_eq!(got.len() as u64, N, "seed {seed}");
+        for c in &got {
+            assert_eq!(c.error, None, "seed {seed}");
+            let want = pattern(c.len, c.token as u8);
+            assert_eq!(
+                &s.nodes[1].app.recv[&c.token][..c.len],
+                &want[..],
+                "seed {seed}: receive {} holds another message",
+                c.token
+            );
+        }
+        assert!(
+            direct_sent > 20,
+            "seed {seed}: only {direct_sent} went direct"
+        );
+    }
+}
