@@ -327,6 +327,9 @@ static void rdm_pair(int server)
 	 * overwritten as soon as each call returns (fi_msg(3): reusable at
 	 * once). FI_INJECT through fi_sendmsg gathers three pieces. */
 	if (!server) {
+		/* Counters count injected sends too (fi_cntr(3): every completed
+		 * operation), also those that go as direct messages on one host. */
+		uint64_t sends_before = fi_cntr_read(cntr);
 		fill(buf, 32, 7);
 		POST(fi_inject(ep, buf, 32, peer));
 		fill(buf, 32, 8);
@@ -343,6 +346,7 @@ static void rdm_pair(int server)
 		memset(buf, 0, 256);
 		wait_ok(txcq, &e, NULL);
 		CHECK(e.op_context == (void *)0x49 && (e.flags & FI_SEND));
+		CHECK_RET(fi_cntr_wait(cntr, sends_before + 3, 5000), 0);
 	} else {
 		uint8_t b[64];
 		POST(fi_recv(ep, b, sizeof(b), NULL, FI_ADDR_UNSPEC, NULL));

@@ -95,7 +95,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
 
     /// A send the caller delivered direct (token `token`, `len` bytes,
     /// tagged or not) is complete: its completion event, as for a send
-    /// through the session. Only for sends whose completion is wanted.
+    /// through the session (which has one for every send, counted by
+    /// fi_cntr(3) whether or not a CQ entry is reported).
     pub fn direct_sent(&mut self, token: u64, tagged: bool, len: usize) {
         let hflags = if tagged { wf::TAGGED } else { 0 };
         self.shared.events.complete(Completion {

@@ -4,7 +4,8 @@
 //! path off (FI_XDP_LOCAL_SHM=0: the kernel UDP socket it used before), `xdp` without
 //! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings), and
 //! `xdp` whose receiver copies a large message alone (FI_XDP_LOCAL_SHARED_PULL=0: the sender
-//! does not copy its share).
+//! does not copy its share), and `xdp` without direct messages (FI_XDP_LOCAL_DIRECT=0: small
+//! messages through the protocol's datagrams in the rings).
 //! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
 //! `provider-bench`. Beside them, what a progress call that finds nothing costs each path
 //! (`idle_read.c`: CPU time per empty `fi_cq_read`, `xdp` without its sched_yield after
@@ -30,7 +31,7 @@ type Path = (
 );
 
 /// The paths measured, in the order of each round.
-const PATHS: [Path; 6] = [
+const PATHS: [Path; 7] = [
     ("xdp", "xdp", &[]),
     ("shm", "shm", &[]),
     ("tcp", "tcp", &[]),
@@ -41,6 +42,7 @@ const PATHS: [Path; 6] = [
         "xdp",
         &[("FI_XDP_LOCAL_SHARED_PULL", "0")],
     ),
+    ("xdp no direct", "xdp", &[("FI_XDP_LOCAL_DIRECT", "0")]),
 ];
 
 fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
@@ -159,7 +161,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
     println!("\nratios within each round, median [min - max] (targets in parentheses)");
     // (bandwidth rather than latency, numerator, denominator, target)
-    let rows: [(bool, &str, &str, &str); 10] = [
+    let rows: [(bool, &str, &str, &str); 12] = [
         (false, "xdp", "shm", "(target <= 1.50)"),
         (true, "xdp", "shm", "(target >= 1.00)"),
         (false, "xdp", "tcp", ""),
@@ -170,6 +172,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         (true, "xdp rings only", "shm", ""),
         (true, "xdp", "xdp one copier", ""),
         (true, "xdp one copier", "shm", ""),
+        (false, "xdp", "xdp no direct", ""),
+        (false, "xdp no direct", "shm", ""),
     ];
     for (bandwidth, num, den, target) in rows {
         let (what, r) = if bandwidth {

@@ -129,15 +129,15 @@ impl Rdm {
             self.port.flush_local();
         }
         self.direct.sent += 1;
-        // Completions as for the same send through the session: an
-        // fi_inject is reported only if asked; any other send completes
-        // (for its counters) whether or not its CQ entry is wanted.
+        // Completions as for the same send through the session: every
+        // send completes (counters count them all, fi_cntr(3)); its CQ
+        // entry is reported as asked, an fi_inject's never.
+        let token = self.token();
         let report = match op.payload {
             Payload::Inject(_) => op.report.then_some(true),
             Payload::Iov(_) => Some(op.report),
         };
         if let Some(report) = report {
-            let token = self.token();
             self.sends.insert(
                 token,
                 SendState {
@@ -147,8 +147,8 @@ impl Rdm {
                     offer: None,
                 },
             );
-            self.engine.direct_sent(token, op.tag.is_some(), len);
         }
+        self.engine.direct_sent(token, op.tag.is_some(), len);
         true
     }
 
