@@ -160,13 +160,14 @@ fn direct_and_session_messages_keep_their_order_under_faults() {
             }
             let len = sizes[(rng.next_u64() % sizes.len() as u64) as usize];
             let data = pattern(len, i as u8);
-            if len <= 64 && rng.next_u64() % 2 == 0 && s.nodes[0].engine.may_send_direct(1) {
+            if len <= 64 && rng.next_u64().is_multiple_of(2) && s.nodes[0].engine.may_send_direct(1)
+            {
                 direct(&mut s, 0, 1, Some(4), &data);
                 direct_sent += 1;
             } else {
                 send(&mut s, 0, 1, 1000 + i, data, Some(4));
             }
-            if rng.next_u64() % 3 == 0 {
+            if rng.next_u64().is_multiple_of(3) {
                 // A pause long enough for the session to settle, often.
                 let limit = s.now + Nanos::from_millis(2);
                 s.run_until(limit, |s| s.nodes[0].engine.may_send_direct(1));
