@@ -1,6 +1,8 @@
-//! `cargo xtask fabtests --src DIR [--mtu N] [-- runfabtests.sh options]`:
+//! `cargo xtask fabtests --src DIR [--mtu N] [--one-host] [-- runfabtests.sh options]`:
 //! libfabric's own test suite (fabtests) against the provider, between two
-//! test hosts.
+//! test hosts, or (`--one-host`) with server and client in one test host,
+//! where RDM endpoints talk through shared memory (direct messages,
+//! single-copy pulls).
 //!
 //! fabtests are not in Debian, so they are built from a libfabric source
 //! tree the caller provides (its `fabtests/` folder, release 1.17 to match
@@ -45,6 +47,7 @@ const EXCLUDED: &[(&str, &str)] = &[
 struct Args {
     src: Option<PathBuf>,
     mtu: u32,
+    one_host: bool,
     suite: Vec<String>,
 }
 
@@ -52,6 +55,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut a = Args {
         src: None,
         mtu: 1500,
+        one_host: false,
         suite: Vec::new(),
     };
     let mut it = args.iter();
@@ -62,6 +66,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 let v = it.next().ok_or("--mtu needs a number")?;
                 a.mtu = v.parse().map_err(|_| format!("--mtu {v}: not a number"))?;
             }
+            "--one-host" => a.one_host = true,
             "--" => {
                 a.suite = it.cloned().collect();
                 break;
@@ -128,9 +133,9 @@ fn run_in(mut cmd: Command, dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Run runfabtests.sh with `suite` between two test hosts of `mtu`; fails
-/// if a test failed.
-fn run_suite(install: &Path, mtu: u32, suite: &[String]) -> Result<(), String> {
+/// Run runfabtests.sh with `suite` between two test hosts of `mtu` (or,
+/// `one_host`, both sides in the first); fails if a test failed.
+fn run_suite(install: &Path, mtu: u32, one_host: bool, suite: &[String]) -> Result<(), String> {
     let pair = HostPair::with_mtu(mtu).map_err(|e| format!("test hosts: {e}"))?;
     // Kernel-built UDP on veth leaves checksums partial, which our receive
     // check refuses (docs/ARCHITECTURE.md "Checksums"); the fabtests'
@@ -140,8 +145,18 @@ fn run_suite(install: &Path, mtu: u32, suite: &[String]) -> Result<(), String> {
         cmd.args(["-K", h.ifname(), "tx", "off"]);
         let _ = cmd.output();
     }
-    let (a, b) = (pair.a.ipv4().to_string(), pair.b.ipv4().to_string());
-    let hosts = format!("{a}={} {b}={}", pair.a.netns(), pair.b.netns());
+    let a = pair.a.ipv4().to_string();
+    // One host: the client runs beside the server, at the same address.
+    let b = if one_host {
+        a.clone()
+    } else {
+        pair.b.ipv4().to_string()
+    };
+    let hosts = if one_host {
+        format!("{a}={}", pair.a.netns())
+    } else {
+        format!("{a}={} {b}={}", pair.a.netns(), pair.b.netns())
+    };
     let bin = install.join("bin");
     let ssh_dir = project_root().join("xtask").join("fabtests");
     let path = format!(
@@ -201,7 +216,7 @@ pub fn fabtests(args: &[String]) -> Result<(), String> {
     };
     for suite in suites {
         crate::progress::step(&format!("runfabtests.sh {}", suite.join(" ")), || {
-            run_suite(&install, a.mtu, &suite)
+            run_suite(&install, a.mtu, a.one_host, &suite)
         })?;
     }
     Ok(())
