@@ -261,10 +261,18 @@ pub enum TxBuf {
     Scratch,
 }
 
-/// While AF_XDP carries the traffic, the kernel socket (same-host peers
-/// only) is polled every this many passes: a syscall per pass would be the
-/// largest cost of a small message.
-const KERNEL_POLL_EVERY: u32 = 64;
+/// While AF_XDP or shared memory carries the traffic, the kernel socket
+/// (peers that reach us no other way) is polled every this many passes: a
+/// syscall per pass would be the largest cost of a small message, and at
+/// every 64th pass (as it was) its ≈ 1 µs was still a tenth of an empty
+/// `fi_cq_read` (47 → 42 ns with 1024) and a stall a waiting reply could
+/// land in. A first datagram through it is seen within 1024 passes (tens
+/// of µs of spinning, or at once by a sleeping reader, whose wait includes
+/// the socket); after one, [`KERNEL_BUSY_PASSES`] passes poll it each time.
+const KERNEL_POLL_EVERY: u32 = 1024;
+/// Passes between two kicks and reaps of the AF_XDP TX ring while nothing
+/// was sent through it lately ([`Port::flush`]).
+const XSK_IDLE_FLUSH_EVERY: u32 = 64;
 /// After the kernel socket carried a datagram, it is polled on every pass
 /// for this many passes (a same-host peer is talking to us).
 const KERNEL_BUSY_PASSES: u32 = 1 << 16;
@@ -671,7 +679,7 @@ impl Port {
     /// peers we wrote to that sleep (kernel sends are done when sent).
     ///
     /// The AF_XDP half runs while AF_XDP sends are recent (the last
-    /// `XSK_BUSY_FLUSHES` flushes) and on every `KERNEL_POLL_EVERY`th
+    /// `XSK_BUSY_FLUSHES` flushes) and on every `XSK_IDLE_FLUSH_EVERY`th
     /// pass otherwise: every progress pass flushes, and on a same-host
     /// conversation (nothing through AF_XDP) the kick check and the reap
     /// were a fixed cost between receiving a message and reporting it.
@@ -682,7 +690,7 @@ impl Port {
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
         };
-        if self.xsk_busy == 0 && !self.pass.is_multiple_of(KERNEL_POLL_EVERY) {
+        if self.xsk_busy == 0 && !self.pass.is_multiple_of(XSK_IDLE_FLUSH_EVERY) {
             return Ok(());
         }
         self.xsk_busy = self.xsk_busy.saturating_sub(1);
