@@ -15,9 +15,9 @@
 use std::hash::Hash;
 
 use super::Engine;
-use super::events::msg_flags;
+use super::events::send_completion;
 use super::seam::MsgInfo;
-use crate::api::{Completion, Flags, PostError, RecvBuffers};
+use crate::api::{PostError, RecvBuffers};
 use crate::wire::{Bytes, flags as wf};
 
 /// A direct message as it arrived.
@@ -99,16 +99,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// fi_cntr(3) whether or not a CQ entry is reported).
     pub fn direct_sent(&mut self, token: u64, tagged: bool, len: usize) {
         let hflags = if tagged { wf::TAGGED } else { 0 };
-        self.shared.events.complete(Completion {
-            token,
-            flags: Flags::SEND | msg_flags(hflags),
-            len,
-            buf_offset: 0,
-            data: 0,
-            tag: 0,
-            src: None,
-            error: None,
-            olen: 0,
-        });
+        self.shared
+            .events
+            .complete(send_completion(token, hflags, len, None));
     }
 }

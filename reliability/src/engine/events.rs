@@ -40,6 +40,27 @@ impl<P> Events<P> {
     }
 }
 
+/// The completion of send `token` (`len` bytes; wire flags `hflags`, of
+/// which TAGGED counts), successful or failed with `error`.
+pub(crate) fn send_completion<P>(
+    token: u64,
+    hflags: u16,
+    len: usize,
+    error: Option<OpError>,
+) -> Completion<P> {
+    Completion {
+        token,
+        flags: Flags::SEND | msg_flags(hflags & wf::TAGGED),
+        len,
+        buf_offset: 0,
+        data: 0,
+        tag: 0,
+        src: None,
+        error,
+        olen: 0,
+    }
+}
+
 /// Completion flags of a message with wire flags `hflags`: FI_TAGGED or
 /// FI_MSG, and FI_REMOTE_CQ_DATA when it carries data.
 pub(crate) fn msg_flags(hflags: u16) -> Flags {

@@ -95,13 +95,17 @@ impl<P> Default for Queues<P> {
 
 impl<P> Queues<P> {
     fn quiescent(&self) -> bool {
+        self.sends_nothing() && self.reorder.is_empty() && self.incoming.is_empty()
+    }
+
+    /// No packet, control message, send or RMA operation of ours is
+    /// queued, in flight or unacknowledged.
+    fn sends_nothing(&self) -> bool {
         self.inflight.is_empty()
             && self.rtx.is_empty()
             && self.ctrl.is_empty()
             && self.ops.is_empty()
             && self.rma.is_empty()
-            && self.reorder.is_empty()
-            && self.incoming.is_empty()
     }
 
     /// Whether sequenced packets wait to go out: retransmissions, or new
@@ -268,13 +272,7 @@ impl<P: Copy> Session<P> {
     /// unacknowledged: no packet, control message, send or RMA operation
     /// (PROTOCOL.md §6.9: only then may a message overtake the session).
     pub(crate) fn sends_nothing(&self) -> bool {
-        self.q.as_ref().is_none_or(|q| {
-            q.inflight.is_empty()
-                && q.rtx.is_empty()
-                && q.ctrl.is_empty()
-                && q.ops.is_empty()
-                && q.rma.is_empty()
-        })
+        self.q.as_ref().is_none_or(|q| q.sends_nothing())
     }
 
     fn q(&mut self) -> &mut Queues<P> {

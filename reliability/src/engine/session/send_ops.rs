@@ -12,12 +12,12 @@
 use std::cmp::Reverse;
 use std::collections::VecDeque;
 
-use super::super::events::{Events, msg_flags};
+use super::super::events::{Events, send_completion};
 use super::super::inject::InjectStore;
 use super::super::shared::Shared;
 use super::Session;
 use super::sender::PktKind;
-use crate::api::{Completion, CompletionLevel, Flags, OpError, SendBuffers, SendOp};
+use crate::api::{Completion, CompletionLevel, OpError, SendBuffers, SendOp};
 use crate::slab::{Slab, slab_key};
 use crate::time::Instant;
 use crate::wire::flags as wf;
@@ -86,17 +86,7 @@ impl SendState {
 
     /// The completion of this send, successful or failed with `error`.
     fn completion<P>(&self, error: Option<OpError>) -> Completion<P> {
-        Completion {
-            token: self.token,
-            flags: Flags::SEND | msg_flags(self.hflags & wf::TAGGED),
-            len: self.len as usize,
-            buf_offset: 0,
-            data: 0,
-            tag: 0,
-            src: None,
-            error,
-            olen: 0,
-        }
+        send_completion(self.token, self.hflags, self.len as usize, error)
     }
 }
 
