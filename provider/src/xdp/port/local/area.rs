@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::doorbell::Doorbell;
 use super::help::HelpLine;
-use super::ring::{Kind, RECORD_HEADER, Ring, Writer};
+use super::ring::{Kind, Ring, Writer};
 
 /// Senders one area takes; more fall back to the kernel socket.
 pub const SLOTS: usize = 128;
@@ -653,13 +653,10 @@ impl Outbound {
             return Err(SendError::Stale);
         }
         if self.allocated < RING_BYTES {
-            // The furthest byte this record may write: its end, or the
-            // ring's end when it wraps (the writer is past every stage then).
+            // The furthest byte this record may write (the writer is past
+            // every stage when it wraps).
             let len: usize = payload.iter().map(|p| p.len()).sum();
-            let at = self.writer.head as usize & (RING_BYTES - 1);
-            let end = (at + RECORD_HEADER + len)
-                .next_multiple_of(8)
-                .min(RING_BYTES);
+            let end = self.ring.next_record_end(&self.writer, len);
             if end > self.allocated {
                 let to = end.next_multiple_of(STAGE).min(RING_BYTES);
                 self.map

@@ -4,8 +4,9 @@
 //! consumed).
 //!
 //! A record is an 8-byte header (payload length, little-endian u32; its
-//! [`Kind`], little-endian u32) and the payload, padded to 8 bytes. A record never wraps:
-//! when it would not fit before the end of the array the writer leaves a
+//! [`Kind`], little-endian u32) and the payload, padded to 8 bytes. A
+//! record never wraps: when it would not fit before the end of the array
+//! the writer leaves a
 //! wrap marker (length [`WRAP`]) there and starts again at offset 0, so the
 //! reader hands every payload up as one slice, without copying it.
 //!
@@ -153,6 +154,13 @@ impl Ring {
         Writer { head, tail }
     }
 
+    /// Writer: where in the array the next record of `len` bytes would end
+    /// (the array's end when it wraps: it then writes there too).
+    pub fn next_record_end(&self, w: &Writer, len: usize) -> usize {
+        let at = w.head as usize & (self.cap - 1);
+        (at + padded(len)).min(self.cap)
+    }
+
     /// Writer: append a record of `kind` (its pieces, concatenated) and
     /// publish it.
     pub fn push(&self, w: &mut Writer, kind: Kind, payload: &[&[u8]]) -> Result<(), PushError> {
@@ -244,19 +252,17 @@ impl Ring {
                 continue;
             }
             let need = padded(len as usize) as u64;
-            let kind = Kind::of(kind);
-            if len as usize > max_len || need > avail || need > to_end || kind.is_none() {
+            let fits = len as usize <= max_len && need <= avail && need <= to_end;
+            let Some(kind) = Kind::of(kind).filter(|_| fits) else {
                 counts.malformed += 1;
                 tail = head;
                 break;
-            }
+            };
             // SAFETY: pos + 8 + len ≤ cap (need ≤ to_end, checked above).
             let payload = unsafe {
                 std::slice::from_raw_parts(self.data.add(pos + RECORD_HEADER), len as usize)
             };
-            if let Some(kind) = kind {
-                f(kind, payload);
-            }
+            f(kind, payload);
             counts.datagrams += 1;
             tail = tail.wrapping_add(need);
             // Room goes back as soon as each record is used: a writer
