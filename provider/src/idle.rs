@@ -267,8 +267,12 @@ mod tests {
         let busy = std::thread::spawn(move || {
             pin(cpu);
             started2.store(true, std::sync::atomic::Ordering::Release);
+            // A neighbour that never gives the CPU away (a build): one
+            // that yields in a loop pushes its own deadline ahead on every
+            // yield (EEVDF's `yield_task_fair`), so the prober's yield may
+            // find it not due and switch to nobody.
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::yield_now();
+                std::hint::spin_loop();
             }
         });
         while !started.load(std::sync::atomic::Ordering::Acquire) {
@@ -276,8 +280,14 @@ mod tests {
         }
         let polled = std::thread::spawn(move || {
             pin(cpu);
-            // The probe compares with the last yield: make one first.
+            // The probe compares with the last yield: make one first, then
+            // compute for a few scheduler slices beside the neighbour (a
+            // rank between two calls), which preempts this thread.
             let _ = shares_cpu_now();
+            let computing = Instant::now();
+            while computing.elapsed() < Duration::from_millis(30) {
+                std::hint::spin_loop();
+            }
             let mut spin = SpinBeforeSleep::new(&spin_config(1_000_000, true));
             spin.keep_polling()
         })
@@ -348,10 +358,13 @@ mod tests {
             pin(cpu);
             THREAD.with(|t| {
                 assert!(!t.sharing_cpu(), "before any yield");
-                for _ in 0..100 {
+                // A yield switches only to a task the scheduler finds due
+                // (EEVDF: eligible, earliest deadline), so not every one
+                // does; some of a hundred must.
+                (0..100).any(|_| {
                     t.yield_cpu();
-                }
-                t.sharing_cpu()
+                    t.sharing_cpu()
+                })
             })
         })
         .join()
