@@ -420,7 +420,7 @@ impl Area {
                 return false;
             }
             let ring = self.map.ring(i);
-            if ring.is_empty() {
+            if ring.poll_empty() {
                 // The common case of a poll: nothing more to read here.
                 if st & CLOSED != 0 {
                     self.free(i, st);
