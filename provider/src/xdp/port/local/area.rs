@@ -619,7 +619,7 @@ impl Outbound {
         }
         let (slot, mine, allocated) = claim(&map, me)?;
         let ring = map.ring(slot);
-        let writer = ring.writer_start();
+        let writer = ring.writer_start().wrapping_early_at(STAGE);
         Ok(Outbound {
             map,
             slot,
@@ -652,22 +652,23 @@ impl Outbound {
         {
             return Err(SendError::Stale);
         }
-        if self.allocated < RING_BYTES {
-            // The furthest byte this record may write (the writer is past
-            // every stage when it wraps).
-            let len: usize = payload.iter().map(|p| p.len()).sum();
-            let end = self.ring.next_record_end(&self.writer, len);
-            if end > self.allocated {
-                let to = end.next_multiple_of(STAGE).min(RING_BYTES);
-                self.map
-                    .allocate_ring(self.slot, self.allocated, to)
-                    .map_err(|_| SendError::Full)?;
-                self.allocated = to;
-            }
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        let place = self
+            .ring
+            .place(&mut self.writer, len)
+            .map_err(|_| SendError::Full)?;
+        // The stages this record writes into, allocated as it first reaches
+        // them (the start is allocated by the first record).
+        let end = self.ring.placement_end(&self.writer, &place);
+        if end > self.allocated {
+            let to = end.next_multiple_of(STAGE).min(RING_BYTES);
+            self.map
+                .allocate_ring(self.slot, self.allocated, to)
+                .map_err(|_| SendError::Full)?;
+            self.allocated = to;
         }
-        self.ring
-            .push(&mut self.writer, kind, payload)
-            .map_err(|_| SendError::Full)
+        self.ring.write(&mut self.writer, place, kind, payload);
+        Ok(())
     }
 
     /// The line on which the area's owner asks us to help copy a pull.
@@ -817,25 +818,38 @@ mod tests {
         let before = allocated_bytes(&name);
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         assert_eq!(allocated_bytes(&name) - before, STAGE as u64);
-        // Two laps of 1000-byte records, read as they come: every one
-        // arrives, in order, across every stage boundary and the wrap.
         let mut next = 0u32;
-        for i in 0..(2 * RING_BYTES / 1008) as u32 {
+        let mut read = |area: &Area| {
+            area.recv(usize::MAX, 1 << 16, |_, _, d| {
+                assert_eq!(d[..4], next.to_le_bytes());
+                next += 1;
+            });
+        };
+        // Request and reply: each record read before the next is written.
+        // Two rings' worth of bytes, all in the first stage.
+        let mut i = 0u32;
+        let mut send = |a: &mut Outbound| {
             let mut d = [0u8; 1000];
             d[..4].copy_from_slice(&i.to_le_bytes());
-            assert_eq!(a.send(&[&d]), Ok(()), "record {i}");
-            if i % 64 == 63 {
-                area.recv(usize::MAX, 1 << 16, |_, _, d| {
-                    assert_eq!(d[..4], next.to_le_bytes());
-                    next += 1;
-                });
+            i += 1;
+            a.send(&[&d])
+        };
+        for _ in 0..2 * RING_BYTES / 1008 {
+            assert_eq!(send(&mut a), Ok(()));
+            read(&area);
+        }
+        assert_eq!(allocated_bytes(&name) - before, STAGE as u64);
+        // A stream its reader falls behind on: read every 1024 records, two
+        // laps, every one arriving in order across every stage boundary and
+        // the wrap; the whole ring gets allocated.
+        for k in 0..2 * RING_BYTES / 1008 {
+            assert_eq!(send(&mut a), Ok(()), "record {k}");
+            if k % 1024 == 1023 {
+                read(&area);
             }
         }
-        area.recv(usize::MAX, 1 << 16, |_, _, d| {
-            assert_eq!(d[..4], next.to_le_bytes());
-            next += 1;
-        });
-        assert_eq!(next as usize, 2 * RING_BYTES / 1008);
+        read(&area);
+        assert_eq!(next, i);
         assert_eq!(allocated_bytes(&name) - before, RING_BYTES as u64);
     }
 
