@@ -347,24 +347,34 @@ mod tests {
     fn a_yield_to_a_busy_neighbour_marks_the_cpu_shared() {
         let cpu = current_cpu();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop2 = stop.clone();
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, started2) = (stop.clone(), started.clone());
         let busy = std::thread::spawn(move || {
             pin(cpu);
+            started2.store(true, std::sync::atomic::Ordering::Release);
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::yield_now();
             }
         });
+        // (Starting a thread takes long in an emulated VM.)
+        while !started.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         let shared = std::thread::spawn(move || {
             pin(cpu);
             THREAD.with(|t| {
                 assert!(!t.sharing_cpu(), "before any yield");
                 // A yield switches only to a task the scheduler finds due
                 // (EEVDF: eligible, earliest deadline), so not every one
-                // does; some of a hundred must.
-                (0..100).any(|_| {
+                // does; some within two seconds must.
+                let until = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < until {
                     t.yield_cpu();
-                    t.sharing_cpu()
-                })
+                    if t.sharing_cpu() {
+                        return true;
+                    }
+                }
+                false
             })
         })
         .join()
