@@ -27,6 +27,7 @@ pub mod abi;
 pub mod addr;
 pub mod auth_key;
 pub mod av;
+pub mod biased_lock;
 pub mod cntr;
 pub mod cq;
 pub mod datapath;

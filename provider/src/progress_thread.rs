@@ -47,7 +47,10 @@ impl ProgressThread {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("xdp-progress-{name}"))
-            .spawn(move || run(&s))?;
+            .spawn(move || {
+                crate::biased_lock::mark_provider_thread();
+                run(&s)
+            })?;
         crate::xdp_info!(
             FI_LOG_DOMAIN,
             "{name}: progress thread started (FI_PROGRESS_AUTO)"

@@ -19,12 +19,13 @@
 use std::mem::offset_of;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use libc::{c_char, c_int, c_void, size_t, ssize_t};
 
-use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value, lock};
+use crate::abi::{self, Errno, Result, guard_int, guard_ssize, guard_value};
+use crate::biased_lock::BiasedLock;
 use crate::datapath::{Completion, CompletionError, WaitState};
 use crate::domain::Domain;
 use crate::ep::Endpoint;
@@ -45,7 +46,8 @@ pub struct Cq {
     pub domain: Arc<Domain>,
     pub format: c_int,
     wait_cond: c_int,
-    state: Mutex<CompletionQueue>,
+    /// Biased to the application's thread (`biased_lock.rs`).
+    state: BiasedLock<CompletionQueue>,
     /// How many entries `state` holds, stored under its lock by every
     /// change: a read of an empty CQ (what a polling application does
     /// most) looks here instead of taking the lock. Missing an entry
@@ -103,7 +105,7 @@ impl Cq {
         // Drain before looking: a completion pushed after this point
         // leaves the fd readable.
         self.wait.settle(false);
-        if !lock(&self.state).is_empty() {
+        if !self.state.lock().is_empty() {
             return Err(Errno::AGAIN);
         }
         self.wait
@@ -146,7 +148,7 @@ impl Cq {
 
     /// `f` on the queue under its lock, then its new length into `queued`.
     fn change<R>(&self, f: impl FnOnce(&mut CompletionQueue) -> R) -> R {
-        let mut q = lock(&self.state);
+        let mut q = self.state.lock();
         let r = f(&mut q);
         self.queued.store(q.len(), Ordering::Release);
         r
@@ -157,7 +159,7 @@ impl Cq {
     }
 
     fn head_is_error(&self) -> bool {
-        lock(&self.state).head_is_error()
+        self.state.lock().head_is_error()
     }
 }
 
@@ -256,7 +258,7 @@ pub unsafe extern "C" fn xdp_cq_open(
             domain: domain.clone(),
             format,
             wait_cond,
-            state: Mutex::default(),
+            state: BiasedLock::new(CompletionQueue::default(), !domain.auto_progress()),
             queued: AtomicUsize::new(0),
             signaled: AtomicBool::new(false),
             idle: IdleReads::new(domain.cfg.yield_when_idle),
@@ -390,7 +392,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
         // SAFETY: `user` is the application's err_data buffer and its size.
         let (err_data, err_data_size) = unsafe {
             abi::place_err_data(api, user, e.err_data, |d| {
-                lock(&o.inner.state).hold_err_data(d)
+                o.inner.state.lock().hold_err_data(d)
             })
         };
         let entry = fi_cq_err_entry {

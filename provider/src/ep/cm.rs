@@ -10,7 +10,7 @@ use libc::{c_int, c_void, size_t};
 use ofi_xdp_reliability::cm::CM_DATA_SIZE;
 
 use super::{ConnPhase, Endpoint, EpObj, reserve_port};
-use crate::abi::{Errno, Result, guard_int, lock};
+use crate::abi::{Errno, Result, guard_int};
 use crate::object::obj;
 use crate::sys::*;
 
@@ -85,7 +85,7 @@ unsafe extern "C" fn ep_getname(f: fid_t, addr: *mut c_void, addrlen: *mut size_
     guard_int("fi_getname", || {
         // SAFETY: validated by obj().
         let e = &unsafe { obj::<EpObj>(f) }?.inner;
-        let bytes = e.format.encode(&lock(&e.state).local);
+        let bytes = e.format.encode(&e.state.lock().local);
         // SAFETY: per fi_cm(3).
         unsafe { copy_name(&bytes, addr, addrlen) }
     })
@@ -103,7 +103,7 @@ unsafe extern "C" fn ep_setname(f: fid_t, addr: *mut c_void, addrlen: size_t) ->
         // SAFETY: addr holds addrlen bytes.
         let b = unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), addrlen) };
         let (a, _) = crate::addr::decode_any(b).ok_or(Errno::INVAL)?;
-        let mut st = lock(&e.state);
+        let mut st = e.state.lock();
         if st.enabled {
             return Err(Errno::OPBADSTATE);
         }
@@ -172,7 +172,7 @@ unsafe extern "C" fn ep_connect(
             unsafe { crate::av::addr_at(addr.cast::<u8>(), crate::addr::addr_len_hint(e.format)) };
         let (to, _) = crate::addr::decode_any(bytes).ok_or(Errno::INVAL)?;
         e.enable()?;
-        let mut st = lock(&e.state);
+        let mut st = e.state.lock();
         if st.conn != ConnPhase::Idle || st.conn_req.is_some() {
             return Err(Errno::INVAL);
         }
@@ -195,7 +195,7 @@ unsafe extern "C" fn ep_accept(ep: *mut fid_ep, param: *const c_void, paramlen: 
         // SAFETY: param per fi_cm(3).
         let data = unsafe { cm_data(param, paramlen) }?;
         e.enable()?;
-        let mut st = lock(&e.state);
+        let mut st = e.state.lock();
         let handle = st.conn_req.ok_or(Errno::INVAL)?;
         if st.conn != ConnPhase::Idle {
             return Err(Errno::INVAL);
@@ -234,7 +234,7 @@ unsafe extern "C" fn ep_getpeer(ep: *mut fid_ep, addr: *mut c_void, addrlen: *mu
     guard_int("fi_getpeer", || {
         // SAFETY: validated by msg_ep.
         let e = unsafe { msg_ep(ep) }?;
-        let peer = lock(&e.state).peer.ok_or(Errno(FI_ENOTCONN))?;
+        let peer = e.state.lock().peer.ok_or(Errno(FI_ENOTCONN))?;
         let bytes = e.format.encode(&peer);
         // SAFETY: per fi_cm(3).
         unsafe { copy_name(&bytes, addr, addrlen) }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use libc::{c_int, c_void, size_t, ssize_t};
 
 use super::EpObj;
-use crate::abi::{Errno, guard_int, guard_ssize, lock};
+use crate::abi::{Errno, guard_int, guard_ssize};
 use crate::getinfo;
 use crate::object::obj;
 use crate::sys::*;
@@ -70,7 +70,7 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
     guard_ssize("fi_cancel", || {
         // SAFETY: validated by obj().
         let e = &unsafe { obj::<EpObj>(f) }?.inner;
-        let mut st = lock(&e.state);
+        let mut st = e.state.lock();
         let found = st
             .core
             .as_mut()
@@ -107,7 +107,7 @@ unsafe extern "C" fn ep_getopt(
                 if unsafe { *optlen } < size_of::<size_t>() {
                     return Err(Errno::TOOSMALL);
                 }
-                let v = lock(&e.state).min_multi_recv;
+                let v = e.state.lock().min_multi_recv;
                 // SAFETY: optval holds a size_t (checked length).
                 unsafe {
                     optval.cast::<size_t>().write_unaligned(v);
@@ -140,7 +140,7 @@ unsafe extern "C" fn ep_setopt(
                 }
                 // SAFETY: optval holds a size_t (checked length).
                 let v = unsafe { optval.cast::<size_t>().read_unaligned() };
-                let mut st = lock(&e.state);
+                let mut st = e.state.lock();
                 st.min_multi_recv = v;
                 if let Some(core) = st.core.as_mut() {
                     core.set_min_multi_recv(v);

@@ -40,6 +40,9 @@ impl Helper {
         let thread = std::thread::Builder::new()
             .name("xdp-progress".into())
             .spawn(move || {
+                // It takes the endpoint's and CQs' locks only now and then:
+                // they stay biased to the application's thread.
+                crate::biased_lock::mark_provider_thread();
                 let mut seen = calls.load(Ordering::Relaxed);
                 while !flag.load(Ordering::Acquire) {
                     std::thread::sleep(interval);

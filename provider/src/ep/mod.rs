@@ -42,6 +42,7 @@ use crate::abi::{Errno, Result, guard_int, lock};
 use crate::addr::{AddrFormat, XdpAddr};
 use crate::auth_key::KeySetting;
 use crate::av::Av;
+use crate::biased_lock::BiasedLock;
 use crate::cntr::Cntr;
 use crate::cq::Cq;
 use crate::datapath::{self, ConnEvent, DataPath, Direction, DpCompletion, WaitState};
@@ -135,7 +136,8 @@ pub struct Endpoint {
     /// state lock: every data call reads them, fi_control rarely sets them.
     pub tx_op_flags: AtomicU64,
     pub rx_op_flags: AtomicU64,
-    pub state: Mutex<EpState>,
+    /// Biased to the application's thread (`biased_lock.rs`).
+    pub state: BiasedLock<EpState>,
     /// The `fid_ep` the application holds, for EQ events about it.
     fid: AtomicUsize,
 }
@@ -161,7 +163,8 @@ impl Progress for Endpoint {
     /// What the data path needs before the application may block
     /// (fi_trywait); an endpoint not enabled needs nothing.
     fn wait_state(&self) -> WaitState {
-        lock(&self.state)
+        self.state
+            .lock()
             .core
             .as_ref()
             .map_or(WaitState::Idle { timer: None }, |c| c.wait_state())
@@ -170,7 +173,8 @@ impl Progress for Endpoint {
     /// An endpoint not enabled receives nothing: no fds, and nothing to
     /// wake for.
     fn arrival_fds(&self, out: &mut Vec<std::os::fd::RawFd>) -> bool {
-        lock(&self.state)
+        self.state
+            .lock()
             .core
             .as_ref()
             .is_none_or(|c| c.arrival_fds(out))
@@ -220,7 +224,7 @@ impl Endpoint {
     /// fi_shutdown (FI_EP_MSG): end the connection; the canceled receives
     /// and the local FI_SHUTDOWN are reported before it returns.
     fn shutdown(&self) -> Result<()> {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         let mut done = Vec::new();
         if let Some(core) = st.core.as_mut() {
             core.shutdown(&mut |c| done.push(c))?;
@@ -238,7 +242,7 @@ impl Endpoint {
     /// One progress pass of the data path, its completions routed to the
     /// bound CQs and counters (the application's, or the helper's).
     fn pass(&self) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         let mut done = std::mem::take(&mut st.pass_done);
         let Some(core) = st.core.as_mut() else { return };
         core.progress(&mut |c| done.push(c));
@@ -313,7 +317,7 @@ impl Endpoint {
         }
         self.domain.endpoints.detach(&self.me);
         {
-            let mut st = lock(&self.state);
+            let mut st = self.state.lock();
             if wants_wait_fd(&st)
                 && let Some(fd) = st.core.as_ref().and_then(|c| c.wait_fd().ok().flatten())
             {
@@ -364,7 +368,7 @@ impl Endpoint {
     }
 
     fn enable(&self) -> Result<()> {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.enabled {
             return Ok(());
         }
@@ -615,27 +619,31 @@ pub unsafe extern "C" fn xdp_endpoint(
             me: me.clone(),
             tx_op_flags: AtomicU64::new(info.tx_op_flags),
             rx_op_flags: AtomicU64::new(info.rx_op_flags),
-            state: Mutex::new(EpState {
-                enabled: false,
-                tx_cq: None,
-                rx_cq: None,
-                av: None,
-                eq: None,
-                send_cntr: None,
-                recv_cntr: None,
-                read_cntr: None,
-                write_cntr: None,
-                remote_read_cntr: None,
-                remote_write_cntr: None,
-                min_multi_recv: DEFAULT_MIN_MULTI_RECV,
-                local,
-                port_socket: Some(sock),
-                core: None,
-                pass_done: Vec::new(),
-                conn_req,
-                peer: None,
-                conn: ConnPhase::Idle,
-            }),
+            state: BiasedLock::new(
+                EpState {
+                    enabled: false,
+                    tx_cq: None,
+                    rx_cq: None,
+                    av: None,
+                    eq: None,
+                    send_cntr: None,
+                    recv_cntr: None,
+                    read_cntr: None,
+                    write_cntr: None,
+                    remote_read_cntr: None,
+                    remote_write_cntr: None,
+                    min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+                    local,
+                    port_socket: Some(sock),
+                    core: None,
+                    pass_done: Vec::new(),
+                    conn_req,
+                    peer: None,
+                    conn: ConnPhase::Idle,
+                },
+                // A progress thread (FI_PROGRESS_AUTO) takes it all the time.
+                !domain.auto_progress(),
+            ),
             fid: AtomicUsize::new(0),
         });
         let rdm = info.ep_type != FI_EP_DGRAM;
@@ -710,7 +718,7 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         }
         // SAFETY: non-NULL fid from the application.
         let class = unsafe { (*bfid).fclass };
-        let mut st = lock(&e.state);
+        let mut st = e.state.lock();
         if st.enabled {
             return Err(Errno::OPBADSTATE);
         }

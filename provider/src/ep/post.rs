@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use crate::probe::{self, Stage};
 use libc::{c_void, iovec, size_t, ssize_t};
 
-use crate::abi::{Errno, Result, lock};
+use crate::abi::{Errno, Result};
 use crate::datapath::{Iov, Payload, Peek, RxOp, TxOp};
 use crate::ep::{ConnPhase, Endpoint};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
@@ -163,7 +163,7 @@ pub(super) fn post_tx(
     inject_call: bool,
     post: impl FnOnce(&mut dyn crate::datapath::DataPath, crate::addr::XdpAddr, bool) -> Result<()>,
 ) -> Result<ssize_t> {
-    let mut st = lock(&e.state);
+    let mut st = e.state.lock();
     let addr = if e.ep_type == FI_EP_MSG {
         // fi_cm(3): no data before FI_CONNECTED; the address argument of a
         // connected endpoint's transfer is ignored.
@@ -375,7 +375,7 @@ pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     if r.peek != Peek::None && (r.tag.is_none() || multi) {
         return Err(Errno::BADFLAGS);
     }
-    let mut st = lock(&e.state);
+    let mut st = e.state.lock();
     // A connected endpoint takes receives before it is connected (fi_cm(3)),
     // not after its connection ended.
     if st.conn == ConnPhase::Down {
