@@ -18,10 +18,13 @@
 //! of it when it claims the slot: allocating 2 MiB (zeroing 512 pages) took
 //! ≈ 0.5 ms here, paid by the first message between two endpoints in each
 //! direction. It claims a slot only while /dev/shm has room for the whole
-//! ring; a stage it cannot allocate later fails that write like a full
-//! ring (the engine retransmits, and gives the peer up if that lasts), so
-//! a writer never moves to another ring with records still unread in its
-//! own (which could reorder them).
+//! ring; a stage it cannot allocate later (/dev/shm filled up meanwhile)
+//! fails that write like a full ring, and from then on the writer goes
+//! back to its ring's start instead of crossing into that stage, once its
+//! reader has consumed everything: the ring shrinks to the stages it has
+//! (a record longer than those never fits, and the engine gives that peer
+//! up). A writer never moves to another ring with records still unread in
+//! its own (which could reorder them).
 //!
 //! A slot's state is 0 when free. A writer claims it with a CAS to its pid,
 //! writes its address, then marks it ready and sets its bit in the bitmap.
@@ -588,6 +591,9 @@ pub struct Outbound {
     ring: Ring,
     /// Bytes of the ring, from its start, known to be allocated.
     allocated: usize,
+    /// Tests: allocating beyond this fails as with /dev/shm full.
+    #[cfg(test)]
+    allocation_limit: usize,
 }
 
 /// Why a datagram did not go into the ring.
@@ -619,7 +625,9 @@ impl Outbound {
         }
         let (slot, mine, allocated) = claim(&map, me)?;
         let ring = map.ring(slot);
-        let writer = ring.writer_start().wrapping_early_at(STAGE);
+        let mut writer = ring.writer_start();
+        // Request and reply traffic stays in the first stage.
+        writer.wrap_early_at(STAGE);
         Ok(Outbound {
             map,
             slot,
@@ -627,6 +635,8 @@ impl Outbound {
             writer,
             ring,
             allocated,
+            #[cfg(test)]
+            allocation_limit: usize::MAX,
         })
     }
 
@@ -662,12 +672,27 @@ impl Outbound {
         let end = self.ring.placement_end(&self.writer, &place);
         if end > self.allocated {
             let to = end.next_multiple_of(STAGE).min(RING_BYTES);
-            self.map
-                .allocate_ring(self.slot, self.allocated, to)
-                .map_err(|_| SendError::Full)?;
-            self.allocated = to;
+            if self.allocate(to).is_err() {
+                // /dev/shm is full: make do with the stages we have, going
+                // back to the start (once the reader has consumed
+                // everything) instead of crossing into the one we could
+                // not have. Until then, like a full ring.
+                self.writer.wrap_early_at(self.allocated);
+                return Err(SendError::Full);
+            }
         }
         self.ring.write(&mut self.writer, place, kind, payload);
+        Ok(())
+    }
+
+    /// Allocates the ring up to byte `to`.
+    fn allocate(&mut self, to: usize) -> io::Result<()> {
+        #[cfg(test)]
+        if to > self.allocation_limit {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        self.map.allocate_ring(self.slot, self.allocated, to)?;
+        self.allocated = to;
         Ok(())
     }
 
@@ -851,6 +876,50 @@ mod tests {
         read(&area);
         assert_eq!(next, i);
         assert_eq!(allocated_bytes(&name) - before, RING_BYTES as u64);
+    }
+
+    #[test]
+    fn a_writer_that_cannot_allocate_a_stage_makes_do_with_those_it_has() {
+        let name = unique("enospc");
+        let area = Area::create(&name).unwrap();
+        let mut a = Outbound::open(&name, addr(1)).unwrap();
+        a.allocation_limit = 3 * STAGE;
+        let record = |i: u32| {
+            let mut d = [0u8; 1000];
+            d[..4].copy_from_slice(&i.to_le_bytes());
+            d
+        };
+        let mut next = 0u32;
+        let mut read = |area: &Area| {
+            area.recv(usize::MAX, 1 << 16, |_, _, d| {
+                assert_eq!(d[..4], next.to_le_bytes());
+                next += 1;
+            });
+        };
+        // A stream: three stages fill, the fourth cannot be had.
+        let mut sent = 0u32;
+        while a.send(&[&record(sent)]).is_ok() {
+            sent += 1;
+        }
+        assert_eq!(sent as usize, 3 * STAGE / 1008);
+        // Once read, the writer goes on from the start, for several rings'
+        // worth, every record in order: a stream finds the ring full where
+        // the stage ends until its reader has caught up (as the engine
+        // retries), never more.
+        read(&area);
+        for k in 0..4 * RING_BYTES / 1008 {
+            if a.send(&[&record(sent)]).is_err() {
+                read(&area);
+                assert_eq!(a.send(&[&record(sent)]), Ok(()), "record {k}");
+            }
+            sent += 1;
+            if k % 32 == 31 {
+                read(&area);
+            }
+        }
+        read(&area);
+        assert_eq!(next, sent);
+        assert_eq!(a.allocated, 3 * STAGE);
     }
 
     #[test]
