@@ -377,8 +377,9 @@ static fi_addr_t ep_on_av(struct fid_ep *ep)
  * endpoint (its peer, another endpoint, is not progressed meanwhile, so no
  * ack comes): only the notification of its send CQ or counter can wake a
  * thread blocked on it; without one it would wake at its next timer (20 ms
- * later, measured with the notification removed; 0.1-0.2 ms with it).
- * Five tries; most must wake within 5 ms. */
+ * later, measured with the notification removed; 0.1-0.2 ms with it here,
+ * 0.4-12 ms in the VM suite's emulated guest on a busy host). Five tries;
+ * most must wake within 15 ms: before that timer. */
 static void woken_by_another_threads_completion(int use_cntr)
 {
 	int prompt = 0;
@@ -428,7 +429,7 @@ static void woken_by_another_threads_completion(int use_cntr)
 		pthread_join(t, NULL);
 		CHECK(b.ok);
 		double took = b.returned_ms - sent;
-		if (took < 5)
+		if (took < 15)
 			prompt++;
 		printf("%s: woken %.2f ms after another thread's send completed\n",
 		       use_cntr ? "fi_cntr_wait" : "fi_cq_sread", took);
