@@ -844,37 +844,27 @@ mod tests {
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         assert_eq!(allocated_bytes(&name) - before, STAGE as u64);
         let mut next = 0u32;
-        let mut read = |area: &Area| {
-            area.recv(usize::MAX, 1 << 16, |_, _, d| {
-                assert_eq!(d[..4], next.to_le_bytes());
-                next += 1;
-            });
-        };
         // Request and reply: each record read before the next is written.
         // Two rings' worth of bytes, all in the first stage.
-        let mut i = 0u32;
-        let mut send = |a: &mut Outbound| {
-            let mut d = [0u8; 1000];
-            d[..4].copy_from_slice(&i.to_le_bytes());
-            i += 1;
-            a.send(&[&d])
-        };
+        let mut sent = 0u32;
         for _ in 0..2 * RING_BYTES / 1008 {
-            assert_eq!(send(&mut a), Ok(()));
-            read(&area);
+            assert_eq!(a.send(&[&numbered(sent)]), Ok(()));
+            sent += 1;
+            read_in_order(&area, &mut next);
         }
         assert_eq!(allocated_bytes(&name) - before, STAGE as u64);
         // A stream its reader falls behind on: read every 1024 records, two
         // laps, every one arriving in order across every stage boundary and
         // the wrap; the whole ring gets allocated.
         for k in 0..2 * RING_BYTES / 1008 {
-            assert_eq!(send(&mut a), Ok(()), "record {k}");
+            assert_eq!(a.send(&[&numbered(sent)]), Ok(()), "record {k}");
+            sent += 1;
             if k % 1024 == 1023 {
-                read(&area);
+                read_in_order(&area, &mut next);
             }
         }
-        read(&area);
-        assert_eq!(next, i);
+        read_in_order(&area, &mut next);
+        assert_eq!(next, sent);
         assert_eq!(allocated_bytes(&name) - before, RING_BYTES as u64);
     }
 
@@ -884,21 +874,10 @@ mod tests {
         let area = Area::create(&name).unwrap();
         let mut a = Outbound::open(&name, addr(1)).unwrap();
         a.allocation_limit = 3 * STAGE;
-        let record = |i: u32| {
-            let mut d = [0u8; 1000];
-            d[..4].copy_from_slice(&i.to_le_bytes());
-            d
-        };
         let mut next = 0u32;
-        let mut read = |area: &Area| {
-            area.recv(usize::MAX, 1 << 16, |_, _, d| {
-                assert_eq!(d[..4], next.to_le_bytes());
-                next += 1;
-            });
-        };
         // A stream: three stages fill, the fourth cannot be had.
         let mut sent = 0u32;
-        while a.send(&[&record(sent)]).is_ok() {
+        while a.send(&[&numbered(sent)]).is_ok() {
             sent += 1;
         }
         assert_eq!(sent as usize, 3 * STAGE / 1008);
@@ -906,20 +885,35 @@ mod tests {
         // worth, every record in order: a stream finds the ring full where
         // the stage ends until its reader has caught up (as the engine
         // retries), never more.
-        read(&area);
+        read_in_order(&area, &mut next);
         for k in 0..4 * RING_BYTES / 1008 {
-            if a.send(&[&record(sent)]).is_err() {
-                read(&area);
-                assert_eq!(a.send(&[&record(sent)]), Ok(()), "record {k}");
+            if a.send(&[&numbered(sent)]).is_err() {
+                read_in_order(&area, &mut next);
+                assert_eq!(a.send(&[&numbered(sent)]), Ok(()), "record {k}");
             }
             sent += 1;
             if k % 32 == 31 {
-                read(&area);
+                read_in_order(&area, &mut next);
             }
         }
-        read(&area);
+        read_in_order(&area, &mut next);
         assert_eq!(next, sent);
         assert_eq!(a.allocated, 3 * STAGE);
+    }
+
+    /// Record `i` of a test: 1000 bytes starting with its number.
+    fn numbered(i: u32) -> [u8; 1000] {
+        let mut d = [0u8; 1000];
+        d[..4].copy_from_slice(&i.to_le_bytes());
+        d
+    }
+
+    /// Reads every record waiting, checking each is the `next` one.
+    fn read_in_order(area: &Area, next: &mut u32) {
+        area.recv(usize::MAX, 1 << 16, |_, _, d| {
+            assert_eq!(d[..4], next.to_le_bytes());
+            *next += 1;
+        });
     }
 
     #[test]

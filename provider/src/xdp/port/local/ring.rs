@@ -433,6 +433,14 @@ mod tests {
             }
         }
 
+        /// The ring, and a writer of it that wraps early at `offset`.
+        fn ring_wrapping_early_at(&self, offset: usize) -> (Ring, Writer) {
+            let r = self.ring();
+            let mut w = r.writer_start();
+            w.wrap_early_at(offset);
+            (r, w)
+        }
+
         fn ring(&self) -> Ring {
             let base = self.words.as_ptr();
             // SAFETY: the vector outlives the ring in every test; data is
@@ -532,9 +540,7 @@ mod tests {
     #[test]
     fn a_writer_wrapping_early_stays_at_the_start_while_its_reader_keeps_up() {
         let m = Mem::new(4096);
-        let r = m.ring();
-        let mut w = r.writer_start();
-        w.wrap_early_at(512);
+        let (r, mut w) = m.ring_wrapping_early_at(512);
         for i in 0..1000u32 {
             let p = [i as u8; 100]; // records of 112 bytes
             let place = r.place(&mut w, p.len()).unwrap();
@@ -552,9 +558,7 @@ mod tests {
     #[test]
     fn a_record_longer_than_the_room_before_the_writer_does_not_wrap_early() {
         let m = Mem::new(4096);
-        let r = m.ring();
-        let mut w = r.writer_start();
-        w.wrap_early_at(512);
+        let (r, mut w) = m.ring_wrapping_early_at(512);
         r.push(&mut w, Kind::Datagram, &[&[1u8; 100]]).unwrap();
         assert_eq!(collect(&r, 2048).0.len(), 1);
         // 608 bytes from offset 112: it crosses 512, and at the start it
@@ -569,9 +573,7 @@ mod tests {
     #[test]
     fn a_writer_wrapping_early_still_has_the_whole_ring_for_a_stream() {
         let m = Mem::new(4096);
-        let r = m.ring();
-        let mut w = r.writer_start();
-        w.wrap_early_at(512);
+        let (r, mut w) = m.ring_wrapping_early_at(512);
         // Request and reply first: the writer goes round the start.
         for i in 0..10u8 {
             r.push(&mut w, Kind::Datagram, &[&[i; 100]]).unwrap();
