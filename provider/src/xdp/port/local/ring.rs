@@ -197,8 +197,8 @@ impl Ring {
     /// unlike a load, never faults: the writer allocates its ring's pages
     /// as it reaches them, and touching one before (a hole of the /dev/shm
     /// file) would allocate it — or raise SIGBUS with /dev/shm full.
-    /// Pinned `fi_pingpong -S 64` on one host: 0.79 → 0.66 µs per transfer
-    /// (`docs/performance.md`).
+    /// Pinned `fi_pingpong -S 64` on one host: 0.78–0.79 → 0.61–0.63 µs
+    /// per transfer (`docs/performance.md`).
     #[inline]
     pub fn poll_empty(&self) -> bool {
         let tail = self.tail().load(Ordering::Relaxed);
@@ -316,18 +316,21 @@ impl Ring {
     /// Writer: append a record of `kind` (its pieces, concatenated, `len`
     /// bytes as [`Ring::place`] was told) where `p` says, and publish it.
     pub fn write(&self, w: &mut Writer, p: Placement, kind: Kind, payload: &[&[u8]]) {
+        let len: usize = payload.iter().map(|p| p.len()).sum();
+        // The copies below stay inside the ring only for what `p` placed.
+        assert!(padded(len) as u64 <= p.need, "a record longer than placed");
         let mut at = w.head;
         if p.skip > 0 {
             self.write_header(at, WRAP, 0);
             at += p.skip;
         }
         let pos = at as usize & (self.cap - 1);
-        let len: usize = payload.iter().map(|p| p.len()).sum();
         self.write_header(at, len as u32, kind.word());
         let mut off = pos + RECORD_HEADER;
         for piece in payload {
-            // SAFETY: pos + RECORD_HEADER + len ≤ cap (`place` found the
-            // record fits before the end); the source is ours.
+            // SAFETY: pos + RECORD_HEADER + len ≤ cap (`place` found a
+            // record of `p.need` bytes fits before the end, and this one
+            // is no longer: asserted above); the source is ours.
             unsafe {
                 std::ptr::copy_nonoverlapping(piece.as_ptr(), self.data.add(off), piece.len());
             }
