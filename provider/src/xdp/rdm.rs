@@ -696,10 +696,13 @@ impl DataPath for Rdm {
                     }
                     let a = lost.map(|a| a.to_string()).unwrap_or_default();
                     let link = self.port.stats_line();
+                    // The session's state first: libfabric's log cuts a
+                    // message at 1 KiB (`src/log.c`), and the engine's and
+                    // link's counters alone fill most of that.
                     let why = format!(
-                        "peer {a} lost: {reason:?} (engine {:?}; link {link}; session {})",
-                        self.engine.stats(),
-                        self.engine.debug_peer(peer).unwrap_or_default()
+                        "peer {a} lost: {reason:?} (session {}; engine {:?}; link {link})",
+                        self.engine.debug_peer(peer).unwrap_or_default(),
+                        self.engine.stats()
                     );
                     // A peer closing its endpoint is the normal end of a job.
                     if reason == rel::OpError::PeerClosed {
