@@ -112,16 +112,11 @@ fn engines_with_other_keys_or_none_never_talk() {
         }),
         None,
     ] {
-        let mut s = Sim::new(
-            vec![Buffers::default(), Buffers::default()],
-            Faults::default(),
-            5,
-            |i| Config {
-                auth: if i == 0 { auth() } else { other.clone() },
-                max_retries: 3,
-                ..cfg(i)
-            },
-        );
+        let mut s = pair_with(5, |i| Config {
+            auth: if i == 0 { auth() } else { other.clone() },
+            max_retries: 3,
+            ..cfg(i)
+        });
         recv(&mut s, 1, 1, 10, None, None);
         send(&mut s, 0, 1, 1, pattern(10, 0), None);
         run(&mut s);

@@ -39,16 +39,11 @@ fn a_direct_message_completes_a_posted_receive() {
 
 #[test]
 fn unexpected_direct_messages_are_kept_whatever_the_budgets() {
-    let mut s = Sim::new(
-        vec![Buffers::default(), Buffers::default()],
-        Faults::default(),
-        2,
-        |i| Config {
-            unexpected_budget: 1000,
-            unexpected_peer_budget: 500,
-            ..cfg(i)
-        },
-    );
+    let mut s = pair_with(2, |i| Config {
+        unexpected_budget: 1000,
+        unexpected_peer_budget: 500,
+        ..cfg(i)
+    });
     assert!(s.nodes[1].engine.takes_direct());
     for i in 0..20u8 {
         direct(&mut s, 0, 1, Some(1), &pattern(100, i));
@@ -115,18 +110,13 @@ fn a_direct_message_after_a_session_message_matches_after_it() {
 
 #[test]
 fn authenticated_engines_never_go_direct() {
-    let mut s = Sim::new(
-        vec![Buffers::default(), Buffers::default()],
-        Faults::default(),
-        5,
-        |i| Config {
-            auth: Some(AuthConfig {
-                key: b"job key: sixteen bytes or more".to_vec(),
-                encrypt: false,
-            }),
-            ..cfg(i)
-        },
-    );
+    let mut s = pair_with(5, |i| Config {
+        auth: Some(AuthConfig {
+            key: b"job key: sixteen bytes or more".to_vec(),
+            encrypt: false,
+        }),
+        ..cfg(i)
+    });
     assert!(!s.nodes[0].engine.may_send_direct(1));
     assert!(!s.nodes[1].engine.takes_direct());
 }

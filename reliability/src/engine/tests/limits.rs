@@ -49,16 +49,11 @@ fn inject_copies_and_limits() {
 
 #[test]
 fn queue_limits() {
-    let mut s = Sim::new(
-        vec![Buffers::default(), Buffers::default()],
-        Faults::default(),
-        15,
-        |i| Config {
-            tx_queue_len: 2,
-            rx_queue_len: 1,
-            ..cfg(i)
-        },
-    );
+    let mut s = pair_with(15, |i| Config {
+        tx_queue_len: 2,
+        rx_queue_len: 1,
+        ..cfg(i)
+    });
     let now = s.now;
     let op = |token| SendOp {
         token,

@@ -32,6 +32,16 @@ fn sim(n: usize, faults: Faults, seed: u64) -> Sim<Buffers> {
     )
 }
 
+/// Two nodes on a link without faults, each configured by `config`.
+fn pair_with(seed: u64, config: impl FnMut(usize) -> Config) -> Sim<Buffers> {
+    Sim::new(
+        vec![Buffers::default(), Buffers::default()],
+        Faults::default(),
+        seed,
+        config,
+    )
+}
+
 /// One node per entry of `mtus` (its `Config::mtu`), on a link that drops
 /// datagrams above `link_mtu` and loses `loss` of the rest.
 fn sim_with_mtus(mtus: &[usize], link_mtu: usize, loss: f64, seed: u64) -> Sim<Buffers> {

@@ -123,15 +123,10 @@ fn authenticated_packs_under_faults() {
 #[test]
 fn no_pack_to_a_peer_that_did_not_ask() {
     for off in [0, 1] {
-        let mut s = Sim::new(
-            vec![Buffers::default(), Buffers::default()],
-            Faults::default(),
-            2,
-            |i| Config {
-                pack: i != off,
-                ..cfg(i)
-            },
-        );
+        let mut s = pair_with(2, |i| Config {
+            pack: i != off,
+            ..cfg(i)
+        });
         window_of_small(&mut s, 32, true);
         assert_eq!(s.nodes[0].engine.stats().packs_sent, 0);
         assert_eq!(s.nodes[1].engine.stats().packs_received, 0);
@@ -211,18 +206,13 @@ fn packed_into_a_multi_recv_buffer_and_truncated() {
 #[test]
 fn refused_and_deferred_records() {
     for (max, budget) in [(5usize, usize::MAX), (usize::MAX, 300)] {
-        let mut s = Sim::new(
-            vec![Buffers::default(), Buffers::default()],
-            Faults::default(),
-            6,
-            |i| Config {
-                unexpected_peer_max: max,
-                unexpected_max: max,
-                unexpected_budget: budget.min(16 << 20),
-                unexpected_peer_budget: budget.min(16 << 20),
-                ..cfg(i)
-            },
-        );
+        let mut s = pair_with(6, |i| Config {
+            unexpected_peer_max: max,
+            unexpected_max: max,
+            unexpected_budget: budget.min(16 << 20),
+            unexpected_peer_budget: budget.min(16 << 20),
+            ..cfg(i)
+        });
         for i in 0..30u64 {
             send(&mut s, 0, 1, i, pattern(64, i as u8), Some(3));
         }
@@ -424,12 +414,7 @@ fn session_ids(s: &mut Sim<Buffers>) -> (u32, u32) {
 #[test]
 fn packing_in_flight_counts_only_towards_peers_that_pack() {
     for pack in [true, false] {
-        let mut s = Sim::new(
-            vec![Buffers::default(), Buffers::default()],
-            Faults::default(),
-            3,
-            |i| Config { pack, ..cfg(i) },
-        );
+        let mut s = pair_with(3, |i| Config { pack, ..cfg(i) });
         assert_eq!(
             s.nodes[0].engine.packing_in_flight(1),
             None,

@@ -6,16 +6,11 @@ use super::*;
 
 #[test]
 fn receiver_not_ready_then_recovers() {
-    let mut s = Sim::new(
-        vec![Buffers::default(), Buffers::default()],
-        Faults::default(),
-        7,
-        |i| Config {
-            unexpected_budget: 10_000,
-            unexpected_max: 4,
-            ..cfg(i)
-        },
-    );
+    let mut s = pair_with(7, |i| Config {
+        unexpected_budget: 10_000,
+        unexpected_max: 4,
+        ..cfg(i)
+    });
     for i in 0..20 {
         send(&mut s, 0, 1, i, pattern(3000, i as u8), None);
     }
