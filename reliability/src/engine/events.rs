@@ -48,9 +48,25 @@ pub(crate) fn send_completion<P>(
     len: usize,
     error: Option<OpError>,
 ) -> Completion<P> {
+    local_completion(
+        token,
+        Flags::SEND | msg_flags(hflags & wf::TAGGED),
+        len,
+        error,
+    )
+}
+
+/// A completion that reports nothing from a peer (no data, tag or source):
+/// an operation this side started, or a receive that got no message.
+pub(crate) fn local_completion<P>(
+    token: u64,
+    flags: Flags,
+    len: usize,
+    error: Option<OpError>,
+) -> Completion<P> {
     Completion {
         token,
-        flags: Flags::SEND | msg_flags(hflags & wf::TAGGED),
+        flags,
         len,
         buf_offset: 0,
         data: 0,

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::super::events::{Events, msg_flags};
+use super::super::events::{Events, local_completion, msg_flags};
 use super::super::seam::MsgInfo;
 use crate::api::{Completion, Flags, OpError, RecvOp, TagMatch};
 use crate::slab::{Slab, slab_key};
@@ -248,17 +248,7 @@ impl<P: Copy + Eq> Posted<P> {
                     if inflight.is_some() {
                         flags |= Flags::MULTI_RECV;
                     }
-                    events.complete(Completion {
-                        token,
-                        flags,
-                        len: 0,
-                        buf_offset: 0,
-                        data: 0,
-                        tag: 0,
-                        src: None,
-                        error: Some(OpError::Canceled),
-                        olen: 0,
-                    });
+                    events.complete(local_completion(token, flags, 0, Some(OpError::Canceled)));
                 }
             }
             return true;

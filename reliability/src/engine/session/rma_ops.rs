@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::super::events::Events;
+use super::super::events::{Events, local_completion};
 use super::super::inject::InjectStore;
 use super::super::shared::Shared;
 use super::Session;
@@ -65,17 +65,7 @@ impl RmaState {
             RmaKind::Atomic { result_len: 0, .. } => Flags::ATOMIC | Flags::WRITE,
             RmaKind::Atomic { .. } => Flags::ATOMIC | Flags::READ,
         };
-        Completion {
-            token: self.token,
-            flags,
-            len: self.len as usize,
-            buf_offset: 0,
-            data: 0,
-            tag: 0,
-            src: None,
-            error,
-            olen: 0,
-        }
+        local_completion(self.token, flags, self.len as usize, error)
     }
 
     /// Its answer arrived and no packet of it is unacknowledged (the answer
