@@ -343,6 +343,17 @@ impl Rdm {
                     // No room (ring or socket buffer full) or no MAC yet:
                     // lost like a dropped packet, the engine retransmits.
                     Ok(()) | Err(LinkError::TxRingFull | LinkError::NoTxFrame) => {}
+                    // An earlier datagram's ICMP port unreachable, reported
+                    // by this send on the kernel socket (udp(7),
+                    // ECONNREFUSED): the peer's process has gone — at a
+                    // job's end, routinely. The engine hears of it from the
+                    // ICMP message on the socket's error queue
+                    // (`check_refused`); nothing to warn about.
+                    Err(LinkError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+                    {
+                        crate::xdp_info!(FI_LOG_EP_DATA, "rdm send to {to:?}: {source}");
+                    }
                     Err(e) => {
                         let _ = link_err("rdm send", e);
                     }
