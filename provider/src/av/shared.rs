@@ -94,24 +94,29 @@ unsafe impl Send for SharedTable {}
 // SAFETY: as above.
 unsafe impl Sync for SharedTable {}
 
-/// The shm_open name for an AV name: `/ofi-xdp-av.<name>`; -FI_EINVAL for
-/// names that are not plain file names.
+/// The shm_open name for an AV name: `/ofi-xdp-av.<name>`, every byte
+/// outside `[A-Za-z0-9._-]` written `%XX` (fi_av(3) puts no limit on the
+/// characters of a name — MPICH's end in a newline — and the file name
+/// must stay one plain name: no `/`, no NUL). -FI_EINVAL for an empty name
+/// or one whose file name would be longer than [`MAX_NAME`].
 fn shm_name(name: &str) -> Result<CString> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        && name != "."
-        && name != "..";
-    if !ok {
+    let mut file = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            file.push(char::from(b));
+        } else {
+            file.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if name.is_empty() || file.len() > MAX_NAME {
         crate::xdp_warn!(
             FI_LOG_AV,
-            "AV name {name:?}: only [A-Za-z0-9._-], at most {MAX_NAME} bytes"
+            "AV name {name:?}: empty or too long (at most {MAX_NAME} bytes once \
+             bytes other than [A-Za-z0-9._-] are written %XX)"
         );
         return Err(Errno::INVAL);
     }
-    CString::new(format!("/ofi-xdp-av.{name}")).map_err(|_| Errno::INVAL)
+    CString::new(format!("/ofi-xdp-av.{file}")).map_err(|_| Errno::INVAL)
 }
 
 fn os_err(what: &str, e: io::Error) -> Errno {
@@ -585,7 +590,26 @@ mod tests {
             SharedTable::open(&name, true, 1, FI_AV_MAP, 0).is_err(),
             "creator removed it"
         );
-        assert!(shm_name("../x").is_err() && shm_name("").is_err());
+        assert!(shm_name("").is_err() && shm_name(&"x".repeat(MAX_NAME + 1)).is_err());
+    }
+
+    /// Any name is one plain file name: other bytes are escaped, so names
+    /// that differ stay apart.
+    #[test]
+    fn names_become_plain_file_names() {
+        let file = |n: &str| shm_name(n).map(|c| c.into_string().unwrap_or_default());
+        assert_eq!(file("job-1.a_b"), Ok("/ofi-xdp-av.job-1.a_b".to_owned()));
+        assert_eq!(
+            file("FI_NAMED_AV_0\n"),
+            Ok("/ofi-xdp-av.FI_NAMED_AV_0%0A".to_owned())
+        );
+        assert_eq!(file("../x"), Ok("/ofi-xdp-av...%2Fx".to_owned()));
+        assert_ne!(file("a%2F"), file("a/"));
+        assert_eq!(
+            file(&"\n".repeat(MAX_NAME / 3)).map(|f| f.len()),
+            Ok(12 + MAX_NAME / 3 * 3)
+        );
+        assert!(shm_name(&"\n".repeat(MAX_NAME / 3 + 1)).is_err());
     }
 
     /// A table whose creator died without removing it (SIGKILL; here its

@@ -380,7 +380,11 @@ pub unsafe extern "C" fn xdp_getinfo(
         }
         // SAFETY: out-pointer checked above.
         unsafe { *info = null_mut() };
-        if fi_major(version) != 1 || version > API_VERSION {
+        // Any 1.x up to ours, and 0.x, which no release had: MPICH 4
+        // lists providers with version 0 before it asks again with its
+        // own (and libfabric's own providers answer it). 0.x is answered
+        // as the oldest API, 1.0 (pre-1.5 mr_mode among it).
+        if fi_major(version) > 1 || version > API_VERSION {
             xdp_info!(FI_LOG_CORE, "API version {:#x} not supported", version);
             return Err(Errno::NODATA);
         }

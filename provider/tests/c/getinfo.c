@@ -401,6 +401,25 @@ static void bad_args(void)
 	CHECK(fi_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, xt_hints(FI_EP_RDM), &info) != 0);
 }
 
+/* Version 0, which no release had: MPICH 4's first fi_getinfo lists the
+ * providers with it (no hints) and picks one by name. We answer as for the
+ * oldest API (1.0: mr_mode is one of the two old modes), as libfabric's own
+ * providers answer. */
+static void version_zero(void)
+{
+	struct fi_info *info = NULL, *i;
+	int ours = 0;
+	CHECK_RET(fi_getinfo(0, NULL, NULL, 0, NULL, &info), 0);
+	for (i = info; i; i = i->next) {
+		if (strcmp(i->fabric_attr->prov_name, "xdp"))
+			continue;
+		ours++;
+		CHECK(i->domain_attr->mr_mode == FI_MR_SCALABLE);
+	}
+	CHECK(ours > 0);
+	fi_freeinfo(info);
+}
+
 int main(int argc, char **argv)
 {
 	xt_init(argc, argv);
@@ -418,6 +437,7 @@ int main(int argc, char **argv)
 	size_and_order_hints();
 	addr_hints();
 	iface_param();
+	version_zero();
 	bad_args();
 	return xt_done("getinfo");
 }
