@@ -5,10 +5,15 @@
 //! which maps MPI_Put / MPI_Get / MPI_Accumulate / MPI_Fetch_and_op /
 //! MPI_Compare_and_swap onto the provider's RMA and atomics. Ranks run in
 //! test-host network namespaces, so nothing leaves the veth pair.
+//!
+//! The same programs under MPICH (the `ch4:ofi` device, `FI_PROVIDER=xdp`)
+//! when `OFI_XDP_MPICH` names an MPICH installation built so: Debian's
+//! `mpich` uses `ch4:ucx`, so none is installed here, and the MPICH tests
+//! say they are skipped without one (README, "MPI", says how to build it).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
@@ -37,24 +42,34 @@ fn mpi_onesided() -> PathBuf {
     BIN.get_or_init(|| mpicc("mpi_onesided")).clone()
 }
 
-/// Build `tests/mpi/<name>.c` with mpicc.
+/// Build `tests/mpi/<name>.c` with Open MPI's mpicc.
 fn mpicc(name: &str) -> PathBuf {
-    {
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
-        let bin = work_dir().join(name);
-        let out = Command::new("mpicc")
-            .args(["-Wall", "-O1", "-o"])
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .expect("run mpicc (xtask installs openmpi-bin and libopenmpi-dev)");
-        assert!(
-            out.status.success(),
-            "mpicc failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        bin
-    }
+    build_with(Path::new("mpicc"), name, name)
+}
+
+/// Build `tests/mpi/<name>.c` with the compiler wrapper `mpicc` as
+/// `work_dir()/<bin>`.
+fn build_with(mpicc: &Path, name: &str, bin: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/mpi/{name}.c"));
+    let bin = work_dir().join(bin);
+    let out = Command::new(mpicc)
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "run {} (xtask installs openmpi-bin and libopenmpi-dev): {e}",
+                mpicc.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}",
+        mpicc.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
 }
 
 /// Point-to-point through the `cm` PML and the `ofi` MTL on xdp.
@@ -338,4 +353,78 @@ fn mpi_rank_killed() {
             assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
         }
     }
+}
+
+/// The installation prefix of an MPICH built with the `ch4:ofi` device
+/// (`OFI_XDP_MPICH`), or `None` after saying the MPICH tests are skipped.
+fn mpich() -> Option<PathBuf> {
+    let prefix = std::env::var_os("OFI_XDP_MPICH").map(PathBuf::from);
+    match prefix {
+        Some(p) if p.join("bin/mpiexec").exists() => Some(p),
+        _ => {
+            println!(
+                "skipped: OFI_XDP_MPICH does not name an MPICH installation built with \
+                 --with-device=ch4:ofi (Debian's mpich uses ch4:ucx; README, \"MPI\")"
+            );
+            None
+        }
+    }
+}
+
+/// `program` under MPICH's `mpiexec` (hydra) in `pair.a`'s namespace,
+/// `in_a` ranks there and `in_b` in `pair.b`, with `FI_PROVIDER=xdp`.
+/// `MPIR_CVAR_NOLOCAL=1` sends ranks of one host through the provider too
+/// (its shared memory), not through MPICH's own. MPICH prints the provider
+/// it chose (`MPIR_CVAR_DEBUG_SUMMARY`): it must be ours.
+fn mpich_run(prefix: &Path, program: &str, in_a: usize, in_b: usize) {
+    let bin = build_with(
+        &prefix.join("bin/mpicc"),
+        program,
+        &format!("{program}-mpich"),
+    );
+    let bin = bin.display().to_string();
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let _turn = one_at_a_time("mpi");
+    let mut cmd = pair.a.command("timeout");
+    cmd.arg(MPIRUN_TIMEOUT)
+        .arg(prefix.join("bin/mpiexec"))
+        .args(
+            ranks_on(&pair, &bin, in_a, in_b)
+                .iter()
+                .map(|a| match a.as_str() {
+                    "-np" => "-n",
+                    a => a,
+                }),
+        )
+        .env("FI_PROVIDER_PATH", work_dir())
+        .env("FI_PROVIDER", "xdp")
+        .env("FI_LOG_LEVEL", "warn")
+        .env("MPIR_CVAR_NOLOCAL", "1")
+        .env("MPIR_CVAR_DEBUG_SUMMARY", "1");
+    let out = cmd.output().expect("run MPICH's mpiexec");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("libfabric provider: xdp"),
+        "MPICH chose another provider:\n{stdout}"
+    );
+    assert_ranks_passed(&out, program, in_a + in_b);
+}
+
+/// MPICH's point-to-point and collectives over the provider, one rank per
+/// host, then two per host.
+#[test]
+fn mpich_two_hosts() {
+    let Some(prefix) = mpich() else { return };
+    mpich_run(&prefix, "mpi_check", 1, 1);
+    mpich_run(&prefix, "mpi_check", 2, 2);
+}
+
+/// MPICH's one-sided operations over the provider's RMA and atomics (ch4
+/// maps them straight onto fi_write, fi_read and fi_atomic).
+#[test]
+fn mpich_one_sided() {
+    let Some(prefix) = mpich() else { return };
+    mpich_run(&prefix, "mpi_onesided", 1, 1);
+    mpich_run(&prefix, "mpi_onesided", 2, 2);
 }
