@@ -856,20 +856,21 @@ impl Rdm {
     }
 
     /// Before closing, keep the protocol running until peers have
-    /// acknowledged the sends we already reported complete (inject complete:
-    /// the application believes them delivered), for at most
-    /// FI_XDP_LINGER_MS — like a TCP socket's data draining after close().
+    /// acknowledged the sends the application believes delivered — reported
+    /// complete (inject complete), or injected (fi_inject reports nothing)
+    /// and perhaps still queued behind the congestion window — for at most
+    /// FI_XDP_LINGER_MS, like a TCP socket's data draining after close().
     /// Completions that arise meanwhile are discarded, as fi_close discards
     /// outstanding operations (fi_endpoint(3)).
     fn linger(&mut self, out: &mut dyn FnMut(DpCompletion)) {
         let deadline = std::time::Instant::now() + self.linger;
         let mut waited = false;
-        while self.engine.sends_unacked_after_completion() > 0 {
+        while self.engine.sends_owed_at_close() > 0 {
             if std::time::Instant::now() >= deadline {
                 xdp_warn!(
                     FI_LOG_EP_CTRL,
-                    "closing with {} completed sends still unacknowledged after FI_XDP_LINGER_MS",
-                    self.engine.sends_unacked_after_completion()
+                    "closing with {} completed or injected sends still unacknowledged after FI_XDP_LINGER_MS",
+                    self.engine.sends_owed_at_close()
                 );
                 return;
             }

@@ -311,6 +311,41 @@ static void large_pair(int server)
 	free(buf);
 }
 
+/* The client's last calls inject sends, and then it closes everything
+ * (main's teardown): each injected send is done for the application once
+ * the call returns (fi_msg(3): no completion), so closing must still
+ * deliver them, also those the congestion window held back (fi_close
+ * lingers for them, FI_XDP_LINGER_MS). The server receives them all. */
+#define LAST_INJECTS 64
+
+static void inject_then_close(int server, uint8_t *buf)
+{
+	size_t n = inject_size < 1000 ? inject_size : 1000;
+	if (!server) {
+		for (unsigned i = 0; i < LAST_INJECTS; i++) {
+			fill(buf, n, 300 + i);
+			if (i % 2 == 0) {
+				POST(fi_tinject(ep, buf, n, peer, 5000 + i));
+				continue;
+			}
+			/* As MPICH injects: FI_DELIVERY_COMPLETE among the flags
+			 * (its completion, reported here, is never read). */
+			struct iovec iov = {buf, n};
+			struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1,
+						  .addr = peer, .tag = 5000 + i};
+			POST(fi_tsendmsg(ep, &m, FI_INJECT | FI_DELIVERY_COMPLETE));
+		}
+		return;
+	}
+	struct fi_cq_tagged_entry e;
+	for (unsigned i = 0; i < LAST_INJECTS; i++) {
+		memset(buf, 0xee, n);
+		POST(fi_trecv(ep, buf, n, NULL, FI_ADDR_UNSPEC, 5000 + i, 0, (void *)0x5a));
+		wait_ok(rxcq, &e, NULL);
+		CHECK(e.len == n && check(buf, n, 300 + i));
+	}
+}
+
 static void rdm_pair(int server)
 {
 	uint8_t *buf = malloc((16 << 20) + 64);
@@ -561,6 +596,7 @@ static void rdm_pair(int server)
 	}
 	/* finish: the server tells the client it is done. */
 	one_way(server, 4, 0, 99, buf);
+	inject_then_close(server, buf);
 	free(buf);
 }
 

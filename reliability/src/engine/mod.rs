@@ -101,11 +101,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         self.shared.sends
     }
 
-    /// Sends already completed to the application (inject complete) whose
-    /// data the peer has not acknowledged yet: the engine still owns their
-    /// retransmission, so closing now could lose them.
-    pub fn sends_unacked_after_completion(&self) -> usize {
-        self.peers.iter().map(Session::sends_reported_unacked).sum()
+    /// Sends the application counts done whose data the peer has not
+    /// acknowledged yet — reported complete (inject complete), or injected
+    /// (fi_inject: no completion at all) and maybe not even sent, queued
+    /// behind the windows. The engine alone holds them, so closing now
+    /// would lose them: an endpoint closing keeps its protocol running
+    /// until this is 0 (for a bounded time).
+    pub fn sends_owed_at_close(&self) -> usize {
+        self.peers.iter().map(Session::sends_owed).sum()
     }
 
     /// Packets sent to `peer` and not yet acknowledged, if its session is

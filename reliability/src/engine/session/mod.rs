@@ -254,8 +254,8 @@ impl<P: Copy> Session<P> {
 
     /// Send operations already reported complete (inject complete) whose
     /// data this peer has not acknowledged.
-    pub(crate) fn sends_reported_unacked(&self) -> usize {
-        self.q.as_ref().map_or(0, |q| q.ops.reported_count())
+    pub(crate) fn sends_owed(&self) -> usize {
+        self.q.as_ref().map_or(0, |q| q.ops.owed_count())
     }
 
     /// Packets we may have in flight: our window, the peer's grant, and

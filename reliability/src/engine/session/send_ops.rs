@@ -159,9 +159,17 @@ impl SendOps {
         any
     }
 
-    /// Ops already reported complete whose data the peer has not acknowledged.
-    pub(super) fn reported_count(&self) -> usize {
-        self.store.iter().filter(|(_, st)| st.reported).count()
+    /// Ops that closing now would lose although the application counts
+    /// them done: those reported complete (inject complete), and those
+    /// whose payload we copied when they were posted — fi_inject reports no
+    /// completion whatever level the endpoint asks (MPICH injects with
+    /// FI_DELIVERY_COMPLETE in its op_flags), so its caller moved on at
+    /// once. Both go out from our copy, without the application's buffers.
+    pub(super) fn owed_count(&self) -> usize {
+        self.store
+            .iter()
+            .filter(|(_, st)| st.reported || st.inject.is_some())
+            .count()
     }
 
     /// The first `n` ops, for diagnostics.

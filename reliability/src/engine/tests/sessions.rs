@@ -171,7 +171,7 @@ fn reported_unreachable_peer_fails_at_once() {
         c.len() == 1 && c[0].token == 3 && c[0].error.is_none(),
         "{c:?}"
     );
-    assert_eq!(s.nodes[0].engine.sends_unacked_after_completion(), 1);
+    assert_eq!(s.nodes[0].engine.sends_owed_at_close(), 1);
     s.nodes[0].engine.peer_unreachable(7);
     assert!(completions(&mut s, 0).is_empty());
     s.nodes[0].engine.peer_unreachable(1);
@@ -180,6 +180,50 @@ fn reported_unreachable_peer_fails_at_once() {
     assert_eq!(c[0].token, 2);
     assert_eq!(c[0].error, Some(OpError::PeerUnreachable));
     assert_eq!(s.nodes[0].engine.stats().timeouts, timeouts);
+}
+
+/// Injected sends (fi_inject: no completion, whatever level the endpoint
+/// asks — MPICH's are FI_DELIVERY_COMPLETE) are owed from the moment they
+/// are posted, even while the congestion window holds them back: an
+/// endpoint that closes keeps its protocol running until none is owed, and
+/// then every one has arrived.
+#[test]
+fn injected_sends_are_owed_at_close_until_acknowledged() {
+    const N: u64 = 64;
+    let mut s = established(18);
+    let now = s.now;
+    for token in 100..100 + N {
+        let payload = pattern(1000, token as u8);
+        s.nodes[0]
+            .engine
+            .post_send(
+                now,
+                SendOp {
+                    token,
+                    dst: 1,
+                    payload: Payload::Inject(&payload),
+                    tag: None,
+                    data: Some(token),
+                    level: CompletionLevel::Delivery,
+                },
+            )
+            .unwrap();
+    }
+    assert_eq!(s.nodes[0].engine.sends_owed_at_close(), N as usize);
+    for token in 100..100 + N {
+        recv(&mut s, 1, token, 1000, None, None);
+    }
+    let limit = s.now + Nanos::from_secs(60);
+    s.run_until(limit, |s| s.nodes[0].engine.sends_owed_at_close() == 0);
+    assert_eq!(s.nodes[0].engine.sends_owed_at_close(), 0);
+    let c1 = completions(&mut s, 1);
+    assert_eq!(c1.len(), N as usize, "{c1:?}");
+    for token in 100..100 + N {
+        assert_eq!(
+            &s.nodes[1].app.recv[&token][..],
+            &pattern(1000, token as u8)[..]
+        );
+    }
 }
 
 /// A peer silent for longer than the retry budget (computing without
