@@ -145,6 +145,11 @@ unsafe fn register(
     if ranges.len() > crate::getinfo::IOV_LIMIT {
         return Err(Errno::INVAL);
     }
+    // A range from NULL is the address space (`Region::from_null`): alone.
+    let from_null = ranges.iter().any(|&(at, len)| at == 0 && len > 0);
+    if from_null && ranges.len() > 1 {
+        return Err(Errno::INVAL);
+    }
     let mode = domain.info.mr_mode;
     let prov_key = mode == FI_MR_BASIC || mode & FI_MR_PROV_KEY != 0;
     let virt_addr = mode == FI_MR_BASIC || mode & FI_MR_VIRT_ADDR != 0;
@@ -156,6 +161,7 @@ unsafe fn register(
             offset
         },
         access,
+        from_null,
         ranges: ranges.clone(),
         counters: Mutex::new(Vec::new()),
     };
@@ -225,9 +231,9 @@ pub unsafe extern "C" fn xdp_mr_reg(
     context: *mut c_void,
 ) -> c_int {
     guard_int("fi_mr_reg", || {
-        if buf.is_null() && len > 0 {
-            return Err(Errno::INVAL);
-        }
+        // NULL is a registration too: MPICH registers its dynamic windows
+        // as NULL and UINTPTR_MAX bytes, the whole address space, and
+        // attaches memory to it later (`Region::from_null`).
         // SAFETY: forwarded contract.
         unsafe {
             register(

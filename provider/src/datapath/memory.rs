@@ -34,6 +34,13 @@ pub struct Region {
     pub iova: u64,
     /// FI_REMOTE_READ | FI_REMOTE_WRITE as registered.
     pub access: u64,
+    /// Its one range starts at NULL: the address space itself, not buffers the
+    /// application allocated (MPICH registers a dynamic window as NULL and
+    /// UINTPTR_MAX bytes and attaches memory to it later, MPI_Win_attach).
+    /// An initiator may name any address in it, mapped or not, so its
+    /// copies go through `process_vm_readv`/`process_vm_writev` on this
+    /// process, which fail (EFAULT) where a plain copy would fault.
+    pub from_null: bool,
     /// Counters bound to it, with the events they count.
     pub counters: Mutex<Vec<(u64, Arc<dyn RemoteCounter>)>>,
 }
@@ -134,25 +141,37 @@ impl Registry {
         if !region.grants(access) {
             return Err(RmaStatus::NoAccess);
         }
+        // In the address space (a region from NULL) the range must also be
+        // memory: the initiator hears of an address nothing is mapped at.
+        if region.from_null && !mapped(off, len as usize) {
+            return Err(RmaStatus::OutOfRange);
+        }
         Ok((region, off))
     }
 
-    /// Copy `src` to `addr` of `key` (a write's segment) if it lies inside.
+    /// Copy `src` to `addr` of `key` (a write's segment) if it lies inside
+    /// (and, in a region from NULL, is mapped writable: else it is dropped
+    /// and logged).
     pub fn write(&self, key: u64, addr: u64, src: &[u8]) {
-        if let Ok((r, off)) = self.check(key, addr, src.len() as u64, Access::WRITE) {
-            // SAFETY: registered buffers stay valid and writable while
-            // registered (fi_mr(3)); the range was checked against them.
-            unsafe { scatter(&r.ranges, off, src) };
+        if let Ok((r, off)) = self.check(key, addr, src.len() as u64, Access::WRITE)
+            && !put(&r, off, src)
+        {
+            crate::xdp_warn!(
+                FI_LOG_EP_DATA,
+                "RMA write of {} bytes to address {addr:#x} (key {key}, registered from NULL): \
+                 not mapped writable here, dropped",
+                src.len()
+            );
         }
     }
 
     /// Copy `addr` of `key` into `dst` (a read's response), zeros if it
-    /// does not lie inside (the registration was closed meanwhile).
+    /// does not lie inside (the registration was closed meanwhile) or, in
+    /// a region from NULL, is not mapped.
     pub fn read(&self, key: u64, addr: u64, dst: &mut [u8]) {
         match self.check(key, addr, dst.len() as u64, Access::READ) {
-            // SAFETY: as for `write`, readable while registered.
-            Ok((r, off)) => unsafe { gather(&r.ranges, off, dst) },
-            Err(_) => dst.fill(0),
+            Ok((r, off)) if get(&r, off, dst) => {}
+            _ => dst.fill(0),
         }
     }
 
@@ -179,13 +198,110 @@ impl Registry {
         let (r, off) = self.check(key, addr, bytes as u64, access)?;
         let mut target = vec![0u8; bytes];
         let _serial = lock(&self.atomics);
-        // SAFETY: registered and checked, as for `read` and `write`.
-        unsafe { gather(&r.ranges, off, &mut target) };
+        if !get(&r, off, &mut target) {
+            return Err(RmaStatus::OutOfRange);
+        }
         atomics::execute(op, datatype, &mut target, operands, compare, result);
-        if op != FI_ATOMIC_READ {
-            // SAFETY: as for `write`.
-            unsafe { scatter(&r.ranges, off, &target) };
+        if op != FI_ATOMIC_READ && !put(&r, off, &target) {
+            return Err(RmaStatus::OutOfRange);
         }
         Ok(())
     }
+}
+
+/// Copy `src` into region `r` at `off` (checked against it); false if the
+/// region is from NULL and that memory is not mapped writable.
+fn put(r: &Region, off: usize, src: &[u8]) -> bool {
+    if r.from_null {
+        return this_process_copy(off, src.as_ptr().cast_mut(), src.len(), true);
+    }
+    // SAFETY: registered buffers stay valid and writable while registered
+    // (fi_mr(3)); the range was checked against them.
+    unsafe { scatter(&r.ranges, off, src) };
+    true
+}
+
+/// Copy region `r` at `off` (checked against it) into `dst`; false if the
+/// region is from NULL and that memory is not mapped.
+fn get(r: &Region, off: usize, dst: &mut [u8]) -> bool {
+    if r.from_null {
+        return this_process_copy(off, dst.as_mut_ptr(), dst.len(), false);
+    }
+    // SAFETY: as for `put`, readable while registered.
+    unsafe { gather(&r.ranges, off, dst) };
+    true
+}
+
+/// Whether every page of `[at, at + len)` in this process is mapped
+/// readable: one byte of each read with process_vm_readv(2), up to
+/// `PROBES` pages a call (an RMA operation into a region from NULL spans a
+/// few; what the copy later finds unwritable is logged and dropped there).
+fn mapped(at: usize, len: usize) -> bool {
+    const PAGE: usize = 4096;
+    const PROBES: usize = 1024;
+    let Some(end) = at.checked_add(len) else {
+        return false;
+    };
+    let mut scratch = [0u8; PROBES];
+    let mut page = at;
+    while page < end {
+        let mut remote: Vec<libc::iovec> = Vec::with_capacity(PROBES);
+        while page < end && remote.len() < PROBES {
+            remote.push(libc::iovec {
+                iov_base: page as *mut libc::c_void,
+                iov_len: 1,
+            });
+            page = (page / PAGE + 1) * PAGE;
+        }
+        let local = libc::iovec {
+            iov_base: scratch.as_mut_ptr().cast(),
+            iov_len: remote.len(),
+        };
+        // SAFETY: `local` is our scratch buffer, as long as the probes;
+        // the kernel checks `remote` itself.
+        let n = unsafe {
+            libc::process_vm_readv(
+                libc::getpid(),
+                &local,
+                1,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        if usize::try_from(n) != Ok(remote.len()) {
+            return false;
+        }
+    }
+    true
+}
+
+/// `len` bytes between our buffer `ours` and address `at` of this
+/// process's address space (a region from NULL: the offset is the
+/// address), written there (`to_address`) or read from there, through
+/// process_vm_writev(2)/process_vm_readv(2): where nothing is mapped (or,
+/// for a write, nothing writable) they fail with EFAULT instead of faulting.
+fn this_process_copy(at: usize, ours: *mut u8, len: usize, to_address: bool) -> bool {
+    if len == 0 {
+        return true;
+    }
+    let local = libc::iovec {
+        iov_base: ours.cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: at as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` is the caller's buffer of `len` bytes; the kernel
+    // checks `remote` itself and copies only where it is mapped.
+    let n = unsafe {
+        let pid = libc::getpid();
+        if to_address {
+            libc::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(pid, &local, 1, &remote, 1, 0)
+        }
+    };
+    usize::try_from(n) == Ok(len)
 }

@@ -8,6 +8,8 @@
  * registration or without the access right (FI_EACCES) — fail at the
  * initiator and leave the target's memory untouched; invalid local
  * arguments fail at the call. argv[4]: "prov" or "basic0" (xt_rma.h). */
+#include <sys/mman.h>
+
 #include "xt_rma.h"
 
 #define BIG (4u << 20)
@@ -204,6 +206,53 @@ static void local_errors(void)
 	CHECK_RET(fi_cq_read(t.txcq, &e, 1), -FI_EAGAIN);
 }
 
+/* NULL and UINTPTR_MAX bytes: the address space itself, as MPICH registers
+ * a dynamic window (MPI_Win_create_dynamic) before it names attached memory
+ * by its address. Writes, reads and an atomic reach memory by address; an
+ * address nothing is mapped at fails at the initiator, and the target lives
+ * on. (Runs after the counters are checked: it adds to them.) */
+static void whole_address_space(void)
+{
+	uint64_t k, a;
+	struct fid_mr *mr = xt_reg(&t, NULL, UINTPTR_MAX, FI_REMOTE_READ | FI_REMOTE_WRITE,
+				   600, &k, &a);
+	char *mem = calloc(1, 3 * 4096);
+	REQUIRE(mem);
+	uint64_t at = a + (uint64_t)(uintptr_t)(mem + 100);
+	fill(local, 9000, 21);
+	CHECK_RET(fi_write(t.ep, local, 9000, NULL, t.self, at, k, &t), 0);
+	xt_ok(&t, &t, FI_RMA | FI_WRITE);
+	CHECK(same(mem + 100, 9000, 21));
+	memset(local, 0, 9000);
+	CHECK_RET(fi_read(t.ep, local, 9000, NULL, t.self, at, k, &t), 0);
+	xt_ok(&t, &t, FI_RMA | FI_READ);
+	CHECK(same(local, 9000, 21));
+	uint64_t one = 1, old = 0, *word = (uint64_t *)(void *)(mem + 8192);
+	*word = 41;
+	CHECK_RET(fi_fetch_atomic(t.ep, &one, 1, NULL, &old, NULL, t.self,
+				  a + (uint64_t)(uintptr_t)word, k, FI_UINT64, FI_SUM, &t), 0);
+	xt_ok(&t, &t, FI_ATOMIC | FI_READ);
+	CHECK(old == 41 && *word == 42);
+	/* A page nothing is mapped at any more. */
+	char *gone = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(gone != MAP_FAILED);
+	REQUIRE(munmap(gone, 4096) == 0);
+	uint64_t hole = a + (uint64_t)(uintptr_t)gone;
+	CHECK_RET(fi_write(t.ep, local, 16, NULL, t.self, hole, k, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	CHECK_RET(fi_read(t.ep, local, 16, NULL, t.self, hole, k, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	CHECK_RET(fi_fetch_atomic(t.ep, &one, 1, NULL, &old, NULL, t.self, hole, k, FI_UINT64,
+				  FI_SUM, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	/* Memory still answers. */
+	CHECK_RET(fi_read(t.ep, local, 16, NULL, t.self, at, k, &t), 0);
+	xt_ok(&t, &t, FI_RMA | FI_READ);
+	CHECK(same(local, 16, 21));
+	CHECK_RET(fi_close(&mr->fid), 0);
+	free(mem);
+}
+
 static void closed_key(void)
 {
 	char *mem = calloc(1, 4096);
@@ -284,6 +333,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "  remote writes %llu, mr %llu, want %llu\n",
 			(unsigned long long)fi_cntr_read(t.remote_w),
 			(unsigned long long)fi_cntr_read(mr_w), (unsigned long long)writes);
+	whole_address_space();
 
 	CHECK_RET(fi_close(&mr->fid), 0);
 	CHECK_RET(fi_close(&mr_w->fid), 0);
