@@ -160,9 +160,18 @@ static void open_errors(struct xt_res *r)
 	attr.rx_ctx_bits = 2;
 	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
 	attr.rx_ctx_bits = 0;
-	/* Named AVs are shared (shared_av.c); the name must be a file name,
-	 * and a read-only open needs a name that exists. */
+	/* Named AVs are shared (shared_av.c). Any bytes make a name
+	 * (fi_av(3)): the table's file escapes them, so this one stays in
+	 * /dev/shm. Too long a name is refused, and a read-only open needs a
+	 * name that exists. */
 	attr.name = "../escape";
+	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), 0);
+	CHECK(access("/dev/shm/ofi-xdp-av...%2Fescape", F_OK) == 0);
+	CHECK_RET(fi_close(&av->fid), 0);
+	char long_name[256];
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = 0;
+	attr.name = long_name;
 	CHECK_RET(fi_av_open(r->domain, &attr, &av, NULL), -FI_EINVAL);
 	attr.name = NULL;
 	attr.flags = FI_READ;
