@@ -194,7 +194,7 @@ pub(super) fn post_atomic(e: &Endpoint, a: Atomic) -> Result<ssize_t> {
         datatype: a.datatype,
         form: a.form,
     };
-    post_tx(e, a.dest, flags, a.inject_call, |core, dest, report| {
+    post_tx(e, a.dest, flags, a.inject_call, |core, dest, reporting| {
         core.post_rma(RmaOp {
             dest,
             kind,
@@ -207,7 +207,7 @@ pub(super) fn post_atomic(e: &Endpoint, a: Atomic) -> Result<ssize_t> {
             data: None,
             context: a.context,
             flags,
-            report,
+            report: reporting.report,
         })
     })
 }

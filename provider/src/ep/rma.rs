@@ -136,7 +136,7 @@ pub(super) fn post_rma(e: &Endpoint, r: Rma) -> Result<ssize_t> {
         (false, true) => (RmaKind::Write, Payload::Inject(r.iov), Iov::empty()),
         (false, false) => (RmaKind::Write, Payload::Iov(r.iov), Iov::empty()),
     };
-    post_tx(e, r.dest, flags, r.inject_call, |core, dest, report| {
+    post_tx(e, r.dest, flags, r.inject_call, |core, dest, reporting| {
         core.post_rma(RmaOp {
             dest,
             kind,
@@ -148,7 +148,7 @@ pub(super) fn post_rma(e: &Endpoint, r: Rma) -> Result<ssize_t> {
             data,
             context: r.context,
             flags,
-            report,
+            report: reporting.report,
         })
     })
 }
