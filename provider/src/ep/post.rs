@@ -495,3 +495,33 @@ macro_rules! enosys_calls {
     };
 }
 pub(super) use enosys_calls;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inject call drops the level nobody can see, unless a send
+    /// counter would count the completion; other sends keep theirs.
+    #[test]
+    fn injects_leave_out_a_completion_level_only_a_counter_could_see() {
+        let dc = FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA;
+        let seen_by = |report, send_counted| Reporting {
+            report,
+            send_counted,
+        };
+        assert_eq!(
+            send_flags(dc, true, seen_by(false, false)),
+            FI_REMOTE_CQ_DATA
+        );
+        assert_eq!(
+            send_flags(FI_TRANSMIT_COMPLETE, true, seen_by(false, false)),
+            0
+        );
+        assert_eq!(send_flags(dc, true, seen_by(false, true)), dc);
+        assert_eq!(send_flags(dc, false, seen_by(true, false)), dc);
+        assert_eq!(
+            send_flags(dc | FI_INJECT, false, seen_by(true, false)),
+            dc | FI_INJECT
+        );
+    }
+}
