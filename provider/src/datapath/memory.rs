@@ -124,9 +124,22 @@ impl Registry {
         t.remove(&key);
     }
 
+    /// Whether an RMA operation on `[addr, addr + len)` of `key` may run:
+    /// the range lies inside, the registration grants `access`, and in the
+    /// address space (a region from NULL) it is also memory — the initiator
+    /// hears of an address nothing is mapped at. (The copies that follow
+    /// need no such probe: in a region from NULL they fail where nothing is.)
+    pub fn admits(&self, key: u64, addr: u64, len: u64, access: Access) -> Result<(), RmaStatus> {
+        let (region, off) = self.check(key, addr, len, access)?;
+        if region.from_null && !mapped(off, len as usize) {
+            return Err(RmaStatus::OutOfRange);
+        }
+        Ok(())
+    }
+
     /// The region of `key` and the offset of `[addr, addr + len)` in it, if
     /// the range lies inside and the registration grants `access`.
-    pub fn check(
+    fn check(
         &self,
         key: u64,
         addr: u64,
@@ -140,11 +153,6 @@ impl Registry {
         let off = region.offset_of(addr, len).ok_or(RmaStatus::OutOfRange)?;
         if !region.grants(access) {
             return Err(RmaStatus::NoAccess);
-        }
-        // In the address space (a region from NULL) the range must also be
-        // memory: the initiator hears of an address nothing is mapped at.
-        if region.from_null && !mapped(off, len as usize) {
-            return Err(RmaStatus::OutOfRange);
         }
         Ok((region, off))
     }

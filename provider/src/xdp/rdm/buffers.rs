@@ -88,7 +88,7 @@ impl rel::RecvBuffers for RecvSide<'_> {
         len: u64,
         access: rel::Access,
     ) -> std::result::Result<(), rel::RmaStatus> {
-        self.2.check(key, addr, len, access).map(|_| ())
+        self.2.admits(key, addr, len, access)
     }
 
     fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
