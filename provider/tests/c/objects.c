@@ -88,6 +88,21 @@ static void bind_errors(struct all *a)
 	CHECK_RET(fi_ep_bind(a->ep, &a->cntr->fid, FI_SEND | (1ULL << 50)), -FI_EBADFLAGS);
 	CHECK_RET(fi_ep_bind(a->ep, &a->eq->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_close(&cq2->fid), 0);
+	/* A counter binds for every kind of event whatever the endpoint's
+	 * capabilities (fi_endpoint(3) "fi_ep_bind" asks none; fi_ubertest binds
+	 * FI_READ | FI_WRITE on message-only endpoints): on a DGRAM endpoint it
+	 * can only ever count sends and receives. */
+	struct fid_ep *ep3;
+	struct fid_cntr *all_kinds;
+	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP};
+	CHECK_RET(fi_endpoint(a->r.domain, a->r.info, &ep3, NULL), 0);
+	CHECK_RET(fi_cntr_open(a->r.domain, &cntr_attr, &all_kinds, NULL), 0);
+	CHECK_RET(fi_ep_bind(ep3, &all_kinds->fid,
+			     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+				     FI_REMOTE_WRITE),
+		  0);
+	CHECK_RET(fi_close(&ep3->fid), 0);
+	CHECK_RET(fi_close(&all_kinds->fid), 0);
 	/* A CQ from another domain. */
 	struct xt_res other;
 	struct fid_cq *ocq;
