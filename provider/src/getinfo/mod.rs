@@ -24,7 +24,8 @@ mod hints;
 
 pub use attrs::{
     API_VERSION, DGRAM_CAPS, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, MSG_CAPS, PROTO_XDP_DGRAM,
-    PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG, RX_OP_FLAGS, TX_OP_FLAGS, max_datagram_payload,
+    PROVIDER_VERSION, RDM_CAPS, RDM_MAX_MSG, RX_OP_FLAGS, RX_SIZE, TX_OP_FLAGS,
+    max_datagram_payload,
 };
 
 use attrs::{Entry, Owned, base};

@@ -1,6 +1,11 @@
 //! FI_EP_DGRAM over the endpoint's port: each message is one UDP datagram whose
 //! payload is exactly the application's bytes. Unreliable (fi_endpoint(3)
-//! FI_EP_DGRAM): a datagram with no posted receive is dropped. Sends are
+//! FI_EP_DGRAM), but not needlessly so: a datagram that arrives before its
+//! receive is posted waits, copied, in a bounded backlog (as one waits in a
+//! kernel UDP socket's receive buffer, which `udp`-provider applications
+//! count on: fabtests' fi_ubertest answers a flood's end marker once and
+//! hangs if that answer is lost), and is dropped only when the backlog is
+//! full ([`BACKLOG_DATAGRAMS`], [`BACKLOG_BYTES`]). Sends are
 //! copied into a UMEM frame at post time, so they complete at once
 //! (FI_INJECT_COMPLETE semantics); the TX kick happens per send unless the
 //! application passes FI_MORE. Sends to our own address are looped back
@@ -31,6 +36,14 @@ use crate::sys::*;
 
 /// Datagrams taken off the RX ring per progress pass.
 const RX_BATCH: usize = 64;
+
+/// Datagrams that may wait for a receive: the receive queue's advertised
+/// depth (rx_attr->size).
+const BACKLOG_DATAGRAMS: usize = crate::getinfo::RX_SIZE;
+/// Bytes they may hold in all: a few times a kernel UDP socket's default
+/// receive buffer (net.core.rmem_default, 208 KiB), which counts per
+/// datagram more than its payload.
+const BACKLOG_BYTES: usize = 1 << 20;
 
 /// The header of PROTO_XDP_DGRAM (module docs).
 const HDR_LEN: usize = 16;
@@ -72,9 +85,11 @@ pub struct Dgram {
     framing: Framing,
     local: XdpAddr,
     recvs: VecDeque<RxOp>,
-    loopback: VecDeque<(XdpAddr, Vec<u8>)>,
+    /// Datagrams that came before a receive for them, oldest first.
+    backlog: Backlog,
     done: Vec<DpCompletion>,
-    /// Datagrams that arrived with no receive posted (dropped).
+    /// Datagrams dropped: the backlog was full, or (with our header) the
+    /// header was not there.
     pub dropped: u64,
     /// The statistics file `ofi-xdp status` reads.
     published: Published,
@@ -101,7 +116,7 @@ impl Dgram {
             },
             local: args.local,
             recvs: VecDeque::new(),
-            loopback: VecDeque::new(),
+            backlog: Backlog::default(),
             done: Vec::new(),
             dropped: 0,
         }
@@ -121,29 +136,57 @@ impl Dgram {
         });
     }
 
-    /// Match one arriving datagram with the oldest posted receive.
-    fn deliver(
+    /// One arriving datagram: into the oldest posted receive if there is
+    /// one and nothing came before it, else into the backlog (or dropped
+    /// when that is full). A datagram without the header its framing
+    /// needs is dropped at once.
+    fn arrive(
         recvs: &mut VecDeque<RxOp>,
+        backlog: &mut Backlog,
         done: &mut Vec<DpCompletion>,
         dropped: &mut u64,
         framing: Framing,
         src: XdpAddr,
         datagram: &[u8],
     ) {
-        let (data, cq_data) = if framing.header {
-            let Some(cq_data) = decode_header(datagram) else {
-                *dropped += 1;
-                return;
-            };
-            // With FI_MSG_PREFIX the header goes into the prefix space.
-            let skip = HDR_LEN - framing.prefix;
-            (&datagram[skip..], cq_data)
-        } else {
-            (datagram, None)
-        };
-        let Some(r) = recvs.pop_front() else {
+        if framing.header && decode_header(datagram).is_none() {
             *dropped += 1;
             return;
+        }
+        if backlog.is_empty()
+            && let Some(r) = recvs.pop_front()
+        {
+            Self::place(r, done, framing, src, datagram);
+        } else if !backlog.push(src, datagram) {
+            *dropped += 1;
+        }
+    }
+
+    /// Hand backlogged datagrams to posted receives, oldest first.
+    fn drain_backlog(&mut self) {
+        while !self.recvs.is_empty() {
+            let Some((src, bytes)) = self.backlog.pop() else {
+                break;
+            };
+            if let Some(r) = self.recvs.pop_front() {
+                Self::place(r, &mut self.done, self.framing, src, &bytes);
+            }
+        }
+    }
+
+    /// Place one datagram (its header checked by [`Self::arrive`]) in
+    /// receive `r`.
+    fn place(
+        r: RxOp,
+        done: &mut Vec<DpCompletion>,
+        framing: Framing,
+        src: XdpAddr,
+        datagram: &[u8],
+    ) {
+        let (data, cq_data) = match framing.header.then(|| decode_header(datagram)) {
+            // With FI_MSG_PREFIX the header goes into the prefix space.
+            Some(Some(cq_data)) => (&datagram[HDR_LEN - framing.prefix..], cq_data),
+            _ => (datagram, None),
         };
         let cap: usize = r.iov.iter().map(|(_, l)| *l).sum();
         // SAFETY: the receive's buffers stay valid until its completion.
@@ -196,7 +239,16 @@ impl DataPath for Dgram {
         if op.dest.socket_addr() == self.local.socket_addr() {
             let mut bytes = vec![0u8; wire];
             build(self.framing, &op, &mut bytes);
-            self.loopback.push_back((self.local, bytes));
+            let Dgram {
+                recvs,
+                backlog,
+                done,
+                dropped,
+                framing,
+                local,
+                ..
+            } = self;
+            Self::arrive(recvs, backlog, done, dropped, *framing, *local, &bytes);
             self.tx_done(&op, len);
             return Ok(());
         }
@@ -230,32 +282,36 @@ impl DataPath for Dgram {
             return Err(Errno::BADFLAGS);
         }
         self.recvs.push_back(op);
+        self.drain_backlog();
         Ok(())
     }
 
     fn progress(&mut self, out: &mut dyn FnMut(DpCompletion)) {
+        self.drain_backlog();
         let Dgram {
             port,
             framing,
             recvs,
+            backlog,
             done,
             dropped,
-            loopback,
             ..
         } = self;
-        while !recvs.is_empty() {
-            let Some((src, bytes)) = loopback.pop_front() else {
-                break;
-            };
-            Self::deliver(recvs, done, dropped, *framing, src, &bytes);
-        }
         let mut learnt = Vec::new();
         port.recv(RX_BATCH, |src, pieces, _ce| {
             learnt.push(src);
             match pieces {
-                [payload] => Self::deliver(recvs, done, dropped, *framing, src, payload),
+                [payload] => Self::arrive(recvs, backlog, done, dropped, *framing, src, payload),
                 // Not asked for on DGRAM ports (LinkConfig::rx_pieces).
-                _ => Self::deliver(recvs, done, dropped, *framing, src, &pieces.concat()),
+                _ => Self::arrive(
+                    recvs,
+                    backlog,
+                    done,
+                    dropped,
+                    *framing,
+                    src,
+                    &pieces.concat(),
+                ),
             }
         });
         for a in &learnt {
@@ -313,4 +369,67 @@ impl DataPath for Dgram {
     }
 
     fn set_min_multi_recv(&mut self, _bytes: usize) {}
+}
+
+/// Datagrams waiting for receives, copied out of their frames (a frame of
+/// a shared UMEM is not ours to keep), within [`BACKLOG_DATAGRAMS`] and
+/// [`BACKLOG_BYTES`].
+#[derive(Default)]
+struct Backlog {
+    queue: VecDeque<(XdpAddr, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl Backlog {
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Keep a copy of `datagram`; false (nothing kept) when that would
+    /// pass a bound.
+    fn push(&mut self, src: XdpAddr, datagram: &[u8]) -> bool {
+        if self.queue.len() >= BACKLOG_DATAGRAMS || self.bytes + datagram.len() > BACKLOG_BYTES {
+            return false;
+        }
+        self.bytes += datagram.len();
+        self.queue.push_back((src, datagram.to_vec()));
+        true
+    }
+
+    fn pop(&mut self) -> Option<(XdpAddr, Vec<u8>)> {
+        let (src, bytes) = self.queue.pop_front()?;
+        self.bytes -= bytes.len();
+        Some((src, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> XdpAddr {
+        XdpAddr {
+            ip: std::net::Ipv4Addr::new(198, 18, 0, 1).into(),
+            port: 7,
+            mac: None,
+            incarnation: 1,
+        }
+    }
+
+    #[test]
+    fn backlog_keeps_order_within_its_bounds() {
+        let mut b = Backlog::default();
+        assert!(b.push(addr(), &[1]));
+        assert!(b.push(addr(), &[2, 2]));
+        assert_eq!(b.pop().map(|(_, d)| d), Some(vec![1]));
+        assert_eq!(b.bytes, 2);
+        while b.push(addr(), &[0]) {}
+        assert_eq!(b.queue.len(), BACKLOG_DATAGRAMS);
+        while b.pop().is_some() {}
+        assert_eq!(b.bytes, 0);
+        let big = vec![0u8; BACKLOG_BYTES / 2];
+        assert!(b.push(addr(), &big));
+        assert!(b.push(addr(), &big));
+        assert!(!b.push(addr(), &[0]), "the byte bound holds");
+    }
 }

@@ -248,10 +248,11 @@ pub fn rdm_values(
     v
 }
 
-/// A DGRAM endpoint's figures: datagrams that found no receive posted,
+/// A DGRAM endpoint's figures: datagrams dropped (found no receive and
+/// no room in the backlog, or lacked the header their framing needs),
 /// then the link's.
 pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
-    "no_receive_dropped",
+    "rx_dropped",
     LINK_COUNTERS[0],
     LINK_COUNTERS[1],
     LINK_COUNTERS[2],
@@ -268,8 +269,8 @@ pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
 ];
 
 /// The values of [`DGRAM_COUNTERS`], in order.
-pub fn dgram_values(no_receive_dropped: u64, l: Option<&LinkStats>, c: PathCounts) -> Vec<u64> {
-    let mut v = vec![no_receive_dropped];
+pub fn dgram_values(rx_dropped: u64, l: Option<&LinkStats>, c: PathCounts) -> Vec<u64> {
+    let mut v = vec![rx_dropped];
     v.extend(link_values(l, c));
     v
 }

@@ -10,7 +10,8 @@
  *     fi_senddata; the server's receive gets the data after its prefix,
  *     FI_REMOTE_CQ_DATA and the data, and a length that counts the prefix
  *     (fi_getinfo(3)); its answer (fi_send) carries no CQ data;
- *   - buffers shorter than the prefix are refused (-FI_EINVAL).
+ *   - buffers shorter than the prefix are refused (-FI_EINVAL);
+ *   - datagrams sent before the receiver posts receives wait for them.
  *
  * argv: <iface> <local IP> <peer IP> <server|client> <rendezvous dir> */
 #include <unistd.h>
@@ -65,6 +66,43 @@ static int one(struct fi_cq_data_entry *e)
 			usleep(10);
 	}
 	return 0;
+}
+
+/* Datagrams that come before their receives wait for them, in order (a
+ * bounded backlog, as a kernel UDP socket's receive buffer keeps them). The
+ * server reads its CQ for a while with no receive posted, so they are taken
+ * off the ring before the receives come. */
+enum { BURST = 8 };
+
+static void backlog(int server, fi_addr_t peer)
+{
+	struct fi_cq_data_entry e;
+	char ready[2];
+	if (server) {
+		static char rx[BURST][PREFIX + 16];
+		xt_get_file("burst-sent", ready, 1);
+		for (int i = 0; i < 1000; i++) {
+			CHECK_RET(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+			usleep(100);
+		}
+		for (int i = 0; i < BURST; i++)
+			CHECK_RET(fi_recv(ep, rx[i], sizeof(rx[i]), NULL, FI_ADDR_UNSPEC, rx[i]), 0);
+		for (int i = 0; i < BURST; i++) {
+			REQUIRE(one(&e));
+			CHECK(e.op_context == rx[i] && (e.flags & FI_RECV));
+			CHECK(e.len == PREFIX + 2 && rx[i][PREFIX] == 'b' && rx[i][PREFIX + 1] == i);
+		}
+	} else {
+		char buf[PREFIX + 2];
+		for (int i = 0; i < BURST; i++) {
+			buf[PREFIX] = 'b';
+			buf[PREFIX + 1] = (char)i;
+			CHECK_RET(fi_send(ep, buf, sizeof(buf), NULL, peer, buf), 0);
+			REQUIRE(one(&e));
+			CHECK(e.op_context == buf && (e.flags & FI_SEND));
+		}
+		xt_put_file("burst-sent", "1", 1);
+	}
 }
 
 int main(int argc, char **argv)
@@ -137,6 +175,7 @@ int main(int argc, char **argv)
 		}
 		CHECK(got_rx == 1 && got_tx == 1);
 	}
+	backlog(server, peer);
 	(void)plen;
 	CHECK_RET(fi_close(&ep->fid), 0);
 	CHECK_RET(fi_close(&cq->fid), 0);
