@@ -42,11 +42,11 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_SHARED_AV;
 pub const DGRAM_CAPS: u64 =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
-/// Connected endpoints: RDM's messaging to one peer (no RMA or atomics over a
-/// connection yet). FI_SOURCE and FI_DIRECTED_RECV are for connectionless
-/// endpoints (fi_getinfo(3)).
-pub const MSG_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// Connected endpoints: what RDM offers, to one peer (the connection is
+/// an engine session like any RDM peer's, so messages, RMA and atomics run
+/// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
+/// connectionless endpoints (fi_getinfo(3)), and named AVs with them.
+pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_DIRECTED_RECV | FI_SHARED_AV);
 pub(super) const TX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 pub(super) const RX_CAPS: u64 = FI_MSG
@@ -196,18 +196,13 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.info.addr_format = e.format.code();
 
     o.tx.caps = caps & TX_CAPS;
-    // A connected endpoint carries messages only: of RDM's order, send after send.
-    o.tx.msg_order = match e.ep_type {
-        FI_EP_RDM => RDM_ORDER,
-        FI_EP_MSG => FI_ORDER_SAS,
-        _ => FI_ORDER_NONE,
-    };
+    o.tx.msg_order = if rdm { RDM_ORDER } else { FI_ORDER_NONE };
     o.tx.comp_order = FI_ORDER_NONE;
     o.tx.inject_size = payload;
     o.tx.size = TX_SIZE;
     o.tx.iov_limit = IOV_LIMIT;
     // One remote segment per RMA or atomic (fi_msg_rma, fi_msg_atomic).
-    o.tx.rma_iov_limit = usize::from(e.ep_type == FI_EP_RDM);
+    o.tx.rma_iov_limit = usize::from(rdm);
 
     o.rx.caps = caps & RX_CAPS;
     o.rx.msg_order = o.tx.msg_order;
@@ -226,11 +221,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
     // The order above holds for operations of any size (one stream);
     // write-after-read is not ordered.
-    let rma_order = if e.ep_type == FI_EP_RDM {
-        RDM_MAX_MSG
-    } else {
-        0
-    };
+    let rma_order = if rdm { RDM_MAX_MSG } else { 0 };
     o.ep.max_order_raw_size = rma_order;
     o.ep.max_order_waw_size = rma_order;
     o.ep.max_order_war_size = 0;

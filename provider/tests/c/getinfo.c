@@ -99,7 +99,12 @@ static void prov_hint_attrs(void)
 	      (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV));
 	/* Source addressing and directed receives are for connectionless ones. */
 	CHECK(!(m->caps & (FI_SOURCE | FI_DIRECTED_RECV)));
-	CHECK(m->tx_attr->msg_order == FI_ORDER_SAS && m->rx_attr->msg_order == FI_ORDER_SAS);
+	/* The connection is an RDM session: RDM's RMA, atomics and order. */
+	CHECK((m->caps & rma) == rma && (m->caps & FI_RMA_EVENT));
+	CHECK(m->tx_attr->rma_iov_limit == 1);
+	CHECK(m->tx_attr->msg_order == info->tx_attr->msg_order);
+	CHECK(m->rx_attr->msg_order == info->rx_attr->msg_order);
+	CHECK(m->ep_attr->max_order_waw_size == info->ep_attr->max_order_waw_size);
 	CHECK(m->ep_attr->max_msg_size == info->ep_attr->max_msg_size);
 	CHECK(m->ep_attr->protocol != FI_PROTO_UDP && m->ep_attr->protocol != info->ep_attr->protocol);
 	CHECK(m->domain_attr->cq_data_size == 8);

@@ -5,7 +5,9 @@
  *
  *   A  a rejected request: FI_ECONNREFUSED with fi_reject's data;
  *   B  accept + ping-pong (untagged and tagged, 0 B .. 1 MiB, remote CQ
- *      data), fi_getpeer, then the client's fi_shutdown: its posted
+ *      data), fi_getpeer, RMA and atomics over the connection (the client
+ *      reads, writes, adds and writes with CQ data into a registration of
+ *      the server's), then the client's fi_shutdown: its posted
  *      receive completes FI_ECANCELED, both sides see FI_SHUTDOWN, sends
  *      fail with -FI_ENOTCONN;
  *   C  a connect to a port nobody listens on: FI_ECONNREFUSED (ICMP);
@@ -22,6 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
 #include "xt.h"
 
 static struct fi_info *info;
@@ -32,7 +37,7 @@ static struct fid_eq *eq;
 static struct fi_info *msg_hints(void)
 {
 	struct fi_info *h = xt_hints(FI_EP_MSG);
-	h->caps = FI_MSG | FI_TAGGED;
+	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
 	h->domain_attr->name = strdup(xt_iface);
 	h->addr_format = FI_SOCKADDR_IN;
 	return h;
@@ -178,6 +183,81 @@ static void ping_pong(struct conn *c, int client)
 	free(rx);
 }
 
+/* RMA over the connection: the server registers RMA_BYTES, tells the
+ * client where (a message), and checks what the client did once told. */
+enum { RMA_BYTES = 65536, RMA_WORDS = RMA_BYTES / 8 };
+struct where {
+	uint64_t addr, key;
+};
+
+static void rma_target(struct conn *c)
+{
+	static uint64_t mem[RMA_WORDS];
+	for (unsigned i = 0; i < RMA_WORDS; i++)
+		mem[i] = 0xa000000000000000ull + i;
+	struct fid_mr *mr;
+	REQUIRE(fi_mr_reg(domain, mem, sizeof(mem), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0x4d53,
+			  0, &mr, NULL) == 0);
+	int virt = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
+	struct where w = {virt ? (uintptr_t)mem : 0, fi_mr_key(mr)};
+	char done[8];
+	CHECK_RET(fi_recv(c->ep, done, sizeof(done), NULL, 0, done), 0);
+	struct fi_cq_tagged_entry e;
+	CHECK_RET(fi_send(c->ep, &w, sizeof(w), NULL, 0, &w), 0);
+	comp_ok(c->txcq, &e);
+	/* The write with CQ data, then "done" (sends after writes: in order). */
+	comp_ok(c->rxcq, &e);
+	CHECK((e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)) ==
+	      (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA));
+	CHECK(e.data == 0xabc);
+	comp_ok(c->rxcq, &e);
+	CHECK(e.op_context == done && e.len == 5 && !memcmp(done, "done", 5));
+	CHECK(mem[0] == 0xb000000000000000ull + 5);
+	int same = 1;
+	for (unsigned i = 1; i < RMA_WORDS - 1; i++)
+		same &= mem[i] == 0xb000000000000000ull + i;
+	CHECK(same);
+	CHECK(mem[RMA_WORDS - 1] == 0xc0ffee);
+	CHECK_RET(fi_close(&mr->fid), 0);
+}
+
+static void rma_initiator(struct conn *c)
+{
+	static uint64_t local[RMA_WORDS];
+	struct where w;
+	struct fi_cq_tagged_entry e;
+	CHECK_RET(fi_recv(c->ep, &w, sizeof(w), NULL, 0, &w), 0);
+	comp_ok(c->rxcq, &e);
+	REQUIRE(e.op_context == &w && e.len == sizeof(w));
+	/* The address argument of a connected endpoint's call is ignored. */
+	CHECK_RET(fi_read(c->ep, local, sizeof(local), NULL, 0, w.addr, w.key, local), 0);
+	comp_ok(c->txcq, &e);
+	CHECK(e.op_context == local && (e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ));
+	int same = 1;
+	for (unsigned i = 0; i < RMA_WORDS; i++)
+		same &= local[i] == 0xa000000000000000ull + i;
+	CHECK(same);
+	for (unsigned i = 0; i < RMA_WORDS; i++)
+		local[i] = 0xb000000000000000ull + i;
+	CHECK_RET(fi_write(c->ep, local, sizeof(local), NULL, 0, w.addr, w.key, local), 0);
+	comp_ok(c->txcq, &e);
+	CHECK(e.op_context == local && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+	uint64_t add = 5, old = 0;
+	CHECK_RET(fi_fetch_atomic(c->ep, &add, 1, NULL, &old, NULL, 0, w.addr, w.key, FI_UINT64,
+				  FI_SUM, &add),
+		  0);
+	comp_ok(c->txcq, &e);
+	CHECK(e.op_context == &add && old == 0xb000000000000000ull);
+	uint64_t last = 0xc0ffee;
+	CHECK_RET(fi_writedata(c->ep, &last, 8, NULL, 0xabc, 0, w.addr + RMA_BYTES - 8, w.key,
+			       &last),
+		  0);
+	comp_ok(c->txcq, &e);
+	CHECK(e.op_context == &last);
+	CHECK_RET(fi_send(c->ep, "done", 5, NULL, 0, NULL), 0);
+	comp_ok(c->txcq, &e);
+}
+
 static void expect_shutdown(struct conn *c)
 {
 	uint32_t event = 0;
@@ -273,6 +353,7 @@ static void server(void)
 	uint8_t rx[16];
 	CHECK_RET(fi_trecv(c.ep, rx, sizeof(rx), NULL, 0, 0xdead, 0, rx), 0);
 	ping_pong(&c, 0);
+	rma_target(&c);
 	expect_shutdown(&c);
 	/* The receive still posted when the connection ended is canceled. */
 	struct fi_cq_err_entry err;
@@ -366,6 +447,7 @@ static void client(void)
 	comp_ok(c.rxcq, &e);
 	CHECK(e.op_context == rx && e.len == 1 && rx[0] == '!');
 	ping_pong(&c, 1);
+	rma_initiator(&c);
 	/* A receive the server never answers: canceled by fi_shutdown, whose
 	 * canceled completions are written before it returns (fi_cm(3)). */
 	CHECK_RET(fi_recv(c.ep, rx, sizeof(rx), NULL, 0, rx), 0);
