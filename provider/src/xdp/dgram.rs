@@ -5,7 +5,7 @@
 //! kernel UDP socket's receive buffer, which `udp`-provider applications
 //! count on: fabtests' fi_ubertest answers a flood's end marker once and
 //! hangs if that answer is lost), and is dropped only when the backlog is
-//! full ([`BACKLOG_DATAGRAMS`], [`BACKLOG_BYTES`]). Sends are
+//! full (1024 datagrams or 1 MiB: `BACKLOG_DATAGRAMS`, `BACKLOG_BYTES`). Sends are
 //! copied into a UMEM frame at post time, so they complete at once
 //! (FI_INJECT_COMPLETE semantics); the TX kick happens per send unless the
 //! application passes FI_MORE. Sends to our own address are looped back
