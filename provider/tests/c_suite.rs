@@ -412,6 +412,19 @@ fn c_dgram_prefix() {
     run_pair("dgram_prefix", &[], &[]);
 }
 
+/// FI_SOURCE_ERR: a receive from outside the AV is an FI_EADDRNOTAVAIL
+/// entry carrying the source's address (RDM and DGRAM, between hosts).
+#[test]
+fn c_source_err() {
+    run_pair("source_err", &[], &[]);
+}
+
+/// The same with both processes on one host (shared-memory path for RDM).
+#[test]
+fn c_source_err_one_host() {
+    run_pair_at("source_err", &[], &[], Where::SameHost);
+}
+
 /// One side on its kernel UDP socket (FI_XDP_KERNEL_PATH), the other on
 /// AF_XDP: the two paths interoperate. In RDM both directions carry data;
 /// in DGRAM the client sends, so its kernel-sent datagrams (with the partial

@@ -45,7 +45,9 @@ use crate::av::Av;
 use crate::biased_lock::BiasedLock;
 use crate::cntr::Cntr;
 use crate::cq::Cq;
-use crate::datapath::{self, ConnEvent, DataPath, Direction, DpCompletion, WaitState};
+use crate::datapath::{
+    self, CompletionError, ConnEvent, DataPath, Direction, DpCompletion, WaitState,
+};
 use crate::domain::Domain;
 use crate::eq::Eq;
 use crate::getinfo::{self, InfoView};
@@ -306,6 +308,22 @@ impl Endpoint {
                 }
                 _ => FI_ADDR_NOTAVAIL,
             };
+            if let Some(a) = c.src.as_ref().filter(|_| {
+                !failed
+                    && self.caps & FI_SOURCE_ERR != 0
+                    && c.completion.src == FI_ADDR_NOTAVAIL
+                    && c.dir == Direction::Rx
+            }) {
+                // fi_cq(3) FI_EADDRNOTAVAIL: the data was received; the
+                // error entry carries the source address, in the domain's
+                // format, for fi_av_insert.
+                c.completion.error = Some(CompletionError {
+                    err: FI_EADDRNOTAVAIL,
+                    prov_errno: FI_EADDRNOTAVAIL,
+                    olen: 0,
+                    err_data: self.domain.info.format.encode(a),
+                });
+            }
             b.cq.push(c.completion);
         }
     }
@@ -558,7 +576,11 @@ pub unsafe extern "C" fn xdp_endpoint(
         {
             return Err(Errno::INVAL);
         }
-        let caps = if info.caps == 0 { ours } else { info.caps };
+        let caps = if info.caps == 0 {
+            ours & !getinfo::ONLY_WHEN_ASKED
+        } else {
+            info.caps
+        };
         let ip = match info.src {
             Some(a) if !a.ip.is_unspecified() => {
                 if !domain.iface.has_ip(&a.ip) {

@@ -35,18 +35,30 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_SEND
     | FI_RECV
     | FI_SOURCE
+    | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
     | FI_SHARED_AV;
-pub const DGRAM_CAPS: u64 =
-    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
+pub const DGRAM_CAPS: u64 = FI_MSG
+    | FI_SEND
+    | FI_RECV
+    | FI_SOURCE
+    | FI_SOURCE_ERR
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM
+    | FI_SHARED_AV;
+/// Capabilities granted only to hints that name them: FI_SOURCE_ERR turns
+/// receives from sources outside the AV into error completions
+/// (fi_cq(3)), which an application that did not ask for it would take
+/// for failures.
+pub const ONLY_WHEN_ASKED: u64 = FI_SOURCE_ERR;
 /// Connected endpoints: what RDM offers, to one peer (the connection is
 /// an engine session like any RDM peer's, so messages, RMA and atomics run
 /// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
 /// connectionless endpoints (fi_getinfo(3)), and named AVs with them.
-pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_DIRECTED_RECV | FI_SHARED_AV);
+pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_SHARED_AV);
 pub(super) const TX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 pub(super) const RX_CAPS: u64 = FI_MSG
@@ -58,6 +70,7 @@ pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_REMOTE_WRITE
     | FI_RMA_EVENT
     | FI_SOURCE
+    | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
     | FI_MULTI_RECV;
 /// FI_SHARED_AV: named AVs shared by the processes of a host (av/shared.rs).
@@ -191,7 +204,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
         ep_key: Vec::new(),
         dom_key: Vec::new(),
     });
-    o.info.caps = caps;
+    o.info.caps = caps & !ONLY_WHEN_ASKED;
     o.info.mode = 0;
     o.info.addr_format = e.format.code();
 
@@ -204,7 +217,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     // One remote segment per RMA or atomic (fi_msg_rma, fi_msg_atomic).
     o.tx.rma_iov_limit = usize::from(rdm);
 
-    o.rx.caps = caps & RX_CAPS;
+    o.rx.caps = o.info.caps & RX_CAPS;
     o.rx.msg_order = o.tx.msg_order;
     o.rx.comp_order = FI_ORDER_NONE;
     o.rx.size = RX_SIZE;
