@@ -121,10 +121,7 @@ int main(int argc, char **argv)
 	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_DATA};
 	REQUIRE(fi_av_open(domain, &aa, &av, NULL) == 0);
 	REQUIRE(fi_cq_open(domain, &ca, &cq, NULL) == 0);
-	REQUIRE(fi_endpoint(domain, info, &ep, NULL) == 0);
-	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	REQUIRE(fi_enable(ep) == 0);
+	ep = xt_enabled_ep(domain, info, av, cq);
 	char name[64];
 	size_t len = sizeof(name);
 	REQUIRE(fi_getname(&ep->fid, name, &len) == 0);

@@ -84,10 +84,7 @@ int main(int argc, char **argv)
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT};
 	REQUIRE(fi_av_open(r.domain, &av_attr, &av, NULL) == 0);
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &cq, NULL) == 0);
-	REQUIRE(fi_endpoint(r.domain, r.info, &ep, NULL) == 0);
-	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	REQUIRE(fi_enable(ep) == 0);
+	ep = xt_enabled_ep(r.domain, r.info, av, cq);
 	exchange_names(dir, name, role);
 
 	uint8_t out[SIZE] = {0}, in[SIZE];

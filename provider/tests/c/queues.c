@@ -301,10 +301,7 @@ static void old_api_readerr(void)
 	REQUIRE(fi_domain(fab, info, &dom, NULL) == 0);
 	REQUIRE(fi_av_open(dom, &av_attr, &av, NULL) == 0);
 	REQUIRE(fi_cq_open(dom, &cq_attr, &cq, NULL) == 0);
-	REQUIRE(fi_endpoint(dom, info, &ep, NULL) == 0);
-	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	REQUIRE(fi_enable(ep) == 0);
+	ep = xt_enabled_ep(dom, info, av, cq);
 	char buf[16];
 	CHECK_RET(fi_recv(ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, (void *)0x51), 0);
 	CHECK_RET(fi_cancel(&ep->fid, (void *)0x51), 0);

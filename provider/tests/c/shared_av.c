@@ -46,10 +46,7 @@ static void open_side(struct side *s, uint64_t av_flags, void **map_addr)
 	*map_addr = aa.map_addr;
 	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT};
 	REQUIRE(fi_cq_open(s->r.domain, &ca, &s->cq, NULL) == 0);
-	REQUIRE(fi_endpoint(s->r.domain, s->r.info, &s->ep, NULL) == 0);
-	REQUIRE(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	REQUIRE(fi_enable(s->ep) == 0);
+	s->ep = xt_enabled_ep(s->r.domain, s->r.info, s->av, s->cq);
 }
 
 static void close_side(struct side *s)

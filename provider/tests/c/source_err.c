@@ -53,10 +53,7 @@ static void open_side(struct side *s, struct fi_info *info)
 	REQUIRE(fi_domain(s->fabric, info, &s->domain, NULL) == 0);
 	REQUIRE(fi_av_open(s->domain, &aa, &s->av, NULL) == 0);
 	REQUIRE(fi_cq_open(s->domain, &ca, &s->cq, NULL) == 0);
-	REQUIRE(fi_endpoint(s->domain, info, &s->ep, NULL) == 0);
-	REQUIRE(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	REQUIRE(fi_enable(s->ep) == 0);
+	s->ep = xt_enabled_ep(s->domain, info, s->av, s->cq);
 }
 
 static void close_side(struct side *s)

@@ -159,6 +159,19 @@ static void xt_open(struct xt_res *r, int ep_type, uint64_t caps)
 	REQUIRE(fi_domain(r->fabric, r->info, &r->domain, NULL) == 0);
 }
 
+/* An endpoint of `info` bound to `av` and to `cq` for both directions,
+ * enabled: the set-up most tests of two processes share. */
+static struct fid_ep *xt_enabled_ep(struct fid_domain *domain, struct fi_info *info,
+				    struct fid_av *av, struct fid_cq *cq)
+{
+	struct fid_ep *ep;
+	REQUIRE(fi_endpoint(domain, info, &ep, NULL) == 0);
+	REQUIRE(fi_ep_bind(ep, &av->fid, 0) == 0);
+	REQUIRE(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	REQUIRE(fi_enable(ep) == 0);
+	return ep;
+}
+
 static void xt_close(struct xt_res *r)
 {
 	CHECK_RET(fi_close(&r->domain->fid), 0);
