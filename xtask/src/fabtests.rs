@@ -1,4 +1,4 @@
-//! `cargo xtask fabtests --src DIR [--mtu N] [--one-host] [-- runfabtests.sh options]`:
+//! `cargo xtask fabtests --src DIR [--mtu N] [--one-host] [--complex [FILE]] [-- runfabtests.sh options]`:
 //! libfabric's own test suite (fabtests) against the provider, between two
 //! test hosts, or (`--one-host`) with server and client in one test host,
 //! where RDM endpoints talk through shared memory (direct messages,
@@ -19,6 +19,15 @@
 //! and `functional`, less the tests in `EXCLUDED` (said why when it
 //! runs); anything after `--` is passed to runfabtests.sh instead (e.g.
 //! `-- -t unit`, `-- -t short -e msg`).
+//!
+//! `--complex` runs fabtests' fi_ubertest instead, which needs a
+//! configuration per provider and has none for xdp: ours is
+//! `xtask/fabtests/ubertest.xdp` (or FILE). Each of its entries runs as a
+//! run of its own (`runfabtests.sh -t complex -u ENTRY`), because
+//! fi_ubertest keeps about 7 MB per test it has run, whatever the provider
+//! (measured with `tcp` too), and a whole configuration in one process
+//! would exhaust the machine's memory. A Notrun counts as a failure there:
+//! it means the configuration was refused.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,6 +57,8 @@ struct Args {
     src: Option<PathBuf>,
     mtu: u32,
     one_host: bool,
+    /// fi_ubertest with this configuration.
+    complex: Option<PathBuf>,
     suite: Vec<String>,
 }
 
@@ -56,6 +67,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         src: None,
         mtu: 1500,
         one_host: false,
+        complex: None,
         suite: Vec::new(),
     };
     let mut it = args.iter();
@@ -67,6 +79,16 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 a.mtu = v.parse().map_err(|_| format!("--mtu {v}: not a number"))?;
             }
             "--one-host" => a.one_host = true,
+            "--complex" => {
+                let ours = project_root().join("xtask/fabtests/ubertest.xdp");
+                a.complex = Some(match it.clone().next() {
+                    Some(f) if !f.starts_with("--") => {
+                        it.next();
+                        f.into()
+                    }
+                    _ => ours,
+                });
+            }
             "--" => {
                 a.suite = it.cloned().collect();
                 break;
@@ -178,8 +200,17 @@ fn run_suite(install: &Path, mtu: u32, one_host: bool, suite: &[String]) -> Resu
     let text = String::from_utf8_lossy(&out.stdout);
     print!("{text}");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    // runfabtests.sh exits non-zero when a test failed.
-    if !out.status.success() || text.lines().any(|l| l.trim_end().ends_with(": Fail")) {
+    // runfabtests.sh exits non-zero when a test failed; a complex test
+    // prints "Fail [failed/total]", and Notrun when its configuration
+    // was refused.
+    let complex = suite.iter().any(|s| s == "complex");
+    let failed = |l: &str| {
+        let l = l.trim_end();
+        l.ends_with(": Fail")
+            || l.contains("Fail [")
+            || (complex && l.ends_with("Notrun") && l.contains("fi_ubertest"))
+    };
+    if !out.status.success() || text.lines().any(failed) {
         return Err(format!("runfabtests.sh {suite:?}: a test failed"));
     }
     Ok(())
@@ -199,6 +230,9 @@ pub fn fabtests(args: &[String]) -> Result<(), String> {
     };
     crate::progress::step("build the provider", steps::build)?;
     let install = crate::progress::step("build fabtests", || build(&src))?;
+    if let Some(config) = &a.complex {
+        return run_complex(&install, a.mtu, a.one_host, config);
+    }
     let suites: Vec<Vec<String>> = if a.suite.is_empty() {
         let excluded: Vec<&str> = EXCLUDED.iter().map(|(t, _)| *t).collect();
         for (t, why) in EXCLUDED {
@@ -220,4 +254,75 @@ pub fn fabtests(args: &[String]) -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+/// The top-level `{ … }` entries of a fi_ubertest configuration, in order
+/// (the format's comments start with `#` and hold no braces in ours).
+fn config_entries(text: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => {
+                if depth == 0 {
+                    start = i;
+                }
+                depth += 1;
+            }
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    out.push(&text[start..=i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// fi_ubertest with `config`, one run per entry (module docs).
+fn run_complex(install: &Path, mtu: u32, one_host: bool, config: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let entries = config_entries(&text);
+    if entries.is_empty() {
+        return Err(format!("{}: no entries", config.display()));
+    }
+    let dir = target_dir().join("fabtests").join("complex");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (i, entry) in entries.iter().enumerate() {
+        let file = dir.join(format!("entry-{i}.test"));
+        std::fs::write(&file, entry).map_err(|e| format!("{}: {e}", file.display()))?;
+        // One fi_ubertest run is one "test" to runfabtests.sh, and an
+        // entry of hundreds of tests outlasts the 120 s it gives one.
+        let suite: Vec<String> = ["-T", "900", "-t", "complex", "-u"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain([file.to_string_lossy().into_owned()])
+            .collect();
+        let name = format!("fi_ubertest, entry {} of {}", i + 1, entries.len());
+        crate::progress::step(&name, || run_suite(install, mtu, one_host, &suite))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_the_top_level_braces() {
+        let text = "#: \"a suite\"\n{\n\tep_type: [\n\t\tFI_EP_RDM,\n\t],\n},\n{ b }\n";
+        assert_eq!(
+            config_entries(text),
+            ["{\n\tep_type: [\n\t\tFI_EP_RDM,\n\t],\n}", "{ b }"]
+        );
+        assert!(config_entries("# nothing").is_empty());
+    }
+
+    #[test]
+    fn our_configuration_has_entries() {
+        let ours = project_root().join("xtask/fabtests/ubertest.xdp");
+        let text = std::fs::read_to_string(ours).unwrap_or_default();
+        assert_eq!(config_entries(&text).len(), 7);
+    }
 }
