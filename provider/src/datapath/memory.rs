@@ -251,9 +251,10 @@ fn mapped(at: usize, len: usize) -> bool {
         return false;
     };
     let mut scratch = [0u8; PROBES];
+    let mut remote: Vec<libc::iovec> = Vec::with_capacity(PROBES);
     let mut page = at;
     while page < end {
-        let mut remote: Vec<libc::iovec> = Vec::with_capacity(PROBES);
+        remote.clear();
         while page < end && remote.len() < PROBES {
             remote.push(libc::iovec {
                 iov_base: page as *mut libc::c_void,

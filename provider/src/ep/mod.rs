@@ -540,12 +540,7 @@ pub unsafe extern "C" fn xdp_endpoint(
         if ep.is_null() {
             return Err(Errno::INVAL);
         }
-        let ours = match info.ep_type {
-            FI_EP_RDM => getinfo::RDM_CAPS,
-            FI_EP_DGRAM => getinfo::DGRAM_CAPS,
-            FI_EP_MSG => getinfo::MSG_CAPS,
-            _ => return Err(Errno::INVAL),
-        };
+        let ours = getinfo::caps_of(info.ep_type).ok_or(Errno::INVAL)?;
         // fi_endpoint(3) `handle`: the FI_CONNREQ this endpoint accepts, or
         // a passive endpoint whose address it takes over.
         let mut conn_req = None;

@@ -54,6 +54,17 @@ pub const DGRAM_CAPS: u64 = FI_MSG
 /// (fi_cq(3)), which an application that did not ask for it would take
 /// for failures.
 pub const ONLY_WHEN_ASKED: u64 = FI_SOURCE_ERR;
+
+/// The capabilities an endpoint type can have (those of
+/// [`ONLY_WHEN_ASKED`] included); `None` for a type we do not offer.
+pub fn caps_of(ep_type: libc::c_int) -> Option<u64> {
+    match ep_type {
+        FI_EP_RDM => Some(RDM_CAPS),
+        FI_EP_DGRAM => Some(DGRAM_CAPS),
+        FI_EP_MSG => Some(MSG_CAPS),
+        _ => None,
+    }
+}
 /// Connected endpoints: what RDM offers, to one peer (the connection is
 /// an engine session like any RDM peer's, so messages, RMA and atomics run
 /// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
@@ -184,11 +195,7 @@ pub(super) fn zeroed<T>() -> T {
 pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     // RDM and MSG run the reliability engine; DGRAM is plain UDP.
     let rdm = e.ep_type != FI_EP_DGRAM;
-    let caps = match e.ep_type {
-        FI_EP_RDM => RDM_CAPS,
-        FI_EP_MSG => MSG_CAPS,
-        _ => DGRAM_CAPS,
-    };
+    let caps = caps_of(e.ep_type).unwrap_or(0);
     let payload = max_datagram_payload(e.iface, e.src.is_ipv6(), cfg);
     let mut o = Box::new(Owned {
         info: zeroed(),

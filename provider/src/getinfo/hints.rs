@@ -7,17 +7,6 @@ use std::ffi::CStr;
 use super::attrs::*;
 use crate::sys::*;
 
-/// What an entry of `ep_type` grants only when the hints ask for it
-/// ([`ONLY_WHEN_ASKED`]).
-pub(crate) fn asked_only(ep_type: libc::c_int) -> u64 {
-    let caps = match ep_type {
-        FI_EP_RDM => RDM_CAPS,
-        FI_EP_DGRAM => DGRAM_CAPS,
-        _ => MSG_CAPS,
-    };
-    caps & ONLY_WHEN_ASKED
-}
-
 /// Apply the hints to a candidate: refuse it (`Err(reason)`) or narrow it
 /// to what was asked for. Checks follow fi_getinfo(3) and the attribute
 /// sections of fi_endpoint(3) / fi_domain(3) / fi_fabric(3).
@@ -26,7 +15,8 @@ pub(super) fn apply_hints(
     h: &fi_info,
     version: u32,
 ) -> std::result::Result<(), String> {
-    let ours = o.info.caps | asked_only(o.ep.type_);
+    // What the entry grants only when asked for is not in its caps yet.
+    let ours = o.info.caps | (caps_of(o.ep.type_).unwrap_or(0) & ONLY_WHEN_ASKED);
     if h.caps != 0 {
         if h.caps & !ours != 0 {
             return Err(format!("caps {:#x} not supported", h.caps & !ours));

@@ -252,8 +252,9 @@ impl<P: Copy> Session<P> {
         self.q().incoming.push(m);
     }
 
-    /// Send operations already reported complete (inject complete) whose
-    /// data this peer has not acknowledged.
+    /// Send operations the application counts done — reported complete
+    /// (inject complete) or injected — whose data this peer has not
+    /// acknowledged ([`super::Engine::sends_owed_at_close`]).
     pub(crate) fn sends_owed(&self) -> usize {
         self.q.as_ref().map_or(0, |q| q.ops.owed_count())
     }
