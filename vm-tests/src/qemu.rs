@@ -295,6 +295,12 @@ pub fn is_panic_line(line: &str) -> bool {
         || line.contains("BUG: kernel NULL pointer")
 }
 
+/// The panic `softlockup_panic=1` causes: a CPU that did not schedule for twice
+/// `watchdog_thresh`.
+pub fn is_lockup_panic(line: &str) -> bool {
+    line.contains("softlockup: hung tasks")
+}
+
 fn strip_cr(bytes: &[u8]) -> Vec<u8> {
     bytes.iter().copied().filter(|&b| b != b'\r').collect()
 }
@@ -387,6 +393,11 @@ mod tests {
             "[    3.1] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100"
         ));
         assert!(!is_panic_line("[    3.1] veth: loaded"));
+        let lockup = "[  153.2] Kernel panic - not syncing: softlockup: hung tasks";
+        assert!(is_panic_line(lockup) && is_lockup_panic(lockup));
+        assert!(!is_lockup_panic(
+            "[    3.1] Kernel panic - not syncing: Attempted to kill init!"
+        ));
     }
 
     #[test]
