@@ -441,8 +441,9 @@ pub trait RecvBuffers {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]);
 
     /// RMA target: may `len` bytes at `addr` of registration `key` be
-    /// accessed with `access`? Asked once per operation before any byte is
-    /// touched. Without registered memory: no such key.
+    /// accessed with `access`? Asked before any byte is touched: once per
+    /// read, at every segment of a write. Without registered memory: no
+    /// such key.
     fn rma_check(
         &mut self,
         key: u64,
@@ -455,9 +456,12 @@ pub trait RecvBuffers {
     }
 
     /// RMA target: copy `src` to `addr` of registration `key` (a write's
-    /// segment, inside a range [`RecvBuffers::rma_check`] accepted).
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+    /// segment, inside a range [`RecvBuffers::rma_check`] accepted). An
+    /// error (the memory turned out not writable) fails the write: the
+    /// initiator's completion reports it.
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
         let _ = (key, addr, src);
+        Err(RmaStatus::UnknownKey)
     }
 
     /// RMA target: execute atomic `op` on `datatype` at `addr` of

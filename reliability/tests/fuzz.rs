@@ -84,9 +84,9 @@ impl RecvBuffers for CheckedRecv {
         self.mem.check(key, addr, len, access)
     }
 
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
+    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
         assert!(inside(key, addr, src.len()), "RMA write outside the region");
-        self.mem.write(key, addr, src);
+        self.mem.write(key, addr, src)
     }
 
     fn rma_atomic(

@@ -158,19 +158,20 @@ impl Registry {
     }
 
     /// Copy `src` to `addr` of `key` (a write's segment) if it lies inside
-    /// (and, in a region from NULL, is mapped writable: else it is dropped
-    /// and logged).
-    pub fn write(&self, key: u64, addr: u64, src: &[u8]) {
-        if let Ok((r, off)) = self.check(key, addr, src.len() as u64, Access::WRITE)
-            && !put(&r, off, src)
-        {
-            crate::xdp_warn!(
-                FI_LOG_EP_DATA,
-                "RMA write of {} bytes to address {addr:#x} (key {key}, registered from NULL): \
-                 not mapped writable here, dropped",
-                src.len()
-            );
+    /// and, in a region from NULL, is mapped writable; else the write fails
+    /// (its initiator's completion says so) and is logged.
+    pub fn write(&self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
+        let (r, off) = self.check(key, addr, src.len() as u64, Access::WRITE)?;
+        if put(&r, off, src) {
+            return Ok(());
         }
+        crate::xdp_warn!(
+            FI_LOG_EP_DATA,
+            "RMA write of {} bytes to address {addr:#x} (key {key}, registered from NULL): \
+             not mapped writable here, the write fails",
+            src.len()
+        );
+        Err(RmaStatus::OutOfRange)
     }
 
     /// Copy `addr` of `key` into `dst` (a read's response), zeros if it

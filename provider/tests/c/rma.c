@@ -245,6 +245,26 @@ static void whole_address_space(void)
 	CHECK_RET(fi_fetch_atomic(t.ep, &one, 1, NULL, &old, NULL, t.self, hole, k, FI_UINT64,
 				  FI_SUM, &t), 0);
 	xt_fails(&t, &t, FI_EACCES);
+	/* A page mapped read-only: it reads (as zeros), but a write to it, or
+	 * one running into it from the page before, fails at the initiator. */
+	char *two = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			 0);
+	REQUIRE(two != MAP_FAILED);
+	REQUIRE(mprotect(two + 4096, 4096, PROT_READ) == 0);
+	uint64_t ro_page = a + (uint64_t)(uintptr_t)(two + 4096);
+	CHECK_RET(fi_write(t.ep, local, 16, NULL, t.self, ro_page, k, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	CHECK_RET(fi_write(t.ep, local, 9000, NULL, t.self, ro_page - 4096, k, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	memset(local, 0xFF, 16);
+	CHECK_RET(fi_read(t.ep, local, 16, NULL, t.self, ro_page, k, &t), 0);
+	xt_ok(&t, &t, FI_RMA | FI_READ);
+	for (int i = 0; i < 16; i++)
+		CHECK(local[i] == 0);
+	CHECK_RET(fi_fetch_atomic(t.ep, &one, 1, NULL, &old, NULL, t.self, ro_page, k, FI_UINT64,
+				  FI_SUM, &t), 0);
+	xt_fails(&t, &t, FI_EACCES);
+	REQUIRE(munmap(two, 2 * 4096) == 0);
 	/* Memory still answers. */
 	CHECK_RET(fi_read(t.ep, local, 16, NULL, t.self, at, k, &t), 0);
 	xt_ok(&t, &t, FI_RMA | FI_READ);

@@ -34,8 +34,8 @@ macro_rules! rma_target_in {
             self.$mem.check(key, addr, len, access)
         }
 
-        fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
-            self.$mem.write(key, addr, src);
+        fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), $crate::RmaStatus> {
+            self.$mem.write(key, addr, src)
         }
 
         fn rma_atomic(
@@ -78,6 +78,9 @@ pub struct Memory {
     pub results: HashMap<u64, Vec<u8>>,
     /// Executed remote operations, in order: (key, access).
     pub executed: Vec<(u64, Access)>,
+    /// Addresses a write cannot copy to although the range check admits
+    /// them, as memory registered from NULL that is mapped read-only.
+    pub unwritable: Vec<std::ops::Range<u64>>,
 }
 
 impl Memory {
@@ -100,10 +103,20 @@ impl Memory {
         r.bytes.get_mut(at..at.checked_add(len)?)
     }
 
-    pub fn write(&mut self, key: u64, addr: u64, src: &[u8]) {
-        if let Some(d) = self.slice(key, addr, src.len()) {
-            d.copy_from_slice(src);
+    pub fn write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
+        let end = addr.saturating_add(src.len() as u64);
+        if self
+            .unwritable
+            .iter()
+            .any(|u| u.start < end && addr < u.end)
+        {
+            return Err(RmaStatus::OutOfRange);
         }
+        let d = self
+            .slice(key, addr, src.len())
+            .ok_or(RmaStatus::OutOfRange)?;
+        d.copy_from_slice(src);
+        Ok(())
     }
 
     pub fn read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {

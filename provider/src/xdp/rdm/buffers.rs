@@ -91,8 +91,13 @@ impl rel::RecvBuffers for RecvSide<'_> {
         self.2.admits(key, addr, len, access)
     }
 
-    fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) {
-        self.2.write(key, addr, src);
+    fn rma_write(
+        &mut self,
+        key: u64,
+        addr: u64,
+        src: &[u8],
+    ) -> std::result::Result<(), rel::RmaStatus> {
+        self.2.write(key, addr, src)
     }
 
     fn rma_atomic(

@@ -111,11 +111,30 @@ pub(super) struct RmaOps {
     resps: Slab<RespId, RespState>,
     /// Responses with packets still to emit, in the order owed.
     respq: VecDeque<RespId>,
+    /// Writes of the peer (message ids) a segment of which could not be
+    /// copied although its range was admitted (memory registered from NULL
+    /// and mapped read-only): answered with the error at their last segment.
+    failed_writes: Vec<(u32, RmaStatus)>,
 }
 
 impl RmaOps {
     pub(super) fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.resps.is_empty()
+        self.ops.is_empty() && self.resps.is_empty() && self.failed_writes.is_empty()
+    }
+
+    /// A segment of the peer's write `msg_id` was not copied: its answer
+    /// will say `why` (the first failure of the write counts).
+    pub(super) fn write_failed(&mut self, msg_id: u32, why: RmaStatus) {
+        if !self.failed_writes.iter().any(|(m, _)| *m == msg_id) {
+            self.failed_writes.push((msg_id, why));
+        }
+    }
+
+    /// Whether a segment of the peer's write `msg_id` failed, and why;
+    /// forgets it (asked at the write's last segment).
+    pub(super) fn take_write_failure(&mut self, msg_id: u32) -> Option<RmaStatus> {
+        let at = self.failed_writes.iter().position(|(m, _)| *m == msg_id)?;
+        Some(self.failed_writes.swap_remove(at).1)
     }
 
     /// Whether new packets wait: responses, or initiated operations.

@@ -268,6 +268,49 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
     assert_eq!(&mem(&s, 1, KEY)[..16], &[5; 16]);
 }
 
+/// A write whose range was admitted but one segment of which cannot be
+/// copied (memory registered from NULL and mapped read-only at the target)
+/// fails at its initiator; the session carries on.
+#[test]
+fn write_failing_mid_way_fails_at_the_initiator() {
+    let mut s = sim(2, lossy(), 6);
+    region(&mut s, 1, KEY, 64 << 10, Access::READ | Access::WRITE);
+    // One page in the middle of a 20 000-byte write (several segments).
+    s.nodes[1]
+        .app
+        .mem
+        .unwritable
+        .push(BASE + 8192..BASE + 12288);
+    s.nodes[0].app.send.insert(1, vec![0xAB; 20_000]);
+    let now = s.now;
+    let op = RmaOp {
+        token: 1,
+        dst: 1,
+        kind: RmaKind::Write,
+        key: KEY,
+        addr: BASE,
+        payload: Payload::Buffer { len: 20_000 },
+        data: Some(7),
+        level: CompletionLevel::Delivery,
+    };
+    s.nodes[0].engine.post_rma(now, op).unwrap();
+    run(&mut s);
+    let done = completions(&mut s, 0);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].error, Some(OpError::from(RmaStatus::OutOfRange)));
+    assert!(
+        completions(&mut s, 1).is_empty(),
+        "no CQ data for a failed write"
+    );
+    assert!(s.nodes[1].app.mem.executed.is_empty());
+    // The next write, elsewhere, succeeds on the same session.
+    write(&mut s, 0, 1, 2, BASE + 32768, vec![5; 3000]);
+    run(&mut s);
+    let done = completions(&mut s, 0);
+    assert_eq!((done.len(), done[0].error), (1, None), "{done:?}");
+    assert_eq!(&mem(&s, 1, KEY)[32768..35768], &[5; 3000][..]);
+}
+
 #[test]
 fn atomics_run_exactly_once_under_loss_duplication_and_reordering() {
     let faults = Faults {
