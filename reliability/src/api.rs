@@ -441,8 +441,8 @@ pub trait RecvBuffers {
     fn write(&mut self, token: u64, offset: usize, src: &[u8]);
 
     /// RMA target: may `len` bytes at `addr` of registration `key` be
-    /// accessed with `access`? Asked before any byte is touched: once per
-    /// read, at every segment of a write. Without registered memory: no
+    /// accessed with `access`? Asked once per operation (a write's first
+    /// segment) before any byte is touched. Without registered memory: no
     /// such key.
     fn rma_check(
         &mut self,
@@ -456,9 +456,10 @@ pub trait RecvBuffers {
     }
 
     /// RMA target: copy `src` to `addr` of registration `key` (a write's
-    /// segment, inside a range [`RecvBuffers::rma_check`] accepted). An
-    /// error (the memory turned out not writable) fails the write: the
-    /// initiator's completion reports it.
+    /// segment, inside a range [`RecvBuffers::rma_check`] accepted at the
+    /// write's first segment: check that `key` still grants it). An error
+    /// (the registration closed since, the memory not writable) fails the
+    /// write: the initiator's completion reports it.
     fn rma_write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
         let _ = (key, addr, src);
         Err(RmaStatus::UnknownKey)

@@ -31,6 +31,7 @@ macro_rules! rma_target_in {
             len: u64,
             access: $crate::Access,
         ) -> Result<(), $crate::RmaStatus> {
+            self.$mem.checks += 1;
             self.$mem.check(key, addr, len, access)
         }
 
@@ -81,6 +82,8 @@ pub struct Memory {
     /// Addresses a write cannot copy to although the range check admits
     /// them, as memory registered from NULL that is mapped read-only.
     pub unwritable: Vec<std::ops::Range<u64>>,
+    /// Range checks asked for (`rma_check`): one per operation.
+    pub checks: usize,
 }
 
 impl Memory {

@@ -111,30 +111,38 @@ pub(super) struct RmaOps {
     resps: Slab<RespId, RespState>,
     /// Responses with packets still to emit, in the order owed.
     respq: VecDeque<RespId>,
-    /// Writes of the peer (message ids) a segment of which could not be
-    /// copied although its range was admitted (memory registered from NULL
-    /// and mapped read-only): answered with the error at their last segment.
-    failed_writes: Vec<(u32, RmaStatus)>,
+    /// The peer's writes whose first segment arrived and last did not
+    /// (message id, verdict so far): the check of the first segment, then
+    /// the first copy that failed (memory registered from NULL and mapped
+    /// read-only). Answered with it at their last segment.
+    writes: Vec<(u32, Result<(), RmaStatus>)>,
 }
 
 impl RmaOps {
     pub(super) fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.resps.is_empty() && self.failed_writes.is_empty()
+        self.ops.is_empty() && self.resps.is_empty() && self.writes.is_empty()
     }
 
-    /// A segment of the peer's write `msg_id` was not copied: its answer
-    /// will say `why` (the first failure of the write counts).
-    pub(super) fn write_failed(&mut self, msg_id: u32, why: RmaStatus) {
-        if !self.failed_writes.iter().any(|(m, _)| *m == msg_id) {
-            self.failed_writes.push((msg_id, why));
+    /// The verdict so far on the peer's write `msg_id`, if its first
+    /// segment came and its last has not.
+    pub(super) fn write_verdict(&self, msg_id: u32) -> Option<Result<(), RmaStatus>> {
+        self.writes
+            .iter()
+            .find(|(m, _)| *m == msg_id)
+            .map(|(_, v)| *v)
+    }
+
+    /// Record `verdict` on the peer's write `msg_id`, which has segments to come.
+    pub(super) fn set_write_verdict(&mut self, msg_id: u32, verdict: Result<(), RmaStatus>) {
+        match self.writes.iter_mut().find(|(m, _)| *m == msg_id) {
+            Some(w) => w.1 = verdict,
+            None => self.writes.push((msg_id, verdict)),
         }
     }
 
-    /// Whether a segment of the peer's write `msg_id` failed, and why;
-    /// forgets it (asked at the write's last segment).
-    pub(super) fn take_write_failure(&mut self, msg_id: u32) -> Option<RmaStatus> {
-        let at = self.failed_writes.iter().position(|(m, _)| *m == msg_id)?;
-        Some(self.failed_writes.swap_remove(at).1)
+    /// The peer's write `msg_id` has had its last segment: forget it.
+    pub(super) fn write_done(&mut self, msg_id: u32) {
+        self.writes.retain(|(m, _)| *m != msg_id);
     }
 
     /// Whether new packets wait: responses, or initiated operations.

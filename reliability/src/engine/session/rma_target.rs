@@ -26,32 +26,32 @@ impl<P: Copy> Session<P> {
         let r = pkt.rma;
         match pkt.ty {
             PacketType::Write => {
-                let mut checked =
-                    bufs.rma_check(r.key, r.addr, u64::from(r.total_len), Access::WRITE);
+                // The whole range is checked once, at the first segment (in
+                // a region from NULL that probes every page); later segments
+                // take that verdict, and each copy still checks its own piece.
+                let earlier = self.q.as_ref().and_then(|q| q.rma.write_verdict(r.msg_id));
+                let mut checked = match earlier {
+                    Some(verdict) => verdict,
+                    None => bufs.rma_check(r.key, r.addr, u64::from(r.total_len), Access::WRITE),
+                };
                 if checked.is_ok() {
                     let at = r.addr.wrapping_add(u64::from(r.offset));
-                    let mut copied = Ok(());
                     pkt.payload.for_each(0, pkt.payload.len(), |off, piece| {
-                        if copied.is_ok() {
-                            copied = bufs.rma_write(r.key, at.wrapping_add(off as u64), piece);
+                        if checked.is_ok() {
+                            // A segment that cannot be copied fails the whole
+                            // write (fi_rma(3): the initiator's completion
+                            // reports the error).
+                            checked = bufs.rma_write(r.key, at.wrapping_add(off as u64), piece);
                         }
                     });
-                    if let Err(why) = copied {
-                        self.q().rma.write_failed(r.msg_id, why);
-                    }
                 }
                 let last = u64::from(r.offset) + pkt.payload.len() as u64 >= u64::from(r.total_len);
                 if !last {
+                    self.q().rma.set_write_verdict(r.msg_id, checked);
                     return;
                 }
-                // A segment that could not be copied fails the whole write
-                // (fi_rma(3): the initiator's completion reports the error).
-                if let Some(why) = self
-                    .q
-                    .as_mut()
-                    .and_then(|q| q.rma.take_write_failure(r.msg_id))
-                {
-                    checked = Err(why);
+                if earlier.is_some() {
+                    self.q().rma.write_done(r.msg_id);
                 }
                 if checked.is_ok() {
                     bufs.rma_remote_done(r.key, Access::WRITE);

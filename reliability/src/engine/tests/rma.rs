@@ -139,6 +139,9 @@ fn writes_then_reads_come_back_intact() {
         // The target's application saw nothing: no CQ data was asked for.
         assert!(completions(&mut s, 1).is_empty());
         assert_eq!(s.nodes[1].app.mem.executed.len(), 2 * sizes.len());
+        // Each range was checked once, not once per segment (in memory
+        // registered from NULL a check probes every page).
+        assert_eq!(s.nodes[1].app.mem.checks, 2 * sizes.len());
     }
 }
 
