@@ -414,11 +414,13 @@ pub trait SendBuffers {
     /// RMA target: copy registered memory `[addr, addr + dst.len())` of
     /// registration `key` into `dst` (a read's response, at its first
     /// transmission and every retransmission). The engine asks only for
-    /// ranges that [`RecvBuffers::rma_check`] accepted for reading. Without
-    /// registered memory: zeros.
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        let _ = (key, addr);
-        dst.fill(0);
+    /// ranges that [`RecvBuffers::rma_check`] accepted for reading. An error
+    /// (the registration closed since, the memory unmapped) fails the read:
+    /// the segment goes out with the status and no payload. Without
+    /// registered memory: no such key.
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
+        let _ = (key, addr, dst);
+        Err(RmaStatus::UnknownKey)
     }
 
     /// Single-copy rendezvous (PROTOCOL.md §6.7): write into `dst` what a

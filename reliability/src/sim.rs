@@ -537,8 +537,8 @@ impl SendBuffers for Buffers {
         }
     }
 
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        self.mem.read(key, addr, dst);
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), crate::RmaStatus> {
+        self.mem.read(key, addr, dst)
     }
 
     /// The offer: pid and token, 12 bytes.

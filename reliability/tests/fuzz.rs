@@ -38,9 +38,10 @@ impl SendBuffers for Bufs {
         }
     }
 
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
         assert!(inside(key, addr, dst.len()), "RMA read outside the region");
         dst.fill(0x5A);
+        Ok(())
     }
 }
 

@@ -79,8 +79,8 @@ impl SendBuffers for App {
         fill(id, offset, dst);
     }
 
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        self.mem.read(key, addr, dst);
+    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
+        self.mem.read(key, addr, dst)
     }
 }
 

@@ -174,13 +174,15 @@ impl Registry {
         Err(RmaStatus::OutOfRange)
     }
 
-    /// Copy `addr` of `key` into `dst` (a read's response), zeros if it
+    /// Copy `addr` of `key` into `dst` (a read's response); fails if it
     /// does not lie inside (the registration was closed meanwhile) or, in
-    /// a region from NULL, is not mapped.
-    pub fn read(&self, key: u64, addr: u64, dst: &mut [u8]) {
-        match self.check(key, addr, dst.len() as u64, Access::READ) {
-            Ok((r, off)) if get(&r, off, dst) => {}
-            _ => dst.fill(0),
+    /// a region from NULL, is not mapped (unmapped since the check).
+    pub fn read(&self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
+        let (r, off) = self.check(key, addr, dst.len() as u64, Access::READ)?;
+        if get(&r, off, dst) {
+            Ok(())
+        } else {
+            Err(RmaStatus::OutOfRange)
         }
     }
 

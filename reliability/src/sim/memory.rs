@@ -82,6 +82,9 @@ pub struct Memory {
     /// Addresses a write cannot copy to although the range check admits
     /// them, as memory registered from NULL that is mapped read-only.
     pub unwritable: Vec<std::ops::Range<u64>>,
+    /// Addresses a read's response cannot copy from although the check
+    /// admitted them (unmapped since, in memory registered from NULL).
+    pub unreadable: Vec<std::ops::Range<u64>>,
     /// Range checks asked for (`rma_check`): one per operation.
     pub checks: usize,
 }
@@ -122,11 +125,20 @@ impl Memory {
         Ok(())
     }
 
-    pub fn read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        match self.slice(key, addr, dst.len()) {
-            Some(s) => dst.copy_from_slice(s),
-            None => dst.fill(0xEE),
+    pub fn read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
+        let end = addr.saturating_add(dst.len() as u64);
+        if self
+            .unreadable
+            .iter()
+            .any(|u| u.start < end && addr < u.end)
+        {
+            return Err(RmaStatus::OutOfRange);
         }
+        let s = self
+            .slice(key, addr, dst.len())
+            .ok_or(RmaStatus::OutOfRange)?;
+        dst.copy_from_slice(s);
+        Ok(())
     }
 
     pub fn atomic(

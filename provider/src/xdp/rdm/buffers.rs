@@ -61,8 +61,13 @@ impl rel::SendBuffers for SendSide<'_> {
         }
     }
 
-    fn rma_read(&mut self, key: u64, addr: u64, dst: &mut [u8]) {
-        self.1.read(key, addr, dst);
+    fn rma_read(
+        &mut self,
+        key: u64,
+        addr: u64,
+        dst: &mut [u8],
+    ) -> std::result::Result<(), rel::RmaStatus> {
+        self.1.read(key, addr, dst)
     }
 
     fn pull_offer(&mut self, token: u64, dst: &mut [u8]) -> usize {

@@ -428,8 +428,15 @@ impl RmaOps {
                         h.ty = PacketType::ReadResp as u8;
                         let n = usize::from(len);
                         let dst = &mut buf[wire::RMA_HDR_LEN..wire::RMA_HDR_LEN + n];
-                        bufs.rma_read(*key, addr.wrapping_add(u64::from(offset)), dst);
-                        n
+                        match bufs.rma_read(*key, addr.wrapping_add(u64::from(offset)), dst) {
+                            Ok(()) => n,
+                            // The memory went away since the check (§8.3):
+                            // this segment fails the read at the initiator.
+                            Err(why) => {
+                                ext.status = RmaStatus::code(Err(why));
+                                0
+                            }
+                        }
                     }
                     RespKind::Atomic { result } => {
                         h.ty = PacketType::AtomicResp as u8;

@@ -314,6 +314,32 @@ fn write_failing_mid_way_fails_at_the_initiator() {
     assert_eq!(&mem(&s, 1, KEY)[32768..35768], &[5; 3000][..]);
 }
 
+/// A read whose range was admitted but part of which cannot be copied
+/// when its response goes out (unmapped since, in memory registered from
+/// NULL) fails at its initiator instead of returning stale bytes.
+#[test]
+fn read_failing_mid_way_fails_at_the_initiator() {
+    let mut s = sim(2, lossy(), 7);
+    region(&mut s, 1, KEY, 64 << 10, Access::READ | Access::WRITE);
+    s.nodes[1]
+        .app
+        .mem
+        .unreadable
+        .push(BASE + 8192..BASE + 12288);
+    read(&mut s, 0, 1, 1, BASE, 20_000);
+    run(&mut s);
+    let done = completions(&mut s, 0);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].error, Some(OpError::from(RmaStatus::OutOfRange)));
+    // The next read, elsewhere, succeeds on the same session.
+    s.nodes[1].app.mem.regions.get_mut(&KEY).unwrap().bytes[32768..32778].fill(9);
+    read(&mut s, 0, 1, 2, BASE + 32768, 10);
+    run(&mut s);
+    let done = completions(&mut s, 0);
+    assert_eq!((done.len(), done[0].error), (1, None), "{done:?}");
+    assert_eq!(s.nodes[0].app.mem.results[&2], vec![9; 10]);
+}
+
 #[test]
 fn atomics_run_exactly_once_under_loss_duplication_and_reordering() {
     let faults = Faults {
