@@ -90,8 +90,16 @@ unsafe extern "C" fn mr_control(f: *mut fid, command: c_int, arg: *mut c_void) -
         unsafe { obj::<MrObj>(f) }?;
         match command {
             FI_ENABLE => Ok(0),
-            FI_REFRESH if !arg.is_null() => Ok(0),
-            FI_REFRESH => Err(Errno::INVAL),
+            FI_REFRESH => {
+                // SAFETY: FI_REFRESH's argument is an fi_mr_modify
+                // (fi_mr_refresh builds it), or NULL.
+                let m = unsafe { arg.cast::<fi_mr_modify>().as_ref() }.ok_or(Errno::INVAL)?;
+                let (iov, count) = (m.attr.mr_iov, m.attr.iov_count);
+                if count > crate::getinfo::IOV_LIMIT || (count > 0 && iov.is_null()) {
+                    return Err(Errno::INVAL);
+                }
+                Ok(0)
+            }
             _ => Err(Errno::NOSYS),
         }
     })
@@ -150,11 +158,31 @@ unsafe fn register(
     if from_null && ranges.len() > 1 {
         return Err(Errno::INVAL);
     }
+    // A range must not run past the end of the address space.
+    if ranges
+        .iter()
+        .any(|&(at, len)| at.checked_add(len).is_none())
+    {
+        return Err(Errno::INVAL);
+    }
+    let total = ranges
+        .iter()
+        .try_fold(0u64, |sum, r| sum.checked_add(r.1 as u64))
+        .ok_or(Errno::INVAL)?;
+    // Memory a peer may read or write must be mapped so: a peer's access
+    // is copied by this process, and would fault it (`mappings`).
+    let remote_write = access & FI_REMOTE_WRITE != 0;
+    if !from_null
+        && access & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0
+        && crate::datapath::mappings::grant(&ranges, true, remote_write) == Some(false)
+    {
+        return Err(Errno(FI_EFAULT));
+    }
     let mode = domain.info.mr_mode;
     let prov_key = mode == FI_MR_BASIC || mode & FI_MR_PROV_KEY != 0;
     let virt_addr = mode == FI_MR_BASIC || mode & FI_MR_VIRT_ADDR != 0;
     let region = Region {
-        len: ranges.iter().map(|r| r.1 as u64).sum(),
+        len: total,
         iova: if virt_addr {
             ranges.first().map_or(0, |r| r.0 as u64)
         } else {
@@ -210,7 +238,7 @@ unsafe fn register(
 /// # Safety
 /// `iov` NULL or `count` readable iovecs.
 unsafe fn ranges_of(iov: *const iovec, count: size_t) -> Result<Vec<(usize, usize)>> {
-    if count == 0 || iov.is_null() {
+    if count == 0 || count > crate::getinfo::IOV_LIMIT || iov.is_null() {
         return Err(Errno::INVAL);
     }
     // SAFETY: per caller.

@@ -21,6 +21,7 @@ pub mod atomics;
 mod completion;
 mod conn;
 pub mod iov;
+pub mod mappings;
 pub mod memory;
 pub mod offered;
 mod op;

@@ -57,6 +57,7 @@ pub fn rust_layout() -> Vec<LayoutItem> {
         fid_mr { fid, mem_desc, key }
         fi_mr_attr { mr_iov, iov_count, access, offset, requested_key, context, auth_key_size,
             auth_key, iface, device }
+        fi_mr_modify { flags, attr }
         fi_ops_domain { size, av_open, cq_open, endpoint, scalable_ep, cntr_open, poll_open,
             stx_ctx, srx_ctx, query_atomic, query_collective, endpoint2 }
         fi_ops_mr { size, reg, regv, regattr }

@@ -1,5 +1,7 @@
 /* Memory registration (fi_mr(3)): reg/regv/regattr, application keys
  * unique per domain, descriptors, bad arguments. */
+#include <sys/mman.h>
+
 #include "xt.h"
 
 int main(int argc, char **argv)
@@ -43,6 +45,33 @@ int main(int argc, char **argv)
 	struct iovec many[5] = {{buf, 1}, {buf, 1}, {buf, 1}, {buf, 1}, {buf, 1}};
 	CHECK_RET(fi_mr_regv(r.domain, many, 5, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
 	CHECK_RET(fi_mr_regattr(r.domain, NULL, 0, &bad), -FI_EINVAL);
+	/* Counts and ranges that cannot be: refused before anything is read. */
+	CHECK_RET(fi_mr_regv(r.domain, iov, SIZE_MAX, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	struct fi_mr_attr huge = {.mr_iov = iov, .iov_count = SIZE_MAX, .access = FI_SEND};
+	CHECK_RET(fi_mr_regattr(r.domain, &huge, 0, &bad), -FI_EINVAL);
+	CHECK_RET(fi_mr_reg(r.domain, (void *)(uintptr_t)-4096, 8192, FI_SEND, 0, 50, 0, &bad, NULL),
+		  -FI_EINVAL);
+	CHECK_RET(fi_mr_reg(r.domain, buf, SIZE_MAX, FI_SEND, 0, 50, 0, &bad, NULL), -FI_EINVAL);
+	/* Memory a peer may access must be mapped so (a peer's write to a
+	 * read-only page would fault this process): -FI_EFAULT, as an RDMA
+	 * NIC's registration fails; for local access only, no such check. */
+	char *pages = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(pages != MAP_FAILED);
+	REQUIRE(mprotect(pages + 4096, 4096, PROT_READ) == 0);
+	REQUIRE(munmap(pages + 2 * 4096, 4096) == 0);
+	CHECK_RET(fi_mr_reg(r.domain, pages + 4096, 4096, FI_REMOTE_WRITE, 0, 50, 0, &bad, NULL),
+		  -FI_EFAULT);
+	CHECK_RET(fi_mr_reg(r.domain, pages, 2 * 4096, FI_REMOTE_WRITE, 0, 50, 0, &bad, NULL),
+		  -FI_EFAULT);
+	CHECK_RET(fi_mr_reg(r.domain, pages + 4096, 2 * 4096, FI_REMOTE_READ, 0, 50, 0, &bad, NULL),
+		  -FI_EFAULT);
+	struct iovec ro_part[2] = {{pages, 16}, {pages + 4096, 16}};
+	CHECK_RET(fi_mr_regv(r.domain, ro_part, 2, FI_REMOTE_WRITE, 0, 50, 0, &bad, NULL), -FI_EFAULT);
+	CHECK_RET(fi_mr_reg(r.domain, pages, 2 * 4096, FI_REMOTE_READ, 0, 50, 0, &bad, NULL), 0);
+	CHECK_RET(fi_close(&bad->fid), 0);
+	CHECK_RET(fi_mr_reg(r.domain, pages + 4096, 4096, FI_SEND, 0, 50, 0, &bad, NULL), 0);
+	CHECK_RET(fi_close(&bad->fid), 0);
+	REQUIRE(munmap(pages, 2 * 4096) == 0);
 	attr.requested_key = 51;
 	attr.iface = FI_HMEM_CUDA;
 	CHECK_RET(fi_mr_regattr(r.domain, &attr, 0, &bad), -FI_ENOSYS);
@@ -51,6 +80,8 @@ int main(int argc, char **argv)
 	CHECK_RET(fi_mr_bind(mr, &r.domain->fid, 0), -FI_ENOSYS);
 	CHECK_RET(fi_mr_enable(mr), 0);
 	CHECK_RET(fi_mr_refresh(mr, iov, 1, 0), 0);
+	CHECK_RET(fi_mr_refresh(mr, NULL, 1, 0), -FI_EINVAL);
+	CHECK_RET(fi_mr_refresh(mr, iov, SIZE_MAX, 0), -FI_EINVAL);
 
 	CHECK_RET(fi_close(&mr->fid), 0);
 	CHECK_RET(fi_close(&mr2->fid), 0);

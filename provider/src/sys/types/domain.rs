@@ -111,6 +111,13 @@ pub struct fi_mr_attr {
     pub device: u64,
 }
 
+/// fi_mr_refresh's argument to the MR's control (FI_REFRESH).
+#[repr(C)]
+pub struct fi_mr_modify {
+    pub flags: u64,
+    pub attr: fi_mr_attr,
+}
+
 #[repr(C)]
 pub struct fi_ops_domain {
     pub size: size_t,
