@@ -83,7 +83,13 @@ pub struct Eq {
     endpoints: std::sync::atomic::AtomicUsize,
     /// This EQ as a member of its wait set (FI_WAIT_SET), to leave it.
     member: OnceLock<Weak<dyn Queue>>,
+    /// Opened with FI_WRITE: the application may fi_eq_write (fi_eq(3)).
+    writable: bool,
 }
+
+/// Largest event fi_eq_write takes: an application's own notices are small,
+/// and the bytes are copied into the queue.
+const MAX_WRITE: usize = 1 << 20;
 
 #[derive(Default)]
 struct EqState {
@@ -304,6 +310,7 @@ pub unsafe extern "C" fn xdp_eq_open(
             progress: ProgressSet::default(),
             endpoints: std::sync::atomic::AtomicUsize::new(0),
             member: OnceLock::new(),
+            writable: a.flags & FI_WRITE != 0,
         });
         if let Some(set) = inner.wait.set() {
             let me: Weak<dyn Queue> = Arc::downgrade(&inner) as Weak<dyn Queue>;
@@ -482,7 +489,9 @@ unsafe extern "C" fn eq_write(
     guard_ssize("fi_eq_write", || {
         // SAFETY: validated by obj().
         let o = unsafe { obj::<EqObj>(eq.cast()) }?;
-        if buf.is_null() && len > 0 {
+        // fi_eq(3): "If the FI_WRITE flag is not set, then the application
+        // may not invoke fi_eq_write."
+        if !o.inner.writable || (buf.is_null() && len > 0) || len > MAX_WRITE {
             return Err(Errno::INVAL);
         }
         let bytes = if len == 0 {
@@ -518,6 +527,11 @@ unsafe extern "C" fn eq_sread(
         let q = &o.inner;
         if !q.wait.can_block() {
             // fi_eq(3): sread is invalid on an EQ without a wait object.
+            return Err(Errno::INVAL);
+        }
+        // Arguments no event could be read into fail now, not after the
+        // wait (which, with no timeout, might never end).
+        if event.is_null() || (buf.is_null() && len > 0) {
             return Err(Errno::INVAL);
         }
         let deadline =

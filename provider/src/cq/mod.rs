@@ -438,6 +438,11 @@ unsafe fn sread_common(
         // fi_cq(3): sread is invalid on a CQ without a wait object.
         return Err(Errno::INVAL);
     }
+    // Nowhere to put entries: fail now, not after the wait (which, with no
+    // timeout, might never end).
+    if count > 0 && buf.is_null() {
+        return Err(Errno::INVAL);
+    }
     let threshold = if q.wait_cond == FI_CQ_COND_THRESHOLD {
         // fi_cq(3) fi_cq_sread: with FI_CQ_COND_THRESHOLD "the cond field
         // is interpreted as a size_t threshold value" — the pointer's value

@@ -165,10 +165,14 @@ impl WaitObj {
     }
 
     /// The end of fi_trywait (fi_poll(3)) once nothing is queued:
-    /// -FI_EAGAIN while an endpoint has work now (`state`), and for a
-    /// MUTEX_COND object without a progress thread (nothing would signal
-    /// it); else the object is armed for the endpoints' next timer.
+    /// -FI_EINVAL without a wait object (FI_WAIT_NONE: there is nothing to
+    /// block on), -FI_EAGAIN while an endpoint has work now (`state`), and
+    /// for a MUTEX_COND object without a progress thread (nothing would
+    /// signal it); else the object is armed for the endpoints' next timer.
     pub fn try_arm(&self, auto_progress: bool, state: impl FnOnce() -> WaitState) -> Result<()> {
+        if self.kind == FI_WAIT_NONE {
+            return Err(Errno::INVAL);
+        }
         if self.kind == FI_WAIT_MUTEX_COND && !auto_progress {
             return Err(Errno::AGAIN);
         }

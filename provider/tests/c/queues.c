@@ -67,9 +67,12 @@ static void cq_tests(struct xt_res *r)
 		CHECK_RET(fi_cq_readerr(cq, NULL, 0), -FI_EINVAL);
 		/* fi_cq(3) defines no readerr flags: ignored. */
 		CHECK_RET(fi_cq_readerr(cq, &err, FI_PEEK), -FI_EAGAIN);
-		/* FI_WAIT_NONE (default): no blocking reads, no signal. */
+		/* FI_WAIT_NONE (default): no blocking reads, no signal, nothing
+		 * fi_trywait could make safe to block on. */
 		CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 0), -FI_EINVAL);
 		CHECK_RET(fi_cq_signal(cq), -FI_EINVAL);
+		struct fid *none[1] = {&cq->fid};
+		CHECK_RET(fi_trywait(r->fabric, none, 1), -FI_EINVAL);
 		int wo = -1;
 		CHECK_RET(fi_control(&cq->fid, FI_GETWAITOBJ, &wo), 0);
 		CHECK(wo == FI_WAIT_NONE);
@@ -80,6 +83,9 @@ static void cq_tests(struct xt_res *r)
 	attr.format = FI_CQ_FORMAT_CONTEXT;
 	attr.wait_obj = FI_WAIT_UNSPEC;
 	CHECK_RET(fi_cq_open(r->domain, &attr, &cq, NULL), 0);
+	/* Nowhere to put an entry: refused at once, not after the wait. */
+	CHECK_RET(fi_cq_sread(cq, NULL, 1, NULL, -1), -FI_EINVAL);
+	CHECK_RET(fi_cq_sreadfrom(cq, NULL, 1, src, NULL, -1), -FI_EINVAL);
 	double t0 = now_ms();
 	CHECK_RET(fi_cq_sread(cq, ent, 1, NULL, 50), -FI_EAGAIN);
 	double dt = now_ms() - t0;
@@ -184,7 +190,7 @@ static void cq_tests(struct xt_res *r)
 static void eq_tests(struct xt_res *r)
 {
 	struct fid_eq *eq;
-	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC};
+	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC, .flags = FI_WRITE};
 	struct fi_eq_entry in = {.context = (void *)0x1234, .data = 77}, out;
 	struct fi_eq_err_entry err = {0};
 	uint32_t event = 0;
@@ -203,6 +209,10 @@ static void eq_tests(struct xt_res *r)
 	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
 	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), FI_SEND), -FI_EBADFLAGS);
 	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, NULL, 8, 0), -FI_EINVAL);
+	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, &in, (size_t)1 << 40, 0), -FI_EINVAL);
+	/* Arguments no event can be read into fail at once, not after the wait. */
+	CHECK_RET(fi_eq_sread(eq, NULL, &out, sizeof(out), -1, 0), -FI_EINVAL);
+	CHECK_RET(fi_eq_sread(eq, &event, NULL, sizeof(out), -1, 0), -FI_EINVAL);
 	char buf[64];
 	CHECK(fi_eq_strerror(eq, FI_EAGAIN, NULL, buf, sizeof(buf)) == buf && buf[0]);
 	CHECK_RET(fi_close(&eq->fid), 0);
@@ -222,10 +232,13 @@ static void eq_tests(struct xt_res *r)
 	CHECK_RET(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(out));
 	CHECK_RET(poll(&p, 1, 0), 0);
 	CHECK_RET(fi_close(&eq->fid), 0);
-	/* No wait object: no blocking read. */
+	/* No wait object: no blocking read. Without FI_WRITE the application
+	 * may not write events (fi_eq(3)). */
 	attr.wait_obj = FI_WAIT_NONE;
+	attr.flags = 0;
 	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), 0);
 	CHECK_RET(fi_eq_sread(eq, &event, &out, sizeof(out), 10, 0), -FI_EINVAL);
+	CHECK_RET(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), -FI_EINVAL);
 	CHECK_RET(fi_close(&eq->fid), 0);
 	attr.flags = FI_SEND;
 	CHECK_RET(fi_eq_open(r->fabric, &attr, &eq, NULL), -FI_EBADFLAGS);

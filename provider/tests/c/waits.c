@@ -179,7 +179,7 @@ static void wait_set(int kind)
 	}
 	struct ep e;
 	ep_open(&e, FI_WAIT_SET, FI_WAIT_SET, ws);
-	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_SET, .wait_set = ws};
+	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_SET, .wait_set = ws, .flags = FI_WRITE};
 	struct fid_eq *eq;
 	REQUIRE(fi_eq_open(r.fabric, &ea, &eq, NULL) == 0);
 	/* Busy while queues use it. */
