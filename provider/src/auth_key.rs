@@ -7,6 +7,9 @@
 
 /// Fewest bytes a job key may have: it is the secret, 128 bits at least.
 pub const MIN_KEY_LEN: usize = 16;
+/// The longest key taken: a key is tens of bytes; a larger `auth_key_size`
+/// is a mistake, refused before its bytes are read.
+pub const MAX_KEY_LEN: usize = 4096;
 
 /// A job key. Its `Debug` shows only its length (configurations are logged).
 #[derive(Clone, PartialEq, Eq)]

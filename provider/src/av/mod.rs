@@ -389,6 +389,9 @@ unsafe extern "C" fn av_insertsvc(
 
 /// fi_av_insertsym: `nodecnt` consecutive IP addresses from `node`, each
 /// with `svccnt` consecutive ports from `service`.
+/// Most addresses one fi_av_insertsym names (nodes × services): a million.
+const MAX_INSERTSYM: usize = 1 << 20;
+
 unsafe extern "C" fn av_insertsym(
     av: *mut fid_av,
     node: *const c_char,
@@ -406,7 +409,22 @@ unsafe extern "C" fn av_insertsym(
             return Err(Errno::INVAL);
         };
         let base = addr::resolve(Some(node), Some(service), true).ok_or(Errno::INVAL)?;
-        let mut results = Vec::new();
+        // The names must exist: node addresses that do not run past the
+        // last address, ports that do not run past 65535 (checked below),
+        // and no more than an AV can sensibly hold.
+        let total = nodecnt.checked_mul(svccnt).ok_or(Errno::INVAL)?;
+        let last = nodecnt.saturating_sub(1);
+        let nodes_fit = match base.ip() {
+            IpAddr::V4(v4) => u32::try_from(last)
+                .ok()
+                .and_then(|l| u32::from(v4).checked_add(l))
+                .is_some(),
+            IpAddr::V6(v6) => u128::from(v6).checked_add(last as u128).is_some(),
+        };
+        if total > MAX_INSERTSYM || !nodes_fit {
+            return Err(Errno::INVAL);
+        }
+        let mut results = Vec::with_capacity(total);
         for n in 0..nodecnt {
             let ip = match base.ip() {
                 IpAddr::V4(v4) => IpAddr::V4((u32::from(v4).wrapping_add(n as u32)).into()),

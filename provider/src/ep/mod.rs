@@ -541,6 +541,10 @@ pub unsafe extern "C" fn xdp_endpoint(
             return Err(Errno::INVAL);
         }
         let ours = getinfo::caps_of(info.ep_type).ok_or(Errno::INVAL)?;
+        // The wire protocol must be one this endpoint type speaks.
+        if !getinfo::speaks(info.ep_type, info.protocol) {
+            return Err(Errno::INVAL);
+        }
         // fi_endpoint(3) `handle`: the FI_CONNREQ this endpoint accepts, or
         // a passive endpoint whose address it takes over.
         let mut conn_req = None;

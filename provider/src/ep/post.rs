@@ -274,6 +274,13 @@ impl Recv {
         // SAFETY: per the caller.
         let iov = unsafe { iovs(m.msg_iov, m.iov_count) }?;
         let (peek, flags) = peek_of(flags)?;
+        // fi_tagged(3) FI_CLAIM: the message is claimed through the
+        // struct fi_context the application supplies (with FI_PEEK it
+        // receives the claim); there is none to use without one.
+        if matches!(peek, Peek::PeekClaim | Peek::Claim | Peek::ClaimDiscard) && m.context.is_null()
+        {
+            return Err(Errno::INVAL);
+        }
         Ok(Recv {
             flags: Some(flags),
             peek,

@@ -117,6 +117,18 @@ pub const PROTO_XDP_MSG: u32 = FI_PROV_SPECIFIC | 0x584D;
 /// (`xdp/dgram.rs`): remote CQ data, and FI_MSG_PREFIX (the header lives
 /// in the application's prefix space).
 pub const PROTO_XDP_DGRAM: u32 = FI_PROV_SPECIFIC | 0x5847;
+
+/// Whether an endpoint of `ep_type` speaks `protocol` (an info's
+/// `ep_attr->protocol` given to fi_endpoint; unspecified: its default).
+pub fn speaks(ep_type: c_int, protocol: u32) -> bool {
+    protocol == FI_PROTO_UNSPEC
+        || match ep_type {
+            FI_EP_RDM => protocol == PROTO_XDP_RDM,
+            FI_EP_MSG => protocol == PROTO_XDP_MSG,
+            FI_EP_DGRAM => protocol == PROTO_XDP_DGRAM || protocol == FI_PROTO_UDP,
+            _ => false,
+        }
+}
 /// The prefix FI_MSG_PREFIX asks of DGRAM buffers: the header above.
 pub const DGRAM_PREFIX_SIZE: usize = 16;
 pub const PROTO_VERSION: u32 = 1;

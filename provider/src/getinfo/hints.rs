@@ -244,10 +244,10 @@ fn auth_key(o: &Owned, key: *const u8, size: usize) -> std::result::Result<Vec<u
     if o.ep.type_ != FI_EP_RDM {
         return Err("auth_key: only FI_EP_RDM authenticates its datagrams".into());
     }
-    if key.is_null() || size < crate::auth_key::MIN_KEY_LEN {
+    use crate::auth_key::{MAX_KEY_LEN, MIN_KEY_LEN};
+    if key.is_null() || !(MIN_KEY_LEN..=MAX_KEY_LEN).contains(&size) {
         return Err(format!(
-            "auth_key of {size} bytes: a job key needs at least {}",
-            crate::auth_key::MIN_KEY_LEN
+            "auth_key of {size} bytes: a job key has {MIN_KEY_LEN} to {MAX_KEY_LEN}"
         ));
     }
     // SAFETY: fi_getinfo(3): auth_key points to auth_key_size bytes.

@@ -25,7 +25,7 @@ mod hints;
 pub use attrs::{
     API_VERSION, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, ONLY_WHEN_ASKED, PROTO_XDP_DGRAM,
     PROVIDER_VERSION, RDM_MAX_MSG, RX_OP_FLAGS, RX_SIZE, TX_OP_FLAGS, caps_of,
-    max_datagram_payload,
+    max_datagram_payload, speaks,
 };
 
 use attrs::{Entry, Owned, base};
@@ -69,10 +69,15 @@ fn opt_cstr<'a>(p: *const c_char) -> Result<Option<&'a str>> {
         .map_err(|_| Errno::NODATA)
 }
 
+/// Longest address read from an application: every format we decode
+/// (sockaddrs, ours, FI_ADDR_STR text) is far shorter.
+const MAX_ADDR_LEN: usize = 1024;
+
 /// # Safety
-/// `p` must be NULL or valid for `len` bytes.
+/// `p` must be NULL or valid for `len` bytes (only read if `len` is at most
+/// [`MAX_ADDR_LEN`]).
 unsafe fn addr_from_raw(p: *const c_void, len: usize) -> Option<XdpAddr> {
-    if p.is_null() || len == 0 {
+    if p.is_null() || len == 0 || len > MAX_ADDR_LEN {
         return None;
     }
     // SAFETY: per caller.
@@ -461,6 +466,10 @@ impl InfoView {
             if k.is_null() || n == 0 {
                 return Ok(None);
             }
+            if n > crate::auth_key::MAX_KEY_LEN {
+                crate::xdp_warn!(FI_LOG_CORE, "auth_key: {n} bytes, more than a key");
+                return Err(Errno::INVAL);
+            }
             // SAFETY: auth_key points to auth_key_size bytes (fi_endpoint(3)).
             let bytes = unsafe { std::slice::from_raw_parts(k, n) };
             JobKey::new(bytes).map(Some).map_err(|e| {
@@ -476,13 +485,19 @@ impl InfoView {
             Some(d) => key(d.auth_key, d.auth_key_size)?,
             None => None,
         };
+        // A source address given must be one we can read (a length that
+        // fits no format is a mistake, not "any address").
+        // SAFETY: src_addr valid for src_addrlen.
+        let src = unsafe { addr_from_raw(i.src_addr, i.src_addrlen) };
+        if !i.src_addr.is_null() && i.src_addrlen != 0 && src.is_none() {
+            return Err(Errno::INVAL);
+        }
         Ok(InfoView {
             auth_key: ep_key.or(dom_key),
             caps: i.caps,
             ep_type: ep.map(|e| e.type_).unwrap_or(FI_EP_UNSPEC),
             format,
-            // SAFETY: src_addr valid for src_addrlen.
-            src: unsafe { addr_from_raw(i.src_addr, i.src_addrlen) },
+            src,
             domain_name,
             tx_op_flags: tx.map(|t| t.op_flags).unwrap_or(0),
             rx_op_flags: rx.map(|r| r.op_flags).unwrap_or(0),

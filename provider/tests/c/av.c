@@ -66,6 +66,12 @@ static void one_av(struct xt_res *r, int type)
 	CHECK_RET(fi_av_insertsym(av, xt_peer_ip, 2, "7000", 3, sym, 0, NULL), 6);
 	for (int i = 0; i < 6; i++)
 		CHECK(sym[i] != FI_ADDR_NOTAVAIL);
+	/* Names that cannot exist: nodes past the last address, a product
+	 * that overflows, more than an AV holds. Refused at once. */
+	CHECK_RET(fi_av_insertsym(av, "255.255.255.254", 3, "7000", 1, sym, 0, NULL), -FI_EINVAL);
+	CHECK_RET(fi_av_insertsym(av, xt_peer_ip, SIZE_MAX, "7000", 2, NULL, 0, NULL), -FI_EINVAL);
+	CHECK_RET(fi_av_insertsym(av, xt_peer_ip, (size_t)1 << 40, "7000", 1, NULL, 0, NULL),
+		  -FI_EINVAL);
 
 	/* Garbage is refused per address; FI_SYNC_ERR reports which. */
 	uint8_t junk[2 * XDP_ADDR_LEN];

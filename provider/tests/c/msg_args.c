@@ -62,6 +62,9 @@ static void run(int ep_type)
 		CHECK_RET(fi_tinject(ep, big, inject + 1, peer, 1), -FI_EINVAL);
 		struct fi_msg_tagged tm = {.msg_iov = &one, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .tag = 1};
 		CHECK_RET(fi_trecvmsg(ep, &tm, FI_PEEK | FI_CLAIM | FI_DISCARD), -FI_EBADFLAGS);
+		/* FI_CLAIM goes through the application's fi_context: none, refused. */
+		CHECK_RET(fi_trecvmsg(ep, &tm, FI_PEEK | FI_CLAIM), -FI_EINVAL);
+		CHECK_RET(fi_trecvmsg(ep, &tm, FI_CLAIM), -FI_EINVAL);
 		CHECK_RET(fi_trecvmsg(ep, NULL, 0), -FI_EINVAL);
 		/* Directed receive from an unknown source. */
 		CHECK_RET(fi_trecv(ep, buf, 8, NULL, peer + 1000, 1, 0, NULL), -FI_EINVAL);

@@ -268,6 +268,26 @@ static void open_args(struct all *a)
 	bad->ep_attr->type = a->r.info->ep_attr->type;
 	bad->caps |= FI_TRIGGER;
 	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
+	bad->caps = a->r.info->caps;
+	/* A wire protocol this endpoint type does not speak; a source address
+	 * no format has; a job key larger than any key. */
+	bad->ep_attr->protocol = 999;
+	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
+	bad->ep_attr->protocol = a->r.info->ep_attr->protocol;
+	void *src = bad->src_addr;
+	size_t srclen = bad->src_addrlen;
+	uint8_t three[3] = {1, 2, 3};
+	bad->src_addr = three;
+	bad->src_addrlen = sizeof(three);
+	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
+	bad->src_addr = src;
+	bad->src_addrlen = srclen;
+	uint8_t key[32] = {0};
+	bad->ep_attr->auth_key = key;
+	bad->ep_attr->auth_key_size = SIZE_MAX;
+	CHECK_RET(fi_endpoint(a->r.domain, bad, &ep, NULL), -FI_EINVAL);
+	bad->ep_attr->auth_key = NULL;
+	bad->ep_attr->auth_key_size = 0;
 	fi_freeinfo(bad);
 	CHECK_RET(fi_domain2(a->r.fabric, a->r.info, &dom, 1, NULL), -FI_EBADFLAGS);
 }
