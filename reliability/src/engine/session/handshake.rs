@@ -218,13 +218,26 @@ impl<P: Copy> Session<P> {
 
     /// A RESET about our current session (or our HELLO): the peer lost it;
     /// the session fails with the error returned. `None`: not ours, dropped.
+    ///
+    /// While our HELLO is outstanding we have sent nothing else on the
+    /// session, and a peer answers a HELLO with a HELLO_ACK or a CHALLENGE,
+    /// never a RESET: a RESET then answers a datagram we did not send as
+    /// such (our HELLO mangled into a session packet's shape on the way, or
+    /// a forger's copy), which the peer, having no session to verify it
+    /// with, could not tell from ours (§4.3). Only a RESET from another
+    /// incarnation than the one our HELLO is bound to — the peer restarted
+    /// — ends the handshake; the HELLO's retransmissions carry it on.
     pub(crate) fn reset_by(&self, pkt: &Packet<'_>) -> Option<OpError> {
         let ours = self.conn != Conn::Idle && pkt.hdr.dst_sess == self.local_sess;
-        let about_current = self.conn == Conn::HelloSent || pkt.ctrl.b == self.remote_sess;
+        let restarted = self.remote_inc != 0 && pkt.ctrl.a != self.remote_inc;
+        let about_current = match self.conn {
+            Conn::HelloSent => restarted,
+            _ => pkt.ctrl.b == self.remote_sess,
+        };
         if !(ours && about_current) {
             return None;
         }
-        Some(if self.remote_inc != 0 && pkt.ctrl.a != self.remote_inc {
+        Some(if restarted {
             OpError::PeerRestarted
         } else {
             OpError::PeerReset

@@ -387,3 +387,52 @@ fn icmp_is_believed_only_from_a_silent_peer() {
     let c = completions(&mut s, 0);
     assert_eq!(c[0].error, Some(OpError::PeerUnreachable));
 }
+
+/// A HELLO whose type byte a corrupting link (or a forger who saw it)
+/// turned into a session packet's reaches a peer that has no such session
+/// and cannot verify it: its RESET names the incarnation the HELLO was
+/// bound to. The opener, which sent nothing but its HELLO on that session,
+/// ignores it (only a restarted peer's RESET ends a handshake) and the
+/// handshake goes on. Seen through a real impairing path: the session was
+/// reset before it began.
+#[test]
+fn a_reset_drawn_by_a_mangled_hello_does_not_end_the_handshake() {
+    for known in [true, false] {
+        let t = Instant(1_000_000);
+        let mut e = [engine(0, 11), engine(1, 22)];
+        if known {
+            e[0].peer_incarnation(1, 22).unwrap();
+        }
+        post(&mut e[0], t, 1, 1);
+        let mut b = Buffers::default();
+        let mut frame = vec![0u8; 2048];
+        let len = e[0].poll_transmit(t, &mut frame, &mut b).unwrap().len;
+        assert_eq!(frame[1], PacketType::Hello as u8);
+        let mut mangled = frame[..len].to_vec();
+        mangled[1] = PacketType::Data as u8;
+        e[1].handle_datagram(t, 0, &mangled, &mut b);
+        let mut replies = 0;
+        while let Some(r) = e[1].poll_transmit(t, &mut frame, &mut b) {
+            e[0].handle_datagram(t, 1, &frame[..r.len], &mut b);
+            replies += 1;
+        }
+        assert_eq!(replies, 1, "the peer answers with a RESET");
+        assert_eq!(
+            e[0].stats().peers_lost,
+            0,
+            "known {known}: the RESET ended it"
+        );
+        // The HELLO's retransmission opens the session; the send completes.
+        let later = e[0].poll_timeout().expect("the HELLO is retransmitted");
+        e[0].handle_timeout(later);
+        let mut log = Vec::new();
+        pump(&mut e, later, &mut log);
+        let mut errors = Vec::new();
+        while let Some(ev) = e[0].poll_event() {
+            if let Event::Completion(c) = ev {
+                errors.push(c.error);
+            }
+        }
+        assert_eq!(errors, vec![None], "known {known}");
+    }
+}
