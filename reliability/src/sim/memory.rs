@@ -89,6 +89,12 @@ pub struct Memory {
     pub checks: usize,
 }
 
+/// Whether `[addr, addr + len)` overlaps any of `ranges`.
+fn touches(ranges: &[std::ops::Range<u64>], addr: u64, len: usize) -> bool {
+    let end = addr.saturating_add(len as u64);
+    ranges.iter().any(|u| u.start < end && addr < u.end)
+}
+
 impl Memory {
     /// The bytes of `[addr, addr + len)` of `key` if allowed for `access`.
     pub fn check(&self, key: u64, addr: u64, len: u64, access: Access) -> Result<(), RmaStatus> {
@@ -110,12 +116,7 @@ impl Memory {
     }
 
     pub fn write(&mut self, key: u64, addr: u64, src: &[u8]) -> Result<(), RmaStatus> {
-        let end = addr.saturating_add(src.len() as u64);
-        if self
-            .unwritable
-            .iter()
-            .any(|u| u.start < end && addr < u.end)
-        {
+        if touches(&self.unwritable, addr, src.len()) {
             return Err(RmaStatus::OutOfRange);
         }
         let d = self
@@ -126,12 +127,7 @@ impl Memory {
     }
 
     pub fn read(&mut self, key: u64, addr: u64, dst: &mut [u8]) -> Result<(), RmaStatus> {
-        let end = addr.saturating_add(dst.len() as u64);
-        if self
-            .unreadable
-            .iter()
-            .any(|u| u.start < end && addr < u.end)
-        {
+        if touches(&self.unreadable, addr, dst.len()) {
             return Err(RmaStatus::OutOfRange);
         }
         let s = self

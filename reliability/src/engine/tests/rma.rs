@@ -23,8 +23,29 @@ fn mem(s: &Sim<Buffers>, at: usize, key: u64) -> &[u8] {
 }
 
 fn write(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, addr: u64, data: Vec<u8>) {
-    let len = data.len();
-    s.nodes[from].app.send.insert(token, data);
+    write_with(
+        s,
+        (from, to),
+        token,
+        addr,
+        data,
+        None,
+        CompletionLevel::Delivery,
+    );
+}
+
+/// A write with remote CQ data `cq_data`, complete at `level`.
+fn write_with(
+    s: &mut Sim<Buffers>,
+    (from, to): (usize, usize),
+    token: u64,
+    addr: u64,
+    bytes: Vec<u8>,
+    cq_data: Option<u64>,
+    level: CompletionLevel,
+) {
+    let len = bytes.len();
+    s.nodes[from].app.send.insert(token, bytes);
     let now = s.now;
     let op = RmaOp {
         token,
@@ -33,8 +54,8 @@ fn write(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, addr: u64, da
         key: KEY,
         addr,
         payload: Payload::Buffer { len },
-        data: None,
-        level: CompletionLevel::Delivery,
+        data: cq_data,
+        level,
     };
     s.nodes[from].engine.post_rma(now, op).unwrap();
 }
@@ -149,19 +170,8 @@ fn writes_then_reads_come_back_intact() {
 fn write_with_data_reports_at_the_target() {
     let mut s = sim(2, Faults::default(), 3);
     region(&mut s, 1, KEY, 4096, Access::WRITE);
-    s.nodes[0].app.send.insert(1, pattern(3000, 1));
-    let now = s.now;
-    let op = RmaOp {
-        token: 1,
-        dst: 1,
-        kind: RmaKind::Write,
-        key: KEY,
-        addr: BASE + 8,
-        payload: Payload::Buffer { len: 3000 },
-        data: Some(0xDA7A),
-        level: CompletionLevel::Transmit,
-    };
-    s.nodes[0].engine.post_rma(now, op).unwrap();
+    let (bytes, level) = (pattern(3000, 1), CompletionLevel::Transmit);
+    write_with(&mut s, (0, 1), 1, BASE + 8, bytes, Some(0xDA7A), level);
     run(&mut s);
     let at_target = completions(&mut s, 1);
     assert_eq!(at_target.len(), 1);
@@ -271,36 +281,33 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
     assert_eq!(&mem(&s, 1, KEY)[..16], &[5; 16]);
 }
 
+/// A 64 KiB region at node 1 and, for an operation of 20 000 bytes from
+/// its start (several segments), a page in the middle of it.
+fn region_and_a_page_within(s: &mut Sim<Buffers>) -> std::ops::Range<u64> {
+    region(s, 1, KEY, 64 << 10, Access::READ | Access::WRITE);
+    BASE + 8192..BASE + 12288
+}
+
+/// The outcome of node 0's one completed operation.
+fn only_outcome(s: &mut Sim<Buffers>) -> Option<OpError> {
+    let done = completions(s, 0);
+    assert_eq!(done.len(), 1, "{done:?}");
+    done[0].error
+}
+
 /// A write whose range was admitted but one segment of which cannot be
 /// copied (memory registered from NULL and mapped read-only at the target)
 /// fails at its initiator; the session carries on.
 #[test]
 fn write_failing_mid_way_fails_at_the_initiator() {
     let mut s = sim(2, lossy(), 6);
-    region(&mut s, 1, KEY, 64 << 10, Access::READ | Access::WRITE);
-    // One page in the middle of a 20 000-byte write (several segments).
-    s.nodes[1]
-        .app
-        .mem
-        .unwritable
-        .push(BASE + 8192..BASE + 12288);
-    s.nodes[0].app.send.insert(1, vec![0xAB; 20_000]);
-    let now = s.now;
-    let op = RmaOp {
-        token: 1,
-        dst: 1,
-        kind: RmaKind::Write,
-        key: KEY,
-        addr: BASE,
-        payload: Payload::Buffer { len: 20_000 },
-        data: Some(7),
-        level: CompletionLevel::Delivery,
-    };
-    s.nodes[0].engine.post_rma(now, op).unwrap();
+    let page = region_and_a_page_within(&mut s);
+    s.nodes[1].app.mem.unwritable.push(page);
+    let (bytes, level) = (vec![0xAB; 20_000], CompletionLevel::Delivery);
+    write_with(&mut s, (0, 1), 1, BASE, bytes, Some(7), level);
     run(&mut s);
-    let done = completions(&mut s, 0);
-    assert_eq!(done.len(), 1, "{done:?}");
-    assert_eq!(done[0].error, Some(OpError::from(RmaStatus::OutOfRange)));
+    let failed = Some(OpError::from(RmaStatus::OutOfRange));
+    assert_eq!(only_outcome(&mut s), failed);
     assert!(
         completions(&mut s, 1).is_empty(),
         "no CQ data for a failed write"
@@ -309,8 +316,7 @@ fn write_failing_mid_way_fails_at_the_initiator() {
     // The next write, elsewhere, succeeds on the same session.
     write(&mut s, 0, 1, 2, BASE + 32768, vec![5; 3000]);
     run(&mut s);
-    let done = completions(&mut s, 0);
-    assert_eq!((done.len(), done[0].error), (1, None), "{done:?}");
+    assert_eq!(only_outcome(&mut s), None);
     assert_eq!(&mem(&s, 1, KEY)[32768..35768], &[5; 3000][..]);
 }
 
@@ -320,23 +326,17 @@ fn write_failing_mid_way_fails_at_the_initiator() {
 #[test]
 fn read_failing_mid_way_fails_at_the_initiator() {
     let mut s = sim(2, lossy(), 7);
-    region(&mut s, 1, KEY, 64 << 10, Access::READ | Access::WRITE);
-    s.nodes[1]
-        .app
-        .mem
-        .unreadable
-        .push(BASE + 8192..BASE + 12288);
+    let page = region_and_a_page_within(&mut s);
+    s.nodes[1].app.mem.unreadable.push(page);
     read(&mut s, 0, 1, 1, BASE, 20_000);
     run(&mut s);
-    let done = completions(&mut s, 0);
-    assert_eq!(done.len(), 1, "{done:?}");
-    assert_eq!(done[0].error, Some(OpError::from(RmaStatus::OutOfRange)));
+    let failed = Some(OpError::from(RmaStatus::OutOfRange));
+    assert_eq!(only_outcome(&mut s), failed);
     // The next read, elsewhere, succeeds on the same session.
     s.nodes[1].app.mem.regions.get_mut(&KEY).unwrap().bytes[32768..32778].fill(9);
     read(&mut s, 0, 1, 2, BASE + 32768, 10);
     run(&mut s);
-    let done = completions(&mut s, 0);
-    assert_eq!((done.len(), done[0].error), (1, None), "{done:?}");
+    assert_eq!(only_outcome(&mut s), None);
     assert_eq!(s.nodes[0].app.mem.results[&2], vec![9; 10]);
 }
 
