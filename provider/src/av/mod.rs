@@ -387,11 +387,11 @@ unsafe extern "C" fn av_insertsvc(
     })
 }
 
-/// fi_av_insertsym: `nodecnt` consecutive IP addresses from `node`, each
-/// with `svccnt` consecutive ports from `service`.
 /// Most addresses one fi_av_insertsym names (nodes × services): a million.
 const MAX_INSERTSYM: usize = 1 << 20;
 
+/// fi_av_insertsym: `nodecnt` consecutive IP addresses from `node`, each
+/// with `svccnt` consecutive ports from `service`.
 unsafe extern "C" fn av_insertsym(
     av: *mut fid_av,
     node: *const c_char,

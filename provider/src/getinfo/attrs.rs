@@ -117,6 +117,9 @@ pub const PROTO_XDP_MSG: u32 = FI_PROV_SPECIFIC | 0x584D;
 /// (`xdp/dgram.rs`): remote CQ data, and FI_MSG_PREFIX (the header lives
 /// in the application's prefix space).
 pub const PROTO_XDP_DGRAM: u32 = FI_PROV_SPECIFIC | 0x5847;
+/// The prefix FI_MSG_PREFIX asks of DGRAM buffers: the header above.
+pub const DGRAM_PREFIX_SIZE: usize = 16;
+pub const PROTO_VERSION: u32 = 1;
 
 /// Whether an endpoint of `ep_type` speaks `protocol` (an info's
 /// `ep_attr->protocol` given to fi_endpoint; unspecified: its default).
@@ -129,9 +132,7 @@ pub fn speaks(ep_type: c_int, protocol: u32) -> bool {
             _ => false,
         }
 }
-/// The prefix FI_MSG_PREFIX asks of DGRAM buffers: the header above.
-pub const DGRAM_PREFIX_SIZE: usize = 16;
-pub const PROTO_VERSION: u32 = 1;
+
 /// Ordering of an RDM endpoint (fi_endpoint(3) "msg_order"), from
 /// PROTOCOL.md §8.6: operations from one initiator to one target travel in
 /// posting order on one stream and execute there in that order, so sends
