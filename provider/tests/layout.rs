@@ -15,6 +15,7 @@ fn c_program() -> String {
         "#include <stdio.h>\n#include <stddef.h>\n#include <rdma/fabric.h>\n#include <rdma/fi_domain.h>\n\
          #include <rdma/fi_endpoint.h>\n#include <rdma/fi_eq.h>\n#include <rdma/fi_cm.h>\n#include <rdma/fi_tagged.h>\n\
          #include <rdma/fi_rma.h>\n#include <rdma/fi_atomic.h>\n#include <rdma/fi_errno.h>\n\
+         #include <rdma/fi_collective.h>\n\
          #include <rdma/providers/fi_prov.h>\n#include <rdma/providers/fi_log.h>\n\
          int main(void) {\n",
     );

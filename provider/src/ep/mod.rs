@@ -26,6 +26,7 @@ use libc::{c_int, c_void};
 
 mod atomic;
 mod cm;
+mod collective;
 mod control;
 
 pub use cm::{cm_data_size_opt, cm_enosys, copy_name};
@@ -688,8 +689,8 @@ pub unsafe extern "C" fn xdp_endpoint(
                     object::ops_ptr(&tagged::TAGGED_OPS_NOSYS)
                 },
                 atomic: object::ops_ptr(&atomic::ATOMIC_OPS),
-                // No FI_COLLECTIVE capability; the collective table is not mirrored.
-                collective: std::ptr::null_mut(),
+                // No FI_COLLECTIVE capability: calls fail with -FI_ENOSYS.
+                collective: object::ops_ptr(&collective::COLLECTIVE_OPS_NOSYS),
             },
             inner,
         };

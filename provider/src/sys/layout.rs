@@ -66,6 +66,8 @@ pub fn rust_layout() -> Vec<LayoutItem> {
         fi_ops_ep { size, cancel, getopt, setopt, tx_ctx, rx_ctx, rx_size_left, tx_size_left }
         fi_ops_msg { size, recv, recvv, recvmsg, send, sendv, sendmsg, inject, senddata, injectdata }
         fid_ep { fid, ops, cm, msg, rma, tagged, atomic, collective }
+        fi_ops_collective { size, barrier, broadcast, alltoall, allreduce, allgather,
+            reduce_scatter, reduce, scatter, gather, msg, barrier2 }
         fid_pep { fid, ops, cm }
         fi_ops_cm { size, setname, getname, getpeer, connect, listen, accept, reject, shutdown, join }
         fi_msg_tagged { msg_iov, desc, iov_count, addr, tag, ignore, context, data }

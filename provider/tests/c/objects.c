@@ -240,6 +240,22 @@ static void unsupported_slots(struct all *a, int dgram)
 	CHECK_RET(fi_srx_context(a->r.domain, NULL, &rx, NULL), -FI_ENOSYS);
 	CHECK_RET(fi_domain_bind(a->r.domain, &a->av->fid, 0), -FI_EINVAL);
 	CHECK_RET(fi_open_ops(&a->ep->fid, "x", 0, NULL, NULL), -FI_ENOSYS);
+	/* No FI_COLLECTIVE: libfabric's inline calls reach a table that says so
+	 * instead of a NULL one. */
+	uint64_t one = 1, sum = 0;
+	CHECK_RET(fi_barrier(a->ep, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_barrier2(a->ep, 0, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_broadcast(a->ep, &one, 1, NULL, 0, 0, FI_UINT64, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_allreduce(a->ep, &one, 1, NULL, &sum, NULL, 0, FI_UINT64, FI_SUM, 0, NULL),
+		  -FI_ENOSYS);
+	CHECK_RET(fi_allgather(a->ep, &one, 1, NULL, &sum, NULL, 0, FI_UINT64, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_alltoall(a->ep, &one, 1, NULL, &sum, NULL, 0, FI_UINT64, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_reduce_scatter(a->ep, &one, 1, NULL, &sum, NULL, 0, FI_UINT64, FI_SUM, 0, NULL),
+		  -FI_ENOSYS);
+	CHECK_RET(fi_reduce(a->ep, &one, 1, NULL, &sum, NULL, 0, 0, FI_UINT64, FI_SUM, 0, NULL),
+		  -FI_ENOSYS);
+	CHECK_RET(fi_scatter(a->ep, &one, 1, NULL, &sum, NULL, 0, 0, FI_UINT64, 0, NULL), -FI_ENOSYS);
+	CHECK_RET(fi_gather(a->ep, &one, 1, NULL, &sum, NULL, 0, 0, FI_UINT64, 0, NULL), -FI_ENOSYS);
 	if (dgram) {
 		CHECK_RET(fi_tsend(a->ep, b, 1, NULL, 0, 1, NULL), -FI_ENOSYS);
 		CHECK_RET(fi_trecv(a->ep, b, 1, NULL, 0, 1, 0, NULL), -FI_ENOSYS);

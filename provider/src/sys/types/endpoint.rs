@@ -144,7 +144,7 @@ pub struct fid_ep {
     pub rma: *mut fi_ops_rma,
     pub tagged: *mut fi_ops_tagged,
     pub atomic: *mut fi_ops_atomic,
-    pub collective: *mut c_void,
+    pub collective: *mut fi_ops_collective,
 }
 
 #[repr(C)]

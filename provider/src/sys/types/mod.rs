@@ -10,6 +10,7 @@
 
 mod atomic;
 mod cm;
+mod collective;
 mod domain;
 mod endpoint;
 mod eq;
@@ -20,6 +21,7 @@ mod tagged;
 
 pub use atomic::*;
 pub use cm::*;
+pub use collective::*;
 pub use domain::*;
 pub use endpoint::*;
 pub use eq::*;
