@@ -121,16 +121,27 @@ pub const PROTO_XDP_DGRAM: u32 = FI_PROV_SPECIFIC | 0x5847;
 pub const DGRAM_PREFIX_SIZE: usize = 16;
 pub const PROTO_VERSION: u32 = 1;
 
+/// The wire protocol of an entry of `ep_type` (`header`: a DGRAM entry
+/// with our header rather than plain UDP); `None` for a type we do not
+/// offer.
+fn protocol_of(ep_type: c_int, header: bool) -> Option<u32> {
+    match ep_type {
+        FI_EP_RDM => Some(PROTO_XDP_RDM),
+        FI_EP_MSG => Some(PROTO_XDP_MSG),
+        FI_EP_DGRAM if header => Some(PROTO_XDP_DGRAM),
+        FI_EP_DGRAM => Some(FI_PROTO_UDP),
+        _ => None,
+    }
+}
+
 /// Whether an endpoint of `ep_type` speaks `protocol` (an info's
-/// `ep_attr->protocol` given to fi_endpoint; unspecified: its default).
+/// `ep_attr->protocol` given to fi_endpoint; unspecified: its default):
+/// that of one of the type's entries.
 pub fn speaks(ep_type: c_int, protocol: u32) -> bool {
     protocol == FI_PROTO_UNSPEC
-        || match ep_type {
-            FI_EP_RDM => protocol == PROTO_XDP_RDM,
-            FI_EP_MSG => protocol == PROTO_XDP_MSG,
-            FI_EP_DGRAM => protocol == PROTO_XDP_DGRAM || protocol == FI_PROTO_UDP,
-            _ => false,
-        }
+        || [false, true]
+            .into_iter()
+            .any(|header| protocol_of(ep_type, header) == Some(protocol))
 }
 
 /// Ordering of an RDM endpoint (fi_endpoint(3) "msg_order"), from
@@ -244,12 +255,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
     o.rx.iov_limit = IOV_LIMIT;
 
     o.ep.type_ = e.ep_type;
-    o.ep.protocol = match e.ep_type {
-        FI_EP_RDM => PROTO_XDP_RDM,
-        FI_EP_MSG => PROTO_XDP_MSG,
-        _ if e.header => PROTO_XDP_DGRAM,
-        _ => FI_PROTO_UDP,
-    };
+    o.ep.protocol = protocol_of(e.ep_type, e.header).unwrap_or(FI_PROTO_UNSPEC);
     o.ep.protocol_version = PROTO_VERSION;
     o.ep.max_msg_size = if rdm { RDM_MAX_MSG } else { payload };
     // The order above holds for operations of any size (one stream);
