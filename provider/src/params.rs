@@ -257,7 +257,7 @@ const PARAMS: &[ParamDef] = &[
     ParamDef {
         name: c"local_direct",
         ty: FI_PARAM_BOOL,
-        help: c"Small sends (up to the inject size, completing at FI_INJECT_COMPLETE) between RDM endpoints on the same host go as direct messages: one record in the peer's shared-memory ring, handed to its matcher without sequence numbers, acknowledgements or retransmission, whenever nothing the sender sent to that peer through the protocol is still unacknowledged (so ordering holds); not with packet authentication (default: 1)",
+        help: c"Small sends (up to the inject size, completing at FI_INJECT_COMPLETE) between RDM endpoints on the same host go as direct messages: one record in the peer's shared-memory ring, handed to its matcher without sequence numbers, acknowledgements or retransmission, whenever nothing the sender sent to that peer through the protocol is still unacknowledged (so ordering holds); with packet authentication only between endpoints whose handshake verified the job key (default: 1)",
     },
     ParamDef {
         name: c"multi_buffer",

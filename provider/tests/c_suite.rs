@@ -498,6 +498,27 @@ fn c_data_rdm_one_host_shared_memory() {
     }
 }
 
+/// The same with a job key: the datagrams in the rings are authenticated,
+/// and once each pair's handshake verified small sends go as direct
+/// messages still (PROTOCOL.md §6.9).
+#[test]
+fn c_data_rdm_one_host_authenticated() {
+    let (client, server) = data_one_host(&[("FI_XDP_AUTH_KEY", AUTH_KEY)]);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            log.contains("packet authentication on"),
+            "{who}: no key:\n{log}"
+        );
+        let (sent, received) = common::direct_messages(&log).unwrap_or_default();
+        println!("{who}: direct messages (sent, received): ({sent}, {received})");
+        assert!(
+            sent > 0 && received > 0,
+            "{who}: no direct messages:\n{log}"
+        );
+    }
+}
+
 /// The same with direct messages off: every message through the
 /// protocol's datagrams in the rings.
 #[test]

@@ -109,7 +109,7 @@ pub mod wire;
 
 pub use api::*;
 pub use crc::crc32c;
-pub use engine::{DirectMessage, Engine};
+pub use engine::{DirectMessage, DirectRefused, Engine};
 pub use rma::{Access, MAX_ATOMIC_BYTES, RmaKind, RmaOp, RmaStatus};
 #[cfg(any(test, feature = "sim"))]
 pub use rng::SplitMix64;

@@ -219,13 +219,11 @@ impl Rdm {
                 if args.cfg.auth_encrypt { "on" } else { "off" }
             );
         }
-        // Direct messages carry no authentication tag, and a connected
-        // endpoint admits its peer's datagrams only.
+        // A connected endpoint admits its peer's datagrams only. With a
+        // job key the engine lets direct messages flow only between
+        // endpoints whose handshake verified (PROTOCOL.md §6.9).
         let direct = Direct::new(
-            args.cfg.local_direct
-                && cfg.auth.is_none()
-                && args.ep_type != FI_EP_MSG
-                && port.local_writers().is_some(),
+            args.cfg.local_direct && args.ep_type != FI_EP_MSG && port.local_writers().is_some(),
         );
         let mut peers = Peers::default();
         let self_key = peers.key(&args.local);

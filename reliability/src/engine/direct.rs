@@ -4,6 +4,13 @@
 //! session: no sequence number, acknowledgement or retransmission, since
 //! nothing on that path is lost, duplicated or reordered.
 //!
+//! With authentication (§11.8) a message goes direct only over a session whose
+//! authenticated handshake showed that the peer holds the job key, and a
+//! receiver takes direct messages only from peers that showed it so: the
+//! channel is writable by the processes of our user alone, and the key then
+//! keeps apart what it keeps apart on the wire, jobs (a process without the
+//! key, or with another, never gets a direct message taken).
+//!
 //! What keeps the messages of one sender in order (FI_ORDER_SAS) when some
 //! go direct and some through the session: a message goes direct only
 //! while the session to that peer has nothing queued, in flight or
@@ -17,7 +24,7 @@ use std::hash::Hash;
 use super::Engine;
 use super::events::send_completion;
 use super::seam::MsgInfo;
-use crate::api::{PostError, RecvBuffers};
+use crate::api::RecvBuffers;
 use crate::wire::{Bytes, flags as wf};
 
 /// A direct message as it arrived.
@@ -45,40 +52,68 @@ impl DirectMessage<'_> {
     }
 }
 
+/// Why [`Engine::receive_direct`] dropped a direct message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectRefused {
+    /// With authentication: its sender never showed us the job key.
+    Unauthenticated,
+    /// No room for another peer ([`crate::Config::max_peers`]).
+    TooManyPeers,
+    /// Longer than a message can be.
+    TooLarge,
+}
+
 impl<P: Copy + Eq + Hash> Engine<P> {
     /// Whether a message to `to` may go direct now: we have no session
     /// with it, or one with no send, RMA or control message queued and no
-    /// packet in flight — nothing it sent could be overtaken. Always false
-    /// with authentication: direct messages carry no tag.
+    /// packet in flight — nothing it sent could be overtaken. With
+    /// authentication the session must be open (its handshake verified:
+    /// the peer holds the job key), so the first message to a peer goes
+    /// through the session (PROTOCOL.md §6.9).
     pub fn may_send_direct(&mut self, to: P) -> bool {
-        if self.shared.auth.is_some() {
-            return false;
+        let authenticated = self.shared.auth.is_some();
+        match self.peers.lookup(to) {
+            Some(id) => {
+                let s = &self.peers[id];
+                s.sends_nothing() && (!authenticated || s.is_established())
+            }
+            None => !authenticated,
         }
-        self.peers
-            .lookup(to)
-            .is_none_or(|id| self.peers[id].sends_nothing())
     }
 
-    /// Whether the caller should take direct messages now: not with
-    /// authentication, and only while the unexpected store has room for
-    /// what may be on its way (see [`Engine::receive_direct`]).
+    /// Whether the caller should take direct messages now: only while the
+    /// unexpected store has room for what may be on its way (see
+    /// [`Engine::receive_direct`]).
     pub fn takes_direct(&self) -> bool {
-        self.shared.auth.is_none() && self.matcher.has_room_for_direct()
+        self.matcher.has_room_for_direct()
     }
 
     /// Direct message `m` from `from`: into a matching posted receive, or
     /// queued as unexpected (whatever the budgets: its sender completed it
     /// already; the caller bounds these by refusing them while
     /// [`Engine::takes_direct`] says no). Its completion is an event, as
-    /// for any received message. [`PostError::TooManyPeers`] drops it.
+    /// for any received message. Dropped: with authentication, from a peer
+    /// that never showed us the job key in a verified handshake (counted
+    /// as `unauthenticated`); or when there is no room for another peer.
     pub fn receive_direct(
         &mut self,
         from: P,
         m: DirectMessage<'_>,
         bufs: &mut impl RecvBuffers,
-    ) -> Result<(), PostError> {
-        let peer = self.peer_for(from)?;
-        let total = u32::try_from(m.payload.len()).map_err(|_| PostError::TooLarge)?;
+    ) -> Result<(), DirectRefused> {
+        if self.shared.auth.is_some()
+            && !self
+                .peers
+                .lookup(from)
+                .is_some_and(|id| self.peers[id].holds_the_key())
+        {
+            self.shared.stats.unauthenticated += 1;
+            return Err(DirectRefused::Unauthenticated);
+        }
+        let peer = self
+            .peer_for(from)
+            .map_err(|_| DirectRefused::TooManyPeers)?;
+        let total = u32::try_from(m.payload.len()).map_err(|_| DirectRefused::TooLarge)?;
         let info = MsgInfo {
             peer,
             from,

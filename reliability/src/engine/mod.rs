@@ -33,7 +33,7 @@ mod tests;
 
 use std::hash::Hash;
 
-pub use direct::DirectMessage;
+pub use direct::{DirectMessage, DirectRefused};
 
 use crate::api::*;
 use crate::time::Instant;

@@ -64,8 +64,10 @@ fn parse(record: &[u8]) -> Option<rel::DirectMessage<'_>> {
 /// An endpoint's direct messages.
 #[derive(Debug, Default)]
 pub(super) struct Direct {
-    /// FI_XDP_LOCAL_DIRECT, an RDM endpoint (not FI_EP_MSG), no
-    /// authentication (a record carries no tag to verify).
+    /// FI_XDP_LOCAL_DIRECT, an RDM endpoint (not FI_EP_MSG). With a job
+    /// key the engine admits direct messages only between endpoints that
+    /// showed each other the key ([`rel::Engine::may_send_direct`],
+    /// [`rel::Engine::receive_direct`]).
     pub(super) on: bool,
     /// What our area last told our writers: whether we take them.
     taking: bool,
@@ -164,8 +166,9 @@ impl Rdm {
 }
 
 /// Direct message `record` from peer `key` (in our ring) to the engine's
-/// matcher; false (the port counts it refused) when it is no message or
-/// the engine has no room for another peer.
+/// matcher; false (the port counts it refused) when it is no message, or
+/// the engine refused it ([`rel::DirectRefused`]: with a job key, a peer
+/// that never showed it; no room for another peer).
 pub(super) fn deliver(
     engine: &mut rel::Engine<u32>,
     key: u32,

@@ -76,6 +76,8 @@ impl<P: Copy> Session<P> {
             .auth
             .as_ref()
             .map(|a| Box::new(a.session_keys(remote_inc, self.local_sess, remote_sess)));
+        // With authentication only a verified HELLO or HELLO_ACK gets here.
+        self.key_shown |= self.keys.is_some();
         self.cookie = [0; 16];
         self.rto_at = Instant::NEVER;
         self.next_seq = 0;

@@ -178,6 +178,10 @@ pub(crate) struct Session<P> {
     silent_rtos: u8,
     /// The last epoch in which DATA came from the peer (§12.1).
     rx_epoch: u32,
+    /// With authentication: a handshake of the peer's at this address
+    /// verified, so it holds the job key. Kept when the session ends: its
+    /// direct messages are taken still (§6.9).
+    key_shown: bool,
 }
 
 impl<P: Copy> Session<P> {
@@ -217,6 +221,7 @@ impl<P: Copy> Session<P> {
             cookie: [0; 16],
             silent_rtos: 0,
             rx_epoch: 0,
+            key_shown: false,
         }
     }
 
@@ -231,6 +236,12 @@ impl<P: Copy> Session<P> {
 
     pub(crate) fn is_established(&self) -> bool {
         self.conn == Conn::Established
+    }
+
+    /// With authentication: whether the peer at this address has shown us
+    /// the job key (a verified handshake, now or in an earlier session).
+    pub(crate) fn holds_the_key(&self) -> bool {
+        self.key_shown
     }
 
     /// Established and, with `sess`, still the session whose remote id is `sess`.

@@ -108,17 +108,112 @@ fn a_direct_message_after_a_session_message_matches_after_it() {
     assert_eq!((c[1].token, c[1].len), (11, 64));
 }
 
-#[test]
-fn authenticated_engines_never_go_direct() {
-    let mut s = pair_with(5, |i| Config {
+fn keyed(key: &[u8]) -> impl Fn(usize) -> Config {
+    let key = key.to_vec();
+    move |i| Config {
         auth: Some(AuthConfig {
-            key: b"job key: sixteen bytes or more".to_vec(),
+            key: key.clone(),
             encrypt: false,
         }),
         ..cfg(i)
-    });
-    assert!(!s.nodes[0].engine.may_send_direct(1));
-    assert!(!s.nodes[1].engine.takes_direct());
+    }
+}
+
+/// With a job key the first message to a peer goes through the session,
+/// whose handshake proves the key both ways; then small messages go
+/// direct, and the receiver takes them.
+#[test]
+fn authenticated_engines_go_direct_once_the_handshake_verified() {
+    let mut s = pair_with(5, keyed(b"job key: sixteen bytes or more"));
+    assert!(
+        !s.nodes[0].engine.may_send_direct(1),
+        "no session: the peer has not shown the key"
+    );
+    assert!(s.nodes[1].engine.takes_direct());
+    recv(&mut s, 1, 1, 10, None, tag(3));
+    send(&mut s, 0, 1, 1, pattern(10, 0), Some(3));
+    assert!(!s.nodes[0].engine.may_send_direct(1), "handshake under way");
+    run(&mut s);
+    assert!(
+        s.nodes[0].engine.may_send_direct(1),
+        "handshake verified, all acknowledged"
+    );
+    // The receiver's side of the session was opened by our verified HELLO:
+    // it may answer direct too.
+    assert!(s.nodes[1].engine.may_send_direct(0));
+    recv(&mut s, 1, 2, 100, None, tag(3));
+    direct(&mut s, 0, 1, Some(3), &pattern(64, 1));
+    let c = completions(&mut s, 1);
+    assert_eq!(c.len(), 2);
+    assert_eq!((c[1].token, c[1].len, c[1].error), (2, 64, None));
+    assert_eq!(&s.nodes[1].app.recv[&2][..64], &pattern(64, 1)[..]);
+    assert_eq!(s.nodes[1].engine.stats().unauthenticated, 0);
+}
+
+/// A process of the same user without the job key (or with another)
+/// writing direct messages into a keyed endpoint's channel: none is taken,
+/// each is counted. Its own engine would not send them: it has no session
+/// with the keyed peer (its HELLO does not verify there).
+#[test]
+fn direct_messages_from_a_peer_without_the_key_are_dropped_and_counted() {
+    let keys: [&[u8]; 2] = [
+        b"job key: sixteen bytes or more",
+        b"another job's key, as long",
+    ];
+    for (name, other) in [("no key", None), ("another key", Some(keys[1]))] {
+        let mut s = pair_with(6, |i| {
+            let key = if i == 1 { Some(keys[0]) } else { other };
+            Config {
+                auth: key.map(|k| AuthConfig {
+                    key: k.to_vec(),
+                    encrypt: false,
+                }),
+                ..cfg(i)
+            }
+        });
+        recv(&mut s, 1, 1, 100, None, tag(3));
+        // It tries the session first: nothing verifies at the keyed end.
+        send(&mut s, 0, 1, 1, pattern(10, 0), Some(3));
+        let limit = s.now + Nanos::from_millis(50);
+        s.run_until(limit, |_| false);
+        for i in 0..5u8 {
+            let m = DirectMessage {
+                tag: Some(3),
+                data: None,
+                payload: &pattern(64, i),
+            };
+            let node = &mut s.nodes[1];
+            assert_eq!(
+                node.engine.receive_direct(0, m, &mut node.app),
+                Err(DirectRefused::Unauthenticated),
+                "{name}"
+            );
+        }
+        assert!(
+            completions(&mut s, 1).is_empty(),
+            "{name}: nothing delivered"
+        );
+        assert!(s.nodes[1].engine.stats().unauthenticated >= 5, "{name}");
+    }
+}
+
+/// A session that ended (here the peer's CLOSE) leaves the peer known to
+/// hold the key: what it sent direct before it saw the end is still taken.
+#[test]
+fn a_peer_that_showed_the_key_stays_trusted_after_its_session_ends() {
+    let mut s = pair_with(7, keyed(b"job key: sixteen bytes or more"));
+    recv(&mut s, 1, 1, 10, None, None);
+    send(&mut s, 0, 1, 1, pattern(10, 0), None);
+    run(&mut s);
+    s.nodes[0].engine.close();
+    run(&mut s);
+    recv(&mut s, 1, 2, 100, None, None);
+    direct(&mut s, 0, 1, None, &pattern(64, 9));
+    let c = completions(&mut s, 1);
+    assert!(
+        c.iter()
+            .any(|c| c.token == 2 && c.len == 64 && c.error.is_none())
+    );
 }
 
 /// Seeded mixes of direct messages and messages through a lossy,
