@@ -267,9 +267,9 @@ fn round_order<'a>(paths: &[&'a str], round: usize) -> Vec<&'a str> {
     v
 }
 /// The path name of the xdp provider with a job key.
-const AUTHENTICATED: &str = "xdp+auth";
+pub(crate) const AUTHENTICATED: &str = "xdp+auth";
 /// The job key of the authenticated runs (hex, FI_XDP_AUTH_KEY).
-const BENCH_KEY: &str = "6a6f62206b657920666f722074686520626563686d61726b";
+pub(crate) const BENCH_KEY: &str = "6a6f62206b657920666f722074686520626563686d61726b";
 
 /// Every figure of every round, in round order.
 #[derive(Default)]

@@ -5,7 +5,8 @@
 //! its single copy of large messages (FI_XDP_LOCAL_CMA=0: every byte through the rings), and
 //! `xdp` whose receiver copies a large message alone (FI_XDP_LOCAL_SHARED_PULL=0: the sender
 //! does not copy its share), and `xdp` without direct messages (FI_XDP_LOCAL_DIRECT=0: small
-//! messages through the protocol's datagrams in the rings).
+//! messages through the protocol's datagrams in the rings), and `xdp+auth` (a job key:
+//! authenticated datagrams, direct messages once the handshake verified).
 //! 64 B latency and 1 MiB bandwidth, in interleaved rounds; ratios within a round, as
 //! `provider-bench`. Beside them, what a progress call that finds nothing costs each path
 //! (`idle_read.c`: CPU time per empty `fi_cq_read`, `xdp` without its sched_yield after
@@ -20,6 +21,7 @@ use ofi_xdp_testhosts::Host;
 
 use crate::args::Args;
 use crate::c_program::CProgram;
+use crate::compare::{AUTHENTICATED, BENCH_KEY};
 use crate::fi_pingpong::{self, Row, Run};
 use crate::stats::{ratios, spread};
 
@@ -31,7 +33,7 @@ type Path = (
 );
 
 /// The paths measured, in the order of each round.
-const PATHS: [Path; 7] = [
+const PATHS: [Path; 8] = [
     ("xdp", "xdp", &[]),
     ("shm", "shm", &[]),
     ("tcp", "tcp", &[]),
@@ -43,6 +45,9 @@ const PATHS: [Path; 7] = [
         &[("FI_XDP_LOCAL_SHARED_PULL", "0")],
     ),
     ("xdp no direct", "xdp", &[("FI_XDP_LOCAL_DIRECT", "0")]),
+    // With a job key: authenticated datagrams, direct messages once the
+    // handshake verified (PROTOCOL.md §11.8).
+    (AUTHENTICATED, "xdp", &[("FI_XDP_AUTH_KEY", BENCH_KEY)]),
 ];
 
 fn pingpong(provider: &str, sizes: &str, iterations: u32) -> Run {
@@ -161,7 +166,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     }
     println!("\nratios within each round, median [min - max] (targets in parentheses)");
     // (bandwidth rather than latency, numerator, denominator, target)
-    let rows: [(bool, &str, &str, &str); 12] = [
+    let rows: [(bool, &str, &str, &str); 14] = [
         (false, "xdp", "shm", "(target <= 1.50)"),
         (true, "xdp", "shm", "(target >= 1.00)"),
         (false, "xdp", "tcp", ""),
@@ -174,6 +179,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         (true, "xdp one copier", "shm", ""),
         (false, "xdp", "xdp no direct", ""),
         (false, "xdp no direct", "shm", ""),
+        (false, AUTHENTICATED, "xdp", "(target <= 1.15)"),
+        (true, AUTHENTICATED, "xdp", "(target >= 0.80)"),
     ];
     for (bandwidth, num, den, target) in rows {
         let (what, r) = if bandwidth {

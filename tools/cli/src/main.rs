@@ -78,8 +78,9 @@ commands:
   local-bench     two processes on one host: 64 B latency and 1 MiB bandwidth
                   of xdp (shared memory) beside shm, tcp, xdp on its kernel
                   socket, xdp through its rings only (FI_XDP_LOCAL_CMA=0) and
-                  xdp whose receiver copies alone (FI_XDP_LOCAL_SHARED_PULL=0)
-                  and xdp without direct messages (FI_XDP_LOCAL_DIRECT=0)
+                  xdp whose receiver copies alone (FI_XDP_LOCAL_SHARED_PULL=0),
+                  xdp without direct messages (FI_XDP_LOCAL_DIRECT=0) and
+                  xdp with a job key (xdp+auth)
                   [--rounds 3] [--iters 10000] [--big-iters 200]
                   [--big-size 1048576] [--mtu 9000]
   incast          N senders stream 1 MiB messages to one receiver on a bridge,
