@@ -221,7 +221,7 @@ impl Rdm {
         }
         // A connected endpoint admits its peer's datagrams only. With a
         // job key the engine lets direct messages flow only between
-        // endpoints whose handshake verified (PROTOCOL.md §6.9).
+        // endpoints whose handshake verified (PROTOCOL.md §11.8).
         let direct = Direct::new(
             args.cfg.local_direct && args.ep_type != FI_EP_MSG && port.local_writers().is_some(),
         );

@@ -67,15 +67,16 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// Whether a message to `to` may go direct now: we have no session
     /// with it, or one with no send, RMA or control message queued and no
     /// packet in flight — nothing it sent could be overtaken. With
-    /// authentication the session must be open (its handshake verified:
-    /// the peer holds the job key), so the first message to a peer goes
-    /// through the session (PROTOCOL.md §6.9).
+    /// authentication the session must be open on both sides (its
+    /// handshake verified: the peer holds the job key, and the peer
+    /// acknowledged or sent a packet in it), so the first message to a
+    /// peer goes through the session (PROTOCOL.md §11.8).
     pub fn may_send_direct(&mut self, to: P) -> bool {
         let authenticated = self.shared.auth.is_some();
         match self.peers.lookup(to) {
             Some(id) => {
                 let s = &self.peers[id];
-                s.sends_nothing() && (!authenticated || s.is_established())
+                s.sends_nothing() && (!authenticated || s.peer_has_it_open())
             }
             None => !authenticated,
         }

@@ -238,6 +238,14 @@ impl<P: Copy> Session<P> {
         self.conn == Conn::Established
     }
 
+    /// Whether the peer has shown in this session that it has the session
+    /// open too: it acknowledged a packet of ours or sent us one in
+    /// sequence. (A responder's HELLO_ACK could be lost; what it sends
+    /// direct before the peer has it would be refused, §11.8.)
+    pub(crate) fn peer_has_it_open(&self) -> bool {
+        self.is_established() && (self.una != 0 || self.expected != 0)
+    }
+
     /// With authentication: whether the peer at this address has shown us
     /// the job key (a verified handshake, now or in an earlier session).
     pub(crate) fn holds_the_key(&self) -> bool {
