@@ -102,18 +102,19 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         m: DirectMessage<'_>,
         bufs: &mut impl RecvBuffers,
     ) -> Result<(), DirectRefused> {
-        if self.shared.auth.is_some()
-            && !self
-                .peers
-                .lookup(from)
-                .is_some_and(|id| self.peers[id].holds_the_key())
-        {
-            self.shared.stats.unauthenticated += 1;
-            return Err(DirectRefused::Unauthenticated);
-        }
-        let peer = self
-            .peer_for(from)
-            .map_err(|_| DirectRefused::TooManyPeers)?;
+        let peer = if self.shared.auth.is_some() {
+            // A peer that showed the key has its entry already.
+            match self.peers.lookup(from) {
+                Some(id) if self.peers[id].holds_the_key() => id,
+                _ => {
+                    self.shared.stats.unauthenticated += 1;
+                    return Err(DirectRefused::Unauthenticated);
+                }
+            }
+        } else {
+            self.peer_for(from)
+                .map_err(|_| DirectRefused::TooManyPeers)?
+        };
         let total = u32::try_from(m.payload.len()).map_err(|_| DirectRefused::TooLarge)?;
         let info = MsgInfo {
             peer,

@@ -180,7 +180,7 @@ pub(crate) struct Session<P> {
     rx_epoch: u32,
     /// With authentication: a handshake of the peer's at this address
     /// verified, so it holds the job key. Kept when the session ends: its
-    /// direct messages are taken still (§6.9).
+    /// direct messages are taken still (§11.8).
     key_shown: bool,
 }
 

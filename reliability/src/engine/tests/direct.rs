@@ -108,11 +108,14 @@ fn a_direct_message_after_a_session_message_matches_after_it() {
     assert_eq!((c[1].token, c[1].len), (11, 64));
 }
 
-fn keyed(key: &[u8]) -> impl Fn(usize) -> Config {
-    let key = key.to_vec();
-    move |i| Config {
-        auth: Some(AuthConfig {
-            key: key.clone(),
+/// The job key of these tests.
+const KEY: &[u8] = b"job key: sixteen bytes or more";
+
+/// Node `i`'s configuration with job key `key` (none: no authentication).
+fn keyed(i: usize, key: Option<&[u8]>) -> Config {
+    Config {
+        auth: key.map(|k| AuthConfig {
+            key: k.to_vec(),
             encrypt: false,
         }),
         ..cfg(i)
@@ -124,7 +127,7 @@ fn keyed(key: &[u8]) -> impl Fn(usize) -> Config {
 /// direct, and the receiver takes them.
 #[test]
 fn authenticated_engines_go_direct_once_the_handshake_verified() {
-    let mut s = pair_with(5, keyed(b"job key: sixteen bytes or more"));
+    let mut s = pair_with(5, |i| keyed(i, Some(KEY)));
     assert!(
         !s.nodes[0].engine.may_send_direct(1),
         "no session: the peer has not shown the key"
@@ -156,21 +159,9 @@ fn authenticated_engines_go_direct_once_the_handshake_verified() {
 /// with the keyed peer (its HELLO does not verify there).
 #[test]
 fn direct_messages_from_a_peer_without_the_key_are_dropped_and_counted() {
-    let keys: [&[u8]; 2] = [
-        b"job key: sixteen bytes or more",
-        b"another job's key, as long",
-    ];
-    for (name, other) in [("no key", None), ("another key", Some(keys[1]))] {
-        let mut s = pair_with(6, |i| {
-            let key = if i == 1 { Some(keys[0]) } else { other };
-            Config {
-                auth: key.map(|k| AuthConfig {
-                    key: k.to_vec(),
-                    encrypt: false,
-                }),
-                ..cfg(i)
-            }
-        });
+    let another: &[u8] = b"another job's key, as long";
+    for (name, other) in [("no key", None), ("another key", Some(another))] {
+        let mut s = pair_with(6, |i| keyed(i, if i == 1 { Some(KEY) } else { other }));
         recv(&mut s, 1, 1, 100, None, tag(3));
         // It tries the session first: nothing verifies at the keyed end.
         send(&mut s, 0, 1, 1, pattern(10, 0), Some(3));
@@ -201,7 +192,7 @@ fn direct_messages_from_a_peer_without_the_key_are_dropped_and_counted() {
 /// hold the key: what it sent direct before it saw the end is still taken.
 #[test]
 fn a_peer_that_showed_the_key_stays_trusted_after_its_session_ends() {
-    let mut s = pair_with(7, keyed(b"job key: sixteen bytes or more"));
+    let mut s = pair_with(7, |i| keyed(i, Some(KEY)));
     recv(&mut s, 1, 1, 10, None, None);
     send(&mut s, 0, 1, 1, pattern(10, 0), None);
     run(&mut s);
