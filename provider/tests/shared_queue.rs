@@ -102,6 +102,26 @@ fn start_with(pair: &HostPair, name: &str, ms: u32, env: &[(&str, &str)]) -> Pin
     }
 }
 
+/// Waits until both endpoints of pair `name` are enabled (in their queues'
+/// groups) and have published their addresses, at most [`LIMIT`]: on a
+/// loaded machine processes start seconds apart, so a test that needs an
+/// endpoint to be in its group by some point waits for it instead of
+/// sleeping.
+fn wait_open(pair: &HostPair, name: &str) {
+    let dir = rendezvous(pair);
+    let t0 = std::time::Instant::now();
+    while !["server", "client"]
+        .iter()
+        .all(|role| dir.join(format!("{name}.{role}.addr")).exists())
+    {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "pair {name} never opened its endpoints"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Waits for `child` at most [`LIMIT`] (then kills it, by pid).
 fn wait(child: Child) -> Output {
     let pid = child.id();
@@ -275,7 +295,9 @@ fn ten_processes_per_host_share_the_queue_in_a_larger_group() {
         return;
     }
     let pair = test_pair();
-    let env = [("FI_XDP_QUEUE_MEMBERS", "10")];
+    // All twenty endpoints open before the first ping, so that the pairs
+    // overlap however far apart their processes start.
+    let env = [("FI_XDP_QUEUE_MEMBERS", "10"), ("PINGPONG_ALL_OPEN", "20")];
     let pairs: Vec<Pingpong> = (0..10)
         .map(|i| start_with(&pair, &format!("g{i}"), 300, &env))
         .collect();
@@ -302,7 +324,12 @@ fn a_killed_member_hangs_nobody_and_a_newcomer_joins() {
     // Long enough to outlive the rest on a loaded machine: the newcomer
     // must find it still a member to join through.
     let mut long = start(&pair, "long", 20_000);
-    std::thread::sleep(Duration::from_millis(700));
+    // Every one of them a member before the victim dies (their processes
+    // may start seconds apart), and the victim pinging for a while.
+    for name in ["victim", "short", "long"] {
+        wait_open(&pair, name);
+    }
+    std::thread::sleep(Duration::from_millis(300));
     victim.server.kill().unwrap();
     victim.client.kill().unwrap();
     let _ = victim.server.wait();
@@ -338,8 +365,10 @@ fn another_users_endpoints_get_the_kernel_path() {
     }
     use std::os::unix::fs::PermissionsExt as _;
     let pair = test_pair();
-    let ours = start(&pair, "ours", 2000);
-    std::thread::sleep(Duration::from_millis(700));
+    // Long enough to outlive theirs on a loaded machine, and holding the
+    // queues before theirs start.
+    let mut ours = start(&pair, "ours", 20_000);
+    wait_open(&pair, "ours");
     let dir = rendezvous(&pair);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let rv = dir.to_string_lossy().into_owned();
@@ -364,6 +393,10 @@ fn another_users_endpoints_get_the_kernel_path() {
         2,
         "no reason given:\n{logs}"
     );
+    assert!(
+        ours.client.try_wait().unwrap().is_none(),
+        "our pair ended before theirs (a machine this slow needs a longer pair)"
+    );
     finish(ours);
 }
 
@@ -381,10 +414,13 @@ fn another_users_ranks_share_among_themselves() {
     let dir = rendezvous(&pair);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let rv = dir.to_string_lossy().into_owned();
+    // Both pairs open before either pings: they overlap however far apart
+    // their processes start.
+    let env = [("PINGPONG_ALL_OPEN", "4")];
     let start_nobody = |name: &str| Pingpong {
         name: name.to_owned(),
-        server: spawn_as(&pair.b, &pair.a, "server", (&rv, name, 0), &[], true),
-        client: spawn_as(&pair.a, &pair.b, "client", (&rv, name, 800), &[], true),
+        server: spawn_as(&pair.b, &pair.a, "server", (&rv, name, 0), &env, true),
+        client: spawn_as(&pair.a, &pair.b, "client", (&rv, name, 800), &env, true),
     };
     let pairs = [start_nobody("n0"), start_nobody("n1")];
     let logs: String = pairs.into_iter().map(|p| finish(p).1).collect();

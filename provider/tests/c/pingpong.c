@@ -7,7 +7,13 @@
  * <one-way us> us one way". The server answers every ping until that one.
  * Addresses are exchanged through <dir>/<name>.{server,client}.addr.
  * A ping left unanswered for 10 s fails the client (exit 3): it never
- * hangs. */
+ * hangs.
+ * With PINGPONG_ALL_OPEN=<n> in the environment, each process waits after the
+ * exchange until <n> address files are in <dir> (every endpoint of the test
+ * enabled, in its queue's group) before the first ping: on a loaded machine
+ * processes start seconds apart, and pairs that must overlap would not. */
+#include <dirent.h>
+
 #include "xt.h"
 
 #define SIZE 64
@@ -52,6 +58,38 @@ static void exchange_names(const char *dir, const char *name, const char *role)
 	REQUIRE(fi_av_insert(av, them, 1, &peer, 0, NULL) == 1);
 }
 
+/* Address files (<name>.<role>.addr) in dir. */
+static int addr_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	REQUIRE(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		n += len > 5 && !strcmp(e->d_name + len - 5, ".addr");
+	}
+	closedir(d);
+	return n;
+}
+
+/* PINGPONG_ALL_OPEN: waits (driving progress) until that many endpoints
+ * published their address in dir; at most 60 s, then fails (exit 3). */
+static void wait_all_open(const char *dir)
+{
+	const char *want = getenv("PINGPONG_ALL_OPEN");
+	if (!want)
+		return;
+	double deadline = now_us() + 60e6;
+	while (addr_files(dir) < atoi(want)) {
+		if (now_us() > deadline) {
+			fprintf(stderr, "pingpong: fewer than %s endpoints open after 60 s\n", want);
+			exit(3);
+		}
+		fi_cq_read(cq, NULL, 0);
+		usleep(1000);
+	}
+}
+
 /* Waits for one completion; 0 on success, -1 after 10 s without one. */
 static int wait_one(void)
 {
@@ -86,6 +124,7 @@ int main(int argc, char **argv)
 	REQUIRE(fi_cq_open(r.domain, &cq_attr, &cq, NULL) == 0);
 	ep = xt_enabled_ep(r.domain, r.info, av, cq);
 	exchange_names(dir, name, role);
+	wait_all_open(dir);
 
 	uint8_t out[SIZE] = {0}, in[SIZE];
 	long trips = 0;
