@@ -4,6 +4,7 @@
 pub mod deps;
 pub mod fabtests;
 pub mod install;
+pub mod instructions;
 pub mod libfabric;
 pub mod man;
 pub mod package;

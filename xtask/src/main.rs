@@ -24,10 +24,12 @@ commands:
   uninstall [--prefix DIR]  remove exactly what install put there
   package                   build target/debian/ofi-xdp_<version>_<arch>.deb (dpkg -i it;
                             dpkg --purge ofi-xdp removes it)
-  bench link|engine|provider|stream|local|incast|imb|latency-path  print benchmark tables
-                     (figures, not tests); `bench provider|stream|local|incast|imb
-                     [--rounds N …]` pass their options on (`bench imb --imb
-                     PATH/IMB-MPI1`: Intel MPI Benchmarks built from source)
+  bench link|engine|provider|stream|local|incast|imb|latency-path|instructions
+                     print benchmark tables (figures, not tests); `bench
+                     provider|stream|local|incast|imb [--rounds N …]` pass their options
+                     on (`bench imb --imb PATH/IMB-MPI1`: Intel MPI Benchmarks built from
+                     source); `bench instructions`: callgrind's instructions per 64 B
+                     message, per feature, beside xtask/instruction-budget.toml
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces

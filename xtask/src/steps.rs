@@ -155,6 +155,10 @@ pub fn test() -> Result<(), String> {
         run(doc)
     })?;
     step("build the provider and the tools", build)?;
+    step(
+        "instructions per 64 B message (callgrind) within xtask/instruction-budget.toml",
+        crate::instructions::check,
+    )?;
     step("the workspace's tests (cargo test --workspace)", || {
         let mut tests = cargo(&["test", "--workspace", "--release"]);
         tests.env("FI_PROVIDER_PATH", provider_dir());
@@ -282,6 +286,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "latency-path" => latency_path(),
         "incast" => incast(),
         "imb" => imb(),
+        // Deterministic counts of the small-message path (xtask/src/instructions.rs).
+        "instructions" => crate::instructions::bench(),
         "all" => link()
             .and_then(|()| engine())
             .and_then(|()| provider())
@@ -289,7 +295,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .and_then(|()| local())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, imb, latency-path or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, imb, latency-path, instructions or all)"
         )),
     }
 }

@@ -63,7 +63,7 @@ mod link;
 pub mod ntuple;
 mod ring;
 mod umem;
-mod wire;
+pub mod wire;
 
 pub use config::{
     BindMode, BindPreference, BusyPoll, LinkConfig, XDP_PACKET_HEADROOM, max_payload,

@@ -47,6 +47,9 @@ impl<P: Copy> Session<P> {
         if !(sh.cfg.pack && self.peer_packs) {
             return None;
         }
+        // The cheapest test first: a second message waits at all (a
+        // ping-pong has one at a time, and pays for no more than this).
+        self.q.as_ref()?.ops.packable_len(1, u32::MAX)?;
         let trailer = sh.data_overhead - wire::DATA_HDR_LEN;
         let room = (buf.len().min(self.peer_mtu as usize))
             .checked_sub(wire::COMMON_LEN + trailer)?
