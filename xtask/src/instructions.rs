@@ -43,11 +43,36 @@ pub fn bench() -> Result<(), String> {
 }
 
 /// The step of `cargo xtask test`: fails when a row is more than 3 % over its
-/// budget (or has none), and says when one is well under it.
+/// budget (or has none), and says when one is well under it. On a CPU other
+/// than the one the budget was counted on ([`cpu_identity`]) it prints the
+/// figures and says why it does not judge them: glibc's string functions and
+/// AWS-LC's AES pick their code by the CPU's features, so the same program
+/// executes other instructions there.
 pub fn check() -> Result<(), String> {
     let rows = measure()?;
-    let budget = read_budget(&project_root().join(BUDGET_FILE))?;
+    let path = project_root().join(BUDGET_FILE);
+    let budget = read_budget(&path)?;
     print!("{}", table(&rows, Some(&budget)));
+    let here = cpu_identity();
+    match read_budget_cpu(&path)? {
+        Some(counted_on) if counted_on != here => {
+            eprintln!(
+                "xtask: the budget was counted on a CPU with `{counted_on}`, this one has \
+                 `{here}`: its figures are shown, not judged (the code glibc and AWS-LC run \
+                 depends on the CPU's features); count anew with `cargo xtask bench \
+                 instructions` and commit the budget with `cpu = \"{here}\"` to judge them here"
+            );
+            return Ok(());
+        }
+        Some(_) => {}
+        None => {
+            return Err(format!(
+                "{}: no `cpu = \"…\"` line (the CPU the figures were counted on); this one is \
+                 `{here}`",
+                path.display()
+            ));
+        }
+    }
     let verdict = judge(&rows, &budget);
     for note in &verdict.notes {
         eprintln!("xtask: {note}");
@@ -189,7 +214,62 @@ fn collected(stderr: &str) -> Option<u64> {
     })
 }
 
-/// The budget file: `name = instructions` lines, `#` comments (a TOML subset), in order.
+/// What of this CPU decides which code the driver runs: its vendor, and the
+/// features glibc's memcpy/memset and AWS-LC's AES-GCM choose by (from
+/// `/proc/cpuinfo`; valgrind passes them through its CPUID).
+pub fn cpu_identity() -> String {
+    const FEATURES: [&str; 14] = [
+        "sse4_2",
+        "avx",
+        "avx2",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "erms",
+        "fsrm",
+        "bmi2",
+        "adx",
+        "aes",
+        "pclmulqdq",
+        "vaes",
+        "vpclmulqdq",
+    ];
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let flags = field("flags");
+    let have: Vec<&str> = FEATURES
+        .iter()
+        .copied()
+        .filter(|f| flags.split_whitespace().any(|g| g == *f))
+        .collect();
+    format!("{} {}", field("vendor_id"), have.join(" "))
+}
+
+/// The budget file's `cpu = "…"` line: the [`cpu_identity`] its figures were counted on.
+fn read_budget_cpu(path: &Path) -> Result<Option<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(budget_cpu(&text))
+}
+
+fn budget_cpu(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split('#').next()?.split_once('=')?;
+        let v = v.trim();
+        (k.trim() == "cpu" && v.len() >= 2 && v.starts_with('"') && v.ends_with('"'))
+            .then(|| v[1..v.len() - 1].to_owned())
+    })
+}
+
+/// The budget file: `name = instructions` lines (and the `cpu = "…"` line, read by
+/// [`read_budget_cpu`]), `#` comments (a TOML subset), in order.
 pub fn read_budget(path: &Path) -> Result<Vec<(String, u64)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -200,7 +280,7 @@ fn parse_budget(text: &str) -> Result<Vec<(String, u64)>, String> {
     let mut rows = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
+        if line.is_empty() || line.split_once('=').is_some_and(|(k, _)| k.trim() == "cpu") {
             continue;
         }
         let parsed = line.split_once('=').and_then(|(k, v)| {
@@ -318,6 +398,17 @@ mod tests {
         );
         assert!(parse_budget("default 3700\n").is_err());
         assert!(parse_budget("default = many\n").is_err());
+    }
+
+    #[test]
+    fn the_budget_names_the_cpu_it_was_counted_on() {
+        let text = "# c\ncpu = \"AuthenticAMD avx2 aes\"\ndefault = 3\n";
+        assert_eq!(budget_cpu(text).as_deref(), Some("AuthenticAMD avx2 aes"));
+        assert_eq!(parse_budget(text), Ok(vec![("default".to_string(), 3)]));
+        assert_eq!(budget_cpu("default = 3\n"), None);
+        let committed = std::fs::read_to_string(project_root().join(BUDGET_FILE)).unwrap();
+        assert!(budget_cpu(&committed).is_some());
+        assert!(cpu_identity().contains(' '));
     }
 
     #[test]
