@@ -268,8 +268,8 @@ fn budget_cpu(text: &str) -> Option<String> {
     })
 }
 
-/// The budget file: `name = instructions` lines (and the `cpu = "…"` line, read by
-/// [`read_budget_cpu`]), `#` comments (a TOML subset), in order.
+/// The budget file: `name = instructions` lines (the `cpu = "…"` line is read on its
+/// own), `#` comments (a TOML subset), in order.
 pub fn read_budget(path: &Path) -> Result<Vec<(String, u64)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
