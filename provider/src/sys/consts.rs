@@ -362,7 +362,6 @@ pub const FI_LOG_CNTR: c_int = 9;
 pub const FI_TAGGED_DIRECTED_RECV: u64 = 1 << 45;
 pub const FI_TAGGED_MULTI_RECV: u64 = 1 << 46;
 pub const FI_EXACT_DIRECTED_RECV: u64 = 1 << 48;
-pub const FI_AUTH_KEY: u64 = 1 << 57;
 /// `auth_key_size` value asking for keys per AV entry (fi_domain(3) of
 /// 1.20 and later, fi_av(3) `fi_av_insert_auth_key`).
 pub const FI_AV_AUTH_KEY: usize = usize::MAX;

@@ -482,7 +482,6 @@ pub fn rust_constants_2() -> Vec<(&'static str, i128)> {
         FI_TAGGED_DIRECTED_RECV,
         FI_TAGGED_MULTI_RECV,
         FI_EXACT_DIRECTED_RECV,
-        FI_AUTH_KEY,
         FI_AV_AUTH_KEY,
         FI_PROGRESS_CONTROL_UNIFIED,
         FI_TAG_BITS,
