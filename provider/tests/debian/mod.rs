@@ -2,7 +2,7 @@
 //! libfabric 2.x: its packages unpacked with `dpkg-deb -x` (the 2.1
 //! headers of libfabric-dev, for `layout.rs`), and a root file system made
 //! with `mmdebstrap` (for `trixie.rs`). Both read trixie through a private
-//! apt state under `target/debian/` (`apt-get -o Dir::…`), so the host's
+//! apt state under `target/trixie/` (`apt-get -o Dir::…`), so the host's
 //! apt configuration is never touched, and both are cached there, keyed by
 //! their package list. Without network access on a first run they fail
 //! with the command that failed: a check that cannot run is not a pass.
@@ -26,10 +26,10 @@ const ATTEMPTS: u32 = 3;
 /// state; cargo runs test binaries one after another).
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// `target/debian`, shared by every profile and test binary.
+/// `target/trixie`, shared by every profile and test binary.
 pub fn cache_dir() -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    tmp.parent().unwrap_or(tmp).join("debian")
+    tmp.parent().unwrap_or(tmp).join(SUITE)
 }
 
 /// `name` with a cache key: the sorted package list, so a changed list

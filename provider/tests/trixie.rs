@@ -1,0 +1,204 @@
+//! The provider in a Debian 13 (trixie) userland: libfabric 2.1's core and
+//! tools, the provider built on this (Debian 12) host. A trixie root made
+//! from Debian's packages (`debian/mod.rs`: mmdebstrap, cached under
+//! `target/trixie/`) runs in each of two test hosts (network namespaces);
+//! its programs see the provider bind-mounted at [`PROVIDER_DIR`] and the
+//! host's /proc, /sys (the namespace's) and /dev, in a mount namespace of
+//! their own, so nothing of the host or the cached root changes.
+//!
+//! - `fi_info -p xdp` lists RDM, DGRAM and MSG endpoints under 2.1;
+//! - trixie's own `fi_pingpong -c -S all` passes for `-e rdm -m msg`,
+//!   `-e rdm -m tagged` and `-e dgram`;
+//! - interoperation: one side on this host's libfabric 1.17, the other in
+//!   the trixie root on 2.1, each way.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+mod debian;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use common::{failure_digest, wait_running, work_dir};
+use ofi_xdp_testhosts::{Host, HostPair};
+
+/// What the root holds besides Debian's essential set: libfabric 2.1 and
+/// its tools, Open MPI 5.0.7, and a compiler with libfabric's and Open
+/// MPI's headers for programs built inside it.
+pub const PACKAGES: &[&str] = &[
+    "libfabric1",
+    "libfabric-bin",
+    "libfabric-dev",
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "gcc",
+    "libc6-dev",
+];
+
+/// Where programs in the root find the provider (FI_PROVIDER_PATH).
+const PROVIDER_DIR: &str = "/opt/ofi-xdp";
+
+fn root() -> &'static PathBuf {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let root = debian::root(PACKAGES);
+        std::fs::create_dir_all(root.join(PROVIDER_DIR.trim_start_matches('/'))).unwrap();
+        root
+    })
+}
+
+/// Which libfabric a side of a test runs on.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    /// This host's (Debian 12, libfabric 1.17).
+    Host,
+    /// The trixie root's (libfabric 2.1).
+    Trixie,
+}
+
+/// `program` in `host`'s namespace on `side`'s userland, finding the
+/// provider through FI_PROVIDER_PATH.
+fn command(host: &Host, side: Side, program: &str) -> Command {
+    match side {
+        Side::Host => {
+            let mut cmd = host.command(program);
+            cmd.env("FI_PROVIDER_PATH", work_dir());
+            cmd
+        }
+        Side::Trixie => {
+            // `ip netns exec` gives the command a mount namespace of its
+            // own (with the namespace's /sys): the mounts end with it.
+            let script = format!(
+                "set -e; R={root}; mount --make-rprivate /; \
+                 mount -t proc proc $R/proc; mount --rbind /sys $R/sys; \
+                 mount --rbind /dev $R/dev; mount --bind {provider} $R{PROVIDER_DIR}; \
+                 exec chroot $R \"$@\"",
+                root = root().display(),
+                provider = work_dir().display(),
+            );
+            let mut cmd = host.command("sh");
+            cmd.args(["-c", &script, "sh", program])
+                .env("FI_PROVIDER_PATH", PROVIDER_DIR);
+            cmd
+        }
+    }
+}
+
+fn assert_passed(name: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{name} failed ({}):\n{}\nstdout:\n{stdout}",
+        out.status,
+        failure_digest(&out.stderr)
+    );
+}
+
+fn pair() -> HostPair {
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    pair
+}
+
+#[test]
+fn trixie_libfabric_is_2_1() {
+    let pair = pair();
+    let out = command(&pair.a, Side::Trixie, "fi_info")
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_passed("fi_info --version", &out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("libfabric: 2.1"), "{text}");
+}
+
+/// `fi_info -p xdp` of libfabric 2.1 (which asks for API 2.1) lists our
+/// three endpoint types.
+#[test]
+fn trixie_fi_info_lists_rdm_dgram_msg() {
+    let pair = pair();
+    let out = command(&pair.a, Side::Trixie, "fi_info")
+        .args(["-p", "xdp"])
+        .env("FI_LOG_LEVEL", "warn")
+        .output()
+        .unwrap();
+    assert_passed("fi_info -p xdp", &out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for ep in ["FI_EP_RDM", "FI_EP_DGRAM", "FI_EP_MSG"] {
+        assert!(text.contains(&format!("type: {ep}")), "no {ep}:\n{text}");
+    }
+    assert!(text.contains(&format!("domain: {}", pair.a.ifname())));
+}
+
+/// fi_pingpong with data checking over all sizes, its server on `server`'s
+/// userland in `pair.a`, its client on `client`'s in `pair.b`: each side's
+/// own fi_pingpong (1.17's or 2.1's).
+fn pingpong(server: Side, client: Side, args: &[&str]) {
+    let pair = pair();
+    let port = (20000 + std::process::id() % 20000).to_string();
+    let common = |cmd: &mut Command| {
+        cmd.args([
+            "timeout",
+            "120",
+            "fi_pingpong",
+            "-p",
+            "xdp",
+            "-c",
+            "-S",
+            "all",
+        ])
+        .args(["-I", "5", "-B", &port, "-P", &port])
+        .args(args)
+        .env("FI_LOG_LEVEL", "warn")
+        .env_remove("FI_PROVIDER")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    };
+    let mut s = command(&pair.a, server, "env");
+    common(&mut s);
+    let s = s.spawn().unwrap();
+    // Give the server time to listen on its control port.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut c = command(&pair.b, client, "env");
+    common(&mut c);
+    let c = c.arg(pair.a.ipv4().to_string()).output().unwrap();
+    let s = s.wait_with_output().unwrap();
+    assert_passed(&format!("fi_pingpong server ({server:?}) {args:?}"), &s);
+    assert_passed(&format!("fi_pingpong client ({client:?}) {args:?}"), &c);
+    let table = String::from_utf8_lossy(&c.stdout);
+    assert!(table.lines().count() > 3, "no results:\n{table}");
+    for o in [&s, &c] {
+        let log = String::from_utf8_lossy(&o.stderr);
+        assert!(!log.contains(" lost: "), "a session was lost:\n{log}");
+    }
+}
+
+#[test]
+fn trixie_pingpong_rdm_msg() {
+    pingpong(Side::Trixie, Side::Trixie, &["-e", "rdm", "-m", "msg"]);
+}
+
+#[test]
+fn trixie_pingpong_rdm_tagged() {
+    pingpong(Side::Trixie, Side::Trixie, &["-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn trixie_pingpong_dgram() {
+    pingpong(Side::Trixie, Side::Trixie, &["-e", "dgram"]);
+}
+
+/// A server on libfabric 1.17 (this host) and a client on 2.1 (trixie).
+#[test]
+fn interop_pingpong_1_17_server_2_1_client() {
+    pingpong(Side::Host, Side::Trixie, &["-e", "rdm", "-m", "tagged"]);
+}
+
+/// A server on libfabric 2.1 (trixie) and a client on 1.17 (this host).
+#[test]
+fn interop_pingpong_2_1_server_1_17_client() {
+    pingpong(Side::Trixie, Side::Host, &["-e", "rdm", "-m", "msg"]);
+}
