@@ -9,8 +9,11 @@
 //! - `fi_info -p xdp` lists RDM, DGRAM and MSG endpoints under 2.1;
 //! - trixie's own `fi_pingpong -c -S all` passes for `-e rdm -m msg`,
 //!   `-e rdm -m tagged` and `-e dgram`;
+//! - the C data suite (`tests/c/data.c`), built inside the root with its
+//!   gcc against the 2.1 headers and asking for API 2.1, passes for RDM
+//!   and DGRAM between the hosts and to itself;
 //! - interoperation: one side on this host's libfabric 1.17, the other in
-//!   the trixie root on 2.1, each way.
+//!   the trixie root on 2.1, each way (fi_pingpong, and the data suite).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -21,7 +24,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use common::{failure_digest, wait_running, work_dir};
+use common::{compile, failure_digest, wait_running, work_dir};
 use ofi_xdp_testhosts::{Host, HostPair};
 
 /// What the root holds besides Debian's essential set: libfabric 2.1 and
@@ -201,4 +204,107 @@ fn interop_pingpong_1_17_server_2_1_client() {
 #[test]
 fn interop_pingpong_2_1_server_1_17_client() {
     pingpong(Side::Trixie, Side::Host, &["-e", "rdm", "-m", "msg"]);
+}
+
+/// `tests/c/<name>.c` built inside the root (trixie's gcc, libfabric 2.1
+/// headers and library) asking for API 2.1; its path inside the root.
+fn compile_in_root(host: &Host, name: &str) -> String {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = format!("{PROVIDER_DIR}/{name}-trixie");
+    if built.contains(&bin) {
+        return bin;
+    }
+    // The sources go where the root sees them: beside the provider.
+    let src = work_dir().join("c-src");
+    std::fs::create_dir_all(&src).unwrap();
+    let tests_c = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    for f in std::fs::read_dir(&tests_c).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, src.join(f.file_name().unwrap())).unwrap();
+    }
+    let out = command(host, Side::Trixie, "gcc")
+        // 2.x marks what it deprecated (`#pragma GCC warning`, attributes).
+        .args(["-Wall", "-Wno-unused-function", "-Wno-cpp"])
+        .args(["-Wno-deprecated-declarations", "-g", "-O1"])
+        .arg("-DXT_VERSION=FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)")
+        .args(["-o", &bin, &format!("{PROVIDER_DIR}/c-src/{name}.c")])
+        .args(["-lfabric", "-lpthread"])
+        .output()
+        .unwrap();
+    assert_passed(&format!("gcc {name}.c in the trixie root"), &out);
+    built.push(bin.clone());
+    bin
+}
+
+/// The C data test (`tests/c/data.c`) for endpoint type `ep`: its server
+/// on `server`'s userland in `pair.a`, its client on `client`'s in
+/// `pair.b`, meeting through a rendezvous directory both see.
+fn data(server: Side, client: Side, ep: &str) {
+    let pair = pair();
+    let bin = |side: Side| match side {
+        Side::Host => compile("data").display().to_string(),
+        Side::Trixie => compile_in_root(&pair.a, "data"),
+    };
+    let rv_name = format!("rv-trixie-{ep}-{}", pair.a.netns());
+    std::fs::create_dir_all(work_dir().join(&rv_name)).unwrap();
+    let rv = |side: Side| match side {
+        Side::Host => work_dir().join(&rv_name).display().to_string(),
+        Side::Trixie => format!("{PROVIDER_DIR}/{rv_name}"),
+    };
+    let run = |host: &Host, peer: &Host, side: Side, role: &str| {
+        let mut cmd = command(host, side, &bin(side));
+        cmd.arg(host.ifname())
+            .arg(host.ipv4().to_string())
+            .arg(peer.ipv4().to_string())
+            .args([role, &rv(side), ep])
+            .env("FI_LOG_LEVEL", "warn")
+            .env_remove("FI_PROVIDER")
+            .env_remove("FI_XDP_IFACE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    let s = run(&pair.a, &pair.b, server, "server").spawn().unwrap();
+    let c = run(&pair.b, &pair.a, client, "client").output().unwrap();
+    let s = s.wait_with_output().unwrap();
+    assert_passed(&format!("data server ({server:?}) {ep}"), &s);
+    assert_passed(&format!("data client ({client:?}) {ep}"), &c);
+}
+
+#[test]
+fn trixie_c_data_rdm() {
+    data(Side::Trixie, Side::Trixie, "rdm");
+}
+
+#[test]
+fn trixie_c_data_dgram() {
+    data(Side::Trixie, Side::Trixie, "dgram");
+}
+
+/// Each endpoint type sending to itself (`data self`).
+#[test]
+fn trixie_c_data_self() {
+    let pair = pair();
+    let bin = compile_in_root(&pair.a, "data");
+    for ep in ["rdm", "dgram"] {
+        let out = command(&pair.a, Side::Trixie, &bin)
+            .arg(pair.a.ifname())
+            .arg(pair.a.ipv4().to_string())
+            .arg(pair.b.ipv4().to_string())
+            .args(["self", "/nonexistent", ep])
+            .env("FI_LOG_LEVEL", "warn")
+            .output()
+            .unwrap();
+        assert_passed(&format!("data self {ep}"), &out);
+    }
+}
+
+/// The data suite between a 1.17 server (API 1.17) and a 2.1 client (API
+/// 2.1), and the other way round.
+#[test]
+fn interop_c_data_rdm() {
+    data(Side::Host, Side::Trixie, "rdm");
+    data(Side::Trixie, Side::Host, "rdm");
 }
