@@ -12,6 +12,10 @@
 //! - the C data suite (`tests/c/data.c`), built inside the root with its
 //!   gcc against the 2.1 headers and asking for API 2.1, passes for RDM
 //!   and DGRAM between the hosts and to itself;
+//! - Open MPI 5.0.7 of the root runs `tests/mpi/mpi_check.c` (two-sided,
+//!   the `cm` PML on the `ofi` MTL) and `tests/mpi/mpi_onesided.c` (the
+//!   `rdma` one-sided component on the `ofi` BTL, which carries the
+//!   two-sided traffic too), one rank in each host;
 //! - interoperation: one side on this host's libfabric 1.17, the other in
 //!   the trixie root on 2.1, each way (fi_pingpong, and the data suite).
 
@@ -28,8 +32,9 @@ use common::{compile, failure_digest, wait_running, work_dir};
 use ofi_xdp_testhosts::{Host, HostPair};
 
 /// What the root holds besides Debian's essential set: libfabric 2.1 and
-/// its tools, Open MPI 5.0.7, and a compiler with libfabric's and Open
-/// MPI's headers for programs built inside it.
+/// its tools, Open MPI 5.0.7, a compiler with libfabric's and Open MPI's
+/// headers for programs built inside it, and mount(8) for MPI ranks that
+/// enter the other test host.
 pub const PACKAGES: &[&str] = &[
     "libfabric1",
     "libfabric-bin",
@@ -38,6 +43,7 @@ pub const PACKAGES: &[&str] = &[
     "libopenmpi-dev",
     "gcc",
     "libc6-dev",
+    "mount",
 ];
 
 /// Where programs in the root find the provider (FI_PROVIDER_PATH).
@@ -48,6 +54,7 @@ fn root() -> &'static PathBuf {
     ROOT.get_or_init(|| {
         let root = debian::root(PACKAGES);
         std::fs::create_dir_all(root.join(PROVIDER_DIR.trim_start_matches('/'))).unwrap();
+        std::fs::create_dir_all(root.join("run/netns")).unwrap();
         root
     })
 }
@@ -77,6 +84,7 @@ fn command(host: &Host, side: Side, program: &str) -> Command {
                 "set -e; R={root}; mount --make-rprivate /; \
                  mount -t proc proc $R/proc; mount --rbind /sys $R/sys; \
                  mount --rbind /dev $R/dev; mount --bind {provider} $R{PROVIDER_DIR}; \
+                 mount --rbind /run/netns $R/run/netns; \
                  exec chroot $R \"$@\"",
                 root = root().display(),
                 provider = work_dir().display(),
@@ -307,4 +315,140 @@ fn trixie_c_data_self() {
 fn interop_c_data_rdm() {
     data(Side::Host, Side::Trixie, "rdm");
     data(Side::Trixie, Side::Host, "rdm");
+}
+
+/// A rank's command: rank 0 runs its arguments after the first as they
+/// are, the others in the network namespace the first names, with that
+/// namespace's /sys, as `ip netns exec` does (the root's mounts are
+/// private to the test command's mount namespace, so nothing propagates;
+/// the root has no iproute2;
+/// `nsenter` and `unshare` are in its essential set). One application
+/// context for both hosts: the mpirun of Debian 13's Open MPI 5.0.7
+/// crashes on MPMD (`a : b`) command lines (open-mpi/ompi#13303).
+const BY_RANK: &str = "#!/bin/sh\n\
+    ns=$1; shift\n\
+    [ \"${OMPI_COMM_WORLD_RANK:-0}\" = 0 ] && exec \"$@\"\n\
+    exec nsenter --net=/run/netns/$ns unshare --mount --propagation unchanged sh -c \
+    'umount -l /sys && mount -t sysfs sysfs /sys && exec \"$@\"' \
+    sh \"$@\"\n";
+
+/// `tests/mpi/<name>.c` built with the root's mpicc (Open MPI 5.0.7); its
+/// path inside the root.
+fn mpicc_in_root(host: &Host, name: &str) -> String {
+    let src = work_dir().join("mpi-src");
+    std::fs::create_dir_all(&src).unwrap();
+    let file = format!("{name}.c");
+    let tests_mpi = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi");
+    std::fs::copy(tests_mpi.join(&file), src.join(&file)).unwrap();
+    let bin = format!("{PROVIDER_DIR}/{name}-trixie");
+    let out = command(host, Side::Trixie, "mpicc")
+        .args([
+            "-Wall",
+            "-O1",
+            "-o",
+            &bin,
+            &format!("{PROVIDER_DIR}/mpi-src/{file}"),
+        ])
+        .output()
+        .unwrap();
+    assert_passed(&format!("mpicc {file} in the trixie root"), &out);
+    bin
+}
+
+/// `program` with Open MPI's `mca` options, one rank in each host, mpirun
+/// (in the root) in `pair.a`'s namespace.
+fn mpirun(program: &str, mca: &[&str]) {
+    let _turn = common::one_at_a_time("mpi");
+    let pair = pair();
+    let bin = mpicc_in_root(&pair.a, program);
+    let by_rank = work_dir().join("by-rank");
+    std::fs::write(&by_rank, BY_RANK).unwrap();
+    std::fs::set_permissions(
+        &by_rank,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let ifname = pair.a.ifname();
+    let out = command(&pair.a, Side::Trixie, "timeout")
+        .args(["240", "mpirun", "--allow-run-as-root", "--oversubscribe"])
+        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_LOG_LEVEL"])
+        .args(mca)
+        .args(["-np", "2"])
+        .arg(format!("{PROVIDER_DIR}/by-rank"))
+        .args([pair.b.netns(), &bin])
+        .env("FI_LOG_LEVEL", "warn")
+        // The rank in the other namespace reaches mpirun's PMIx server and
+        // its out-of-band channel over the veth pair, not over loopback.
+        .env("PMIX_MCA_ptl_tcp_remote_connections", "1")
+        .env("PMIX_MCA_ptl_tcp_if_include", ifname)
+        .env("PRTE_MCA_oob_tcp_if_include", ifname)
+        .env("OMPI_MCA_oob_tcp_if_include", ifname)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mpirun failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    for r in 0..2 {
+        let line = format!("{program} rank {r} of 2: 0 failures");
+        assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
+    }
+    assert!(
+        !stderr.contains("kernel UDP path"),
+        "a rank fell back to the kernel path:\n{stderr}"
+    );
+}
+
+/// Point-to-point through the `cm` PML and the `ofi` MTL on xdp.
+#[test]
+fn trixie_open_mpi_two_sided() {
+    mpirun(
+        "mpi_check",
+        &[
+            "--mca",
+            "pml",
+            "cm",
+            "--mca",
+            "mtl",
+            "ofi",
+            "--mca",
+            "mtl_ofi_provider_include",
+            "xdp",
+            "--mca",
+            "btl",
+            "self",
+        ],
+    );
+}
+
+/// One-sided MPI through the `rdma` component on the `ofi` BTL on xdp,
+/// which in Open MPI 5 carries the point-to-point traffic too (the `ob1`
+/// PML, `btl_ofi_mode` 2): under the `cm` PML, 5.0.7's `rdma` component
+/// finds no BTL (MPI_Win_create fails with MPI_ERR_WIN), and its `ofi` BTL
+/// is one-sided only by default, which leaves `ob1` no path to the peer.
+#[test]
+fn trixie_open_mpi_one_sided() {
+    mpirun(
+        "mpi_onesided",
+        &[
+            "--mca",
+            "pml",
+            "ob1",
+            "--mca",
+            "opal_common_ofi_provider_include",
+            "xdp",
+            "--mca",
+            "btl",
+            "ofi,self",
+            "--mca",
+            "btl_ofi_mode",
+            "2",
+            "--mca",
+            "osc",
+            "rdma",
+        ],
+    );
 }
