@@ -231,9 +231,12 @@ pub(super) fn apply_hints(
             return Err("max_err_data".into());
         }
         if version >= AUTH_KEY_ATTRS {
-            // SAFETY: the core accepted `version`, so its fi_domain_attr
-            // (in which it passes the hints) has the tail of ABI 1.7, and
-            // from 2.0 that of ABI 1.8 (fi_domain_attr_2).
+            // SAFETY: hints asking for `version` are written against that
+            // version's headers (fi_getinfo(3) "version"), or allocated by
+            // the core (fi_allocinfo, or its conversion of older ABIs),
+            // which accepts only versions up to its own: either way the
+            // struct has the tail of ABI 1.7, and from 2.0 that of ABI 1.8
+            // (fi_domain_attr_2).
             let d2 = unsafe { &*std::ptr::from_ref(d).cast::<fi_domain_attr_2>() };
             if d2.max_ep_auth_key > o.max_ep_auth_key {
                 return Err(format!("max_ep_auth_key {}", d2.max_ep_auth_key));
