@@ -68,7 +68,8 @@ unsafe impl Sync for ProviderCell {}
 
 pub static PROVIDER: ProviderCell = ProviderCell(UnsafeCell::new(fi_provider {
     version: getinfo::PROVIDER_VERSION,
-    fi_version: getinfo::API_VERSION,
+    // Stated for the core that loads us, in fi_prov_ini.
+    fi_version: getinfo::API_VERSION_MAX,
     context: fi_context {
         internal: [null_mut(); 4],
     },
@@ -88,6 +89,11 @@ pub fn provider_ptr() -> *mut fi_provider {
 #[unsafe(no_mangle)]
 pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     abi::guard_value("fi_prov_ini", null_mut(), || {
+        // SAFETY: fi_version() has no preconditions; the core reads the
+        // provider only after we return it, so nothing reads it meanwhile.
+        unsafe {
+            (*provider_ptr()).fi_version = getinfo::stated_version(sys::ffi::fi_version());
+        }
         log::mark_registered(provider_ptr());
         params::define_all();
         provider_ptr()

@@ -5,7 +5,8 @@
 //! domain's `Registry` under its key with its remote access rights.
 //!
 //! Keys and addresses follow the domain's mr_mode (fi_mr(3) "MEMORY
-//! REGISTRATION MODES"): with FI_MR_PROV_KEY (or FI_MR_BASIC) the provider
+//! REGISTRATION MODES"): with FI_MR_PROV_KEY (or FI_MR_BASIC, a mode up to
+//! API 1.x and a mere deprecated bit from 2.0) the provider
 //! picks the key — the requested one if it is free, else an unused one —
 //! without it the key is the application's `requested_key`, unique in the
 //! domain (-FI_ENOKEY otherwise); with FI_MR_VIRT_ADDR (only granted with
@@ -179,8 +180,10 @@ unsafe fn register(
         return Err(Errno(FI_EFAULT));
     }
     let mode = domain.info.mr_mode;
-    let prov_key = mode == FI_MR_BASIC || mode & FI_MR_PROV_KEY != 0;
-    let virt_addr = mode == FI_MR_BASIC || mode & FI_MR_VIRT_ADDR != 0;
+    // FI_MR_BASIC is a mode up to 1.x only (fi_domain(3) of 2.x).
+    let basic = mode == FI_MR_BASIC && domain.fabric.api_version < crate::getinfo::V2;
+    let prov_key = basic || mode & FI_MR_PROV_KEY != 0;
+    let virt_addr = basic || mode & FI_MR_VIRT_ADDR != 0;
     let region = Region {
         len: total,
         iova: if virt_addr {

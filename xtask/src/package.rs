@@ -1,6 +1,6 @@
 //! `cargo xtask package`: a Debian package built with `dpkg-deb` (no other tool needed) that
 //! installs the provider where the installed libfabric looks for DL providers, the
-//! `ofi-xdp` tool and `fi_xdp(7)`, and depends on the libfabric it was built against.
+//! `ofi-xdp` tool and `fi_xdp(7)`, and depends on the libfabric release it was built against.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,8 +120,9 @@ fn needed(elf: &Path) -> Result<Vec<String>, String> {
 }
 
 /// Debian packages providing the libraries `elf` needs directly, each with the version to
-/// require: for libfabric the exact version built against, for the others the upstream
-/// version installed. Paths come from `ldd` (the dynamic loader's own resolution).
+/// require: for libfabric the release built against ([`libfabric_release`]), for the others
+/// the upstream version installed. Paths come from `ldd` (the dynamic loader's own
+/// resolution).
 fn library_dependencies(elf: &Path) -> Result<Vec<(String, String)>, String> {
     let sonames = needed(elf)?;
     let out = Command::new("ldd")
@@ -158,7 +159,7 @@ fn library_dependencies(elf: &Path) -> Result<Vec<(String, String)>, String> {
         })?;
         let version = libfabric::package_version(&package)?;
         let version = if package.starts_with("libfabric") {
-            version
+            libfabric_release(&version).to_owned()
         } else {
             upstream(&version).to_owned()
         };
@@ -167,6 +168,18 @@ fn library_dependencies(elf: &Path) -> Result<Vec<(String, String)>, String> {
         }
     }
     Ok(deps)
+}
+
+/// The libfabric release of a Debian version of libfabric1, `major.minor`: `1.17` on Debian
+/// 12, `2.1` on Debian 13. The provider runs on that release's core and newer ones (it states
+/// the core's own API version, up to the newest it follows), so it requires that release, not
+/// the package revision it happened to be built with.
+pub fn libfabric_release(version: &str) -> &str {
+    let upstream = upstream(version);
+    match upstream.match_indices('.').nth(1) {
+        Some((second_dot, _)) => &upstream[..second_dot],
+        None => upstream,
+    }
 }
 
 /// The upstream part of a Debian version: no epoch, no revision.
@@ -341,6 +354,14 @@ mod tests {
         assert_eq!(upstream("1:2.3-1"), "2.3");
         assert_eq!(upstream("12.2.0-14+deb12u1"), "12.2.0");
         assert_eq!(upstream("5"), "5");
+    }
+
+    #[test]
+    fn libfabric_releases() {
+        assert_eq!(libfabric_release("1.17.0-3"), "1.17");
+        assert_eq!(libfabric_release("2.1.0-1.1"), "2.1");
+        assert_eq!(libfabric_release("1:2.6.0-1"), "2.6");
+        assert_eq!(libfabric_release("2.1"), "2.1");
     }
 
     #[test]

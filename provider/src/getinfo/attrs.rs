@@ -17,9 +17,40 @@ use crate::sys::*;
 pub const FABRIC_NAME: &str = "xdp";
 /// Provider version reported in `fabric_attr->prov_version`.
 pub const PROVIDER_VERSION: u32 = fi_version(0, 1);
-/// The libfabric API version we are built against. The 1.17 core refuses
-/// providers whose fi_version is newer than itself (ofi_register_provider).
-pub const API_VERSION: u32 = fi_version(1, 17);
+/// The newest libfabric API whose headers and man pages the provider
+/// follows: libfabric 2.6. Between 1.17 (Debian 12, which it is built
+/// against) and this, getinfo answers each version as its fi_getinfo(3)
+/// says ([`V2`], [`AUTH_KEY_ATTRS`]).
+pub const API_VERSION_MAX: u32 = fi_version(2, 6);
+/// From 2.0 on (fi_getinfo(3), fi_domain(3), fi_endpoint(3) of 2.x):
+/// FI_MR_BASIC and FI_MR_SCALABLE are no modes, only (deprecated) mr_mode
+/// bits; `progress` (the former `data_progress`) covers control and data
+/// and may be FI_PROGRESS_CONTROL_UNIFIED; `max_group_id` exists; an input
+/// `mem_tag_format` below FI_TAG_MAX_FORMAT names a tag format.
+pub const V2: u32 = fi_version(2, 0);
+/// From 1.20 on (ABI 1.7): `domain_attr->max_ep_auth_key` exists.
+pub const AUTH_KEY_ATTRS: u32 = fi_version(1, 20);
+
+/// The API version to state in `fi_provider::fi_version` to a core of
+/// version `core` (its `fi_version()`): that core's own, up to the newest we
+/// follow. The core hands getinfo no version above what we state
+/// (fi_getinfo_ in src/fabric.c of 1.17 and 2.x: "Provider %s fi_version
+/// %d.%d < requested"), and no version above its own, so every entry
+/// describes an ABI the core really has.
+pub const fn stated_version(core: u32) -> u32 {
+    if core < API_VERSION_MAX {
+        core
+    } else {
+        API_VERSION_MAX
+    }
+}
+
+/// `max_ep_auth_key` (fi_domain(3), 1.20 and later): keys an endpoint of
+/// `ep_type` can hold. RDM holds one job key (its `auth_key`); per-AV keys
+/// (FI_AV_AUTH_KEY) are not offered, and DGRAM and MSG take no key.
+pub fn max_ep_auth_key(ep_type: c_int) -> usize {
+    usize::from(ep_type == FI_EP_RDM)
+}
 
 /// Capabilities we implement, per endpoint type. Secondary capabilities in
 /// `DEFAULT_SECONDARY` are always returned.
@@ -208,6 +239,8 @@ pub(super) struct Owned {
     /// (packet authentication), echoed in the entry.
     pub(super) ep_key: Vec<u8>,
     pub(super) dom_key: Vec<u8>,
+    /// `domain_attr->max_ep_auth_key`, written to entries for API 1.20+.
+    pub(super) max_ep_auth_key: usize,
 }
 
 pub(super) fn zeroed<T>() -> T {
@@ -234,6 +267,7 @@ pub(super) fn base(e: &Entry<'_>, version: u32, cfg: &Config) -> Box<Owned> {
         dest: Vec::new(),
         ep_key: Vec::new(),
         dom_key: Vec::new(),
+        max_ep_auth_key: max_ep_auth_key(e.ep_type),
     });
     o.info.caps = caps & !ONLY_WHEN_ASKED;
     o.info.mode = 0;

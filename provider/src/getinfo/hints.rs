@@ -130,6 +130,15 @@ pub(super) fn apply_hints(
         if ep.auth_key_size != 0 || !ep.auth_key.is_null() {
             o.ep_key = auth_key(o, ep.auth_key, ep.auth_key_size)?;
         }
+        if version >= V2 && ep.mem_tag_format > FI_TAG_CCL && ep.mem_tag_format < FI_TAG_MAX_FORMAT
+        {
+            // fi_endpoint(3) of 2.x: values below FI_TAG_MAX_FORMAT name a
+            // format; FI_TAG_BITS, FI_TAG_MPI and FI_TAG_CCL are defined.
+            return Err(format!("mem_tag_format {:#x}", ep.mem_tag_format));
+        }
+        // Before 2.0 a bit pattern; from 2.0 also FI_TAG_MPI or FI_TAG_CCL,
+        // echoed as chosen: both constrain FI_TAG_BITS, which our matching
+        // (tag and ignore bits) implements.
         if ep.mem_tag_format != 0 && o.ep.type_ == FI_EP_RDM {
             o.ep.mem_tag_format = ep.mem_tag_format;
         }
@@ -158,10 +167,16 @@ pub(super) fn apply_hints(
             p => return Err(format!("control_progress {p}")),
         }
         // FI_PROGRESS_AUTO: the domain then runs a progress thread
-        // (progress_thread.rs); manual progress stays the default.
+        // (progress_thread.rs), which also sets up connections; manual
+        // progress stays the default. From 2.0 this field is `progress`,
+        // for control and data alike (fi_domain(3)), and may be
+        // FI_PROGRESS_CONTROL_UNIFIED: manual progress, with the
+        // application serialising control calls, which our thread-safe
+        // control calls allow; reported as asked, like threading.
         match d.data_progress {
             FI_PROGRESS_UNSPEC => {}
             FI_PROGRESS_AUTO | FI_PROGRESS_MANUAL => o.dom.data_progress = d.data_progress,
+            FI_PROGRESS_CONTROL_UNIFIED if version >= V2 => o.dom.data_progress = d.data_progress,
             p => return Err(format!("data_progress {p}")),
         }
         match d.resource_mgmt {
@@ -174,8 +189,10 @@ pub(super) fn apply_hints(
             FI_AV_MAP | FI_AV_TABLE => o.dom.av_type = d.av_type,
             a => return Err(format!("av_type {a}")),
         }
-        // The two modes of libfabric before 1.5 keep their meaning.
-        if d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE {
+        // The two modes of libfabric before 1.5 keep their meaning up to
+        // 1.x; from 2.0 they are deprecated mr_mode bits (fi_domain(3)),
+        // which we need not, and do not, honour.
+        if version < V2 && (d.mr_mode == FI_MR_BASIC || d.mr_mode == FI_MR_SCALABLE) {
             o.dom.mr_mode = d.mr_mode;
         }
         // Since 1.5 mr_mode lists what the application supports; we require
@@ -213,6 +230,22 @@ pub(super) fn apply_hints(
         if d.max_err_data > o.dom.max_err_data {
             return Err("max_err_data".into());
         }
+        if version >= AUTH_KEY_ATTRS {
+            // SAFETY: hints asking for `version` are written against that
+            // version's headers (fi_getinfo(3) "version"), or allocated by
+            // the core (fi_allocinfo, or its conversion of older ABIs),
+            // which accepts only versions up to its own: either way the
+            // struct has the tail of ABI 1.7, and from 2.0 that of ABI 1.8
+            // (fi_domain_attr_2).
+            let d2 = unsafe { &*std::ptr::from_ref(d).cast::<fi_domain_attr_2>() };
+            if d2.max_ep_auth_key > o.max_ep_auth_key {
+                return Err(format!("max_ep_auth_key {}", d2.max_ep_auth_key));
+            }
+            // fi_av(3) peer groups: none (max_group_id 0).
+            if version >= V2 && d2.max_group_id != 0 {
+                return Err(format!("max_group_id {}", d2.max_group_id));
+            }
+        }
     }
     if let Some(f) = unsafe { h.fabric_attr.as_ref() } {
         if let Some(n) = unsafe { f.name.as_ref() } {
@@ -245,6 +278,11 @@ fn auth_key(o: &Owned, key: *const u8, size: usize) -> std::result::Result<Vec<u
         return Err("auth_key: only FI_EP_RDM authenticates its datagrams".into());
     }
     use crate::auth_key::{MAX_KEY_LEN, MIN_KEY_LEN};
+    if size == FI_AV_AUTH_KEY {
+        // fi_domain(3), 1.20 and later: keys per AV entry
+        // (fi_av_insert_auth_key), which we do not offer.
+        return Err("FI_AV_AUTH_KEY: keys per address vector entry are not offered".into());
+    }
     if key.is_null() || !(MIN_KEY_LEN..=MAX_KEY_LEN).contains(&size) {
         return Err(format!(
             "auth_key of {size} bytes: a job key has {MIN_KEY_LEN} to {MAX_KEY_LEN}"

@@ -23,9 +23,9 @@ mod attrs;
 mod hints;
 
 pub use attrs::{
-    API_VERSION, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, ONLY_WHEN_ASKED, PROTO_XDP_DGRAM,
-    PROVIDER_VERSION, RDM_MAX_MSG, RX_OP_FLAGS, RX_SIZE, TX_OP_FLAGS, caps_of,
-    max_datagram_payload, speaks,
+    API_VERSION_MAX, AUTH_KEY_ATTRS, DGRAM_PREFIX_SIZE, FABRIC_NAME, IOV_LIMIT, ONLY_WHEN_ASKED,
+    PROTO_XDP_DGRAM, PROVIDER_VERSION, RDM_MAX_MSG, RX_OP_FLAGS, RX_SIZE, TX_OP_FLAGS, V2, caps_of,
+    max_datagram_payload, speaks, stated_version,
 };
 
 use attrs::{Entry, Owned, base};
@@ -149,8 +149,9 @@ fn wanted(
     Ok(w)
 }
 
-/// Copy a candidate into core-owned memory.
-fn dup(o: &mut Owned) -> Result<*mut fi_info> {
+/// Copy a candidate into core-owned memory, for an application that asked
+/// for API `version`.
+fn dup(o: &mut Owned, version: u32) -> Result<*mut fi_info> {
     o.dom.name = o.dom_name.as_ptr().cast_mut();
     o.fab.name = o.fab_name.as_ptr().cast_mut();
     o.fab.prov_name = null_mut();
@@ -177,10 +178,23 @@ fn dup(o: &mut Owned) -> Result<*mut fi_info> {
     // SAFETY: every pointer in `o.info` refers to live memory in `o`.
     let p = unsafe { ffi::fi_dupinfo(&o.info) };
     if p.is_null() {
-        Err(Errno::NOMEM)
-    } else {
-        Ok(p)
+        return Err(Errno::NOMEM);
     }
+    // fi_dupinfo (bound to its 1.3 ABI, which every core keeps) copies the
+    // 1.17 attributes into the core's own, newer ones zeroed: 0 for
+    // max_group_id (no peer groups) and 2.5's counter limits (the full
+    // range, fi_domain(3)). max_ep_auth_key is ours to say.
+    if version >= AUTH_KEY_ATTRS {
+        // SAFETY: the core accepted `version`, so it is 1.20 or newer and
+        // its fi_domain_attr has the ABI 1.7 tail (fi_domain_attr_2).
+        unsafe {
+            let d = (*p).domain_attr.cast::<fi_domain_attr_2>();
+            if let Some(d) = d.as_mut() {
+                d.max_ep_auth_key = o.max_ep_auth_key;
+            }
+        }
+    }
+    Ok(p)
 }
 
 /// An `auth_key` attribute's pointer and size for `key` (NULL when empty).
@@ -358,7 +372,7 @@ pub fn candidates(
                 );
                 continue;
             }
-            let p = dup(&mut o)?;
+            let p = dup(&mut o, version)?;
             list.push(p);
             out.push(p);
         }
@@ -386,11 +400,12 @@ pub unsafe extern "C" fn xdp_getinfo(
         }
         // SAFETY: out-pointer checked above.
         unsafe { *info = null_mut() };
-        // Any 1.x up to ours, and 0.x, which no release had: MPICH 4
+        // Any version up to the newest we follow (the core passes none
+        // above what we stated), and 0.x, which no release had: MPICH 4
         // lists providers with version 0 before it asks again with its
         // own (and libfabric's own providers answer it). 0.x is answered
         // as the oldest API, 1.0 (pre-1.5 mr_mode among it).
-        if fi_major(version) > 1 || version > API_VERSION {
+        if version > API_VERSION_MAX {
             xdp_info!(FI_LOG_CORE, "API version {:#x} not supported", version);
             return Err(Errno::NODATA);
         }
@@ -613,5 +628,142 @@ mod tests {
         assert!(apply_hints(&mut o, &h, API).is_err(), "no shared contexts");
     }
 
-    const API: u32 = API_VERSION;
+    const API: u32 = fi_version(1, 17);
+    const API_2: u32 = fi_version(2, 1);
+
+    fn rdm(i: &Iface) -> Entry<'_> {
+        Entry {
+            iface: i,
+            ep_type: FI_EP_RDM,
+            header: false,
+            format: AddrFormat::Xdp,
+            src: "10.9.0.1:0".parse().unwrap(),
+            dest: None,
+        }
+    }
+
+    /// The candidate for `e` narrowed by `h` for API `version`.
+    fn answer(e: &Entry<'_>, h: &fi_info, version: u32) -> std::result::Result<Box<Owned>, String> {
+        let mut o = base(e, version, &Config::default());
+        apply_hints(&mut o, h, version).map(|()| o)
+    }
+
+    /// `answer` for hints with domain attributes `d` (of the 2.x ABI).
+    fn with_domain(
+        e: &Entry<'_>,
+        d: &mut fi_domain_attr_2,
+        version: u32,
+    ) -> std::result::Result<Box<Owned>, String> {
+        let mut h: fi_info = zeroed();
+        h.domain_attr = &mut d.v1;
+        answer(e, &h, version)
+    }
+
+    /// `answer` for hints with endpoint attributes `ep`.
+    fn with_ep(
+        e: &Entry<'_>,
+        ep: &mut fi_ep_attr,
+        version: u32,
+    ) -> std::result::Result<Box<Owned>, String> {
+        let mut h: fi_info = zeroed();
+        h.ep_attr = ep;
+        answer(e, &h, version)
+    }
+
+    #[test]
+    fn stated_version_is_the_cores_up_to_ours() {
+        assert_eq!(stated_version(fi_version(1, 17)), fi_version(1, 17));
+        assert_eq!(stated_version(fi_version(1, 22)), fi_version(1, 22));
+        assert_eq!(stated_version(fi_version(2, 1)), fi_version(2, 1));
+        assert_eq!(stated_version(fi_version(2, 6)), API_VERSION_MAX);
+        assert_eq!(stated_version(fi_version(2, 7)), API_VERSION_MAX);
+        assert_eq!(stated_version(fi_version(3, 0)), API_VERSION_MAX);
+    }
+
+    #[test]
+    fn mr_basic_and_scalable_are_modes_only_before_2_0() {
+        let i = iface();
+        let mut d: fi_domain_attr_2 = zeroed();
+        for legacy in [FI_MR_BASIC, FI_MR_SCALABLE] {
+            d.v1.mr_mode = legacy;
+            let mut mode = |v| with_domain(&rdm(&i), &mut d, v).unwrap().dom.mr_mode;
+            assert_eq!(mode(API), legacy);
+            assert_eq!(mode(API_2), 0);
+        }
+        d.v1.mr_mode = FI_MR_BASIC | FI_MR_PROV_KEY | FI_MR_LOCAL;
+        for v in [API, API_2] {
+            let o = with_domain(&rdm(&i), &mut d, v).unwrap();
+            assert_eq!(o.dom.mr_mode, FI_MR_PROV_KEY);
+        }
+    }
+
+    #[test]
+    fn unified_progress_from_2_0() {
+        let i = iface();
+        let mut d: fi_domain_attr_2 = zeroed();
+        d.v1.data_progress = FI_PROGRESS_CONTROL_UNIFIED;
+        assert!(with_domain(&rdm(&i), &mut d, API).is_err());
+        let o = with_domain(&rdm(&i), &mut d, API_2).unwrap();
+        assert_eq!(o.dom.data_progress, FI_PROGRESS_CONTROL_UNIFIED);
+        d.v1.data_progress = FI_PROGRESS_AUTO;
+        let o = with_domain(&rdm(&i), &mut d, API_2).unwrap();
+        assert_eq!(o.dom.data_progress, FI_PROGRESS_AUTO);
+    }
+
+    #[test]
+    fn tag_formats_from_2_0() {
+        let i = iface();
+        let mut ep: fi_ep_attr = zeroed();
+        ep.mem_tag_format = 3;
+        // Before 2.0: two tag bits; from 2.0: no defined format.
+        let o = with_ep(&rdm(&i), &mut ep, API).unwrap();
+        assert_eq!(o.ep.mem_tag_format, 3);
+        assert!(with_ep(&rdm(&i), &mut ep, API_2).is_err());
+        for format in [FI_TAG_MPI, FI_TAG_CCL] {
+            ep.mem_tag_format = format;
+            let o = with_ep(&rdm(&i), &mut ep, API_2).unwrap();
+            assert_eq!(o.ep.mem_tag_format, format);
+        }
+        ep.mem_tag_format = FI_TAG_BITS;
+        let o = with_ep(&rdm(&i), &mut ep, API_2).unwrap();
+        assert_eq!(o.ep.mem_tag_format, MEM_TAG_FORMAT);
+    }
+
+    #[test]
+    fn capabilities_2_x_added_are_not_offered() {
+        let i = iface();
+        let mut h: fi_info = zeroed();
+        for cap in [
+            FI_TAGGED_DIRECTED_RECV,
+            FI_EXACT_DIRECTED_RECV,
+            FI_TAGGED_MULTI_RECV,
+        ] {
+            h.caps = FI_TAGGED | cap;
+            assert!(answer(&rdm(&i), &h, API_2).is_err(), "{cap:#x}");
+            assert_eq!(RDM_CAPS & cap, 0);
+        }
+    }
+
+    #[test]
+    fn auth_key_attributes_of_1_20() {
+        let i = iface();
+        let mut d: fi_domain_attr_2 = zeroed();
+        d.max_ep_auth_key = 1;
+        let o = with_domain(&rdm(&i), &mut d, API_2);
+        assert!(o.is_ok(), "RDM holds one key");
+        let mut dgram = rdm(&i);
+        dgram.ep_type = FI_EP_DGRAM;
+        let o = with_domain(&dgram, &mut d, API_2);
+        assert!(o.is_err(), "DGRAM holds none");
+        d.max_ep_auth_key = 2;
+        assert!(with_domain(&rdm(&i), &mut d, API_2).is_err());
+        d.max_ep_auth_key = 0;
+        d.max_group_id = 1;
+        let o = with_domain(&rdm(&i), &mut d, API_2);
+        assert!(o.is_err(), "no peer groups");
+        d.max_group_id = 0;
+        d.v1.auth_key_size = FI_AV_AUTH_KEY;
+        let why = with_domain(&rdm(&i), &mut d, API_2).err().unwrap();
+        assert!(why.contains("FI_AV_AUTH_KEY"), "{why}");
+    }
 }

@@ -1,5 +1,6 @@
-//! Constants from the libfabric 1.17 headers (values checked against the C
-//! headers by `tests/layout.rs`, see [`super::layout::rust_constants`]).
+//! Constants from the libfabric 1.17 headers, and those libfabric 2.x added
+//! (values checked against both sets of C headers by `tests/layout.rs`, see
+//! [`super::layout::rust_constants`] and [`super::layout::CHANGED_IN_2`]).
 
 #![allow(missing_docs)]
 
@@ -354,3 +355,20 @@ pub const FI_LOG_CQ: c_int = 6;
 pub const FI_LOG_EQ: c_int = 7;
 pub const FI_LOG_MR: c_int = 8;
 pub const FI_LOG_CNTR: c_int = 9;
+
+// Added by libfabric 2.x (fabric.h, fi_tagged.h of 2.1 and 2.6). Bit 48
+// was FI_VARIABLE_MSG before 2.0 (which 2.x defines as 0): read the bit by
+// the version the application asked for.
+pub const FI_TAGGED_DIRECTED_RECV: u64 = 1 << 45;
+pub const FI_TAGGED_MULTI_RECV: u64 = 1 << 46;
+pub const FI_EXACT_DIRECTED_RECV: u64 = 1 << 48;
+/// `auth_key_size` value asking for keys per AV entry (fi_domain(3) of
+/// 1.20 and later, fi_av(3) `fi_av_insert_auth_key`).
+pub const FI_AV_AUTH_KEY: usize = usize::MAX;
+pub const FI_PROGRESS_CONTROL_UNIFIED: c_int = 3;
+/// `mem_tag_format` on input from 2.0 on is a format (fi_endpoint(3)
+/// "mem_tag_format"): values below FI_TAG_MAX_FORMAT name one.
+pub const FI_TAG_BITS: u64 = 0;
+pub const FI_TAG_MPI: u64 = 1;
+pub const FI_TAG_CCL: u64 = 2;
+pub const FI_TAG_MAX_FORMAT: u64 = 1 << 16;

@@ -2,7 +2,9 @@
 //! exported symbols were checked with `nm -D libfabric.so.1` (1.17):
 //! `fi_dupinfo@@FABRIC_1.3`, `fi_freeinfo@@FABRIC_1.3`, `fi_log@@FABRIC_1.0`,
 //! `fi_log_enabled@@FABRIC_1.0`, `fi_param_define@@FABRIC_1.0`,
-//! `fi_param_get@@FABRIC_1.0`, `fi_strerror@@FABRIC_1.0`. Linking against
+//! `fi_param_get@@FABRIC_1.0`, `fi_strerror@@FABRIC_1.0`, `fi_version@@FABRIC_1.0`;
+//! libfabric 2.x keeps all of them (the newer `fi_dupinfo@@FABRIC_1.8` beside
+//! `fi_dupinfo@FABRIC_1.3`, which converts from the 1.3 ABI). Linking against
 //! `-lfabric` binds the default (`@@`) versions. Declarations follow
 //! `rdma/fabric.h`, `rdma/providers/fi_prov.h` and `rdma/providers/fi_log.h`.
 

@@ -401,3 +401,92 @@ pub fn rust_constants() -> Vec<(&'static str, i128)> {
         FI_LOG_CNTR,
     ]
 }
+
+/// The libfabric 2.x ABI (2.0 to 2.6): every fact of [`rust_layout`] holds
+/// there too, except the sizes of the structs 2.x extended at their end
+/// ([`EXTENDED_IN_2`]), plus the tail of `fi_domain_attr` that we mirror
+/// ([`fi_domain_attr_2`]). `tests/layout.rs` checks this against Debian 13's
+/// libfabric-dev (2.1) headers.
+pub fn rust_layout_2() -> Vec<LayoutItem> {
+    vec![
+        (
+            "fi_domain_attr",
+            Some("max_ep_auth_key"),
+            offset_of!(fi_domain_attr_2, max_ep_auth_key),
+        ),
+        (
+            "fi_domain_attr",
+            Some("max_group_id"),
+            offset_of!(fi_domain_attr_2, max_group_id),
+        ),
+        ("fi_domain_attr", None, size_of::<fi_domain_attr_2>()),
+    ]
+}
+
+/// Structs libfabric 2.x extended at their end, and why the provider's
+/// 1.17 mirror of the prefix stays correct with a 2.x core or application.
+/// Their 2.x size must be at least ours: the checked offsets are a prefix.
+pub const EXTENDED_IN_2: &[(&str, &str)] = &[
+    (
+        "fi_domain_attr",
+        "fi_domain_attr_2 mirrors the tail up to max_group_id; 2.5's \
+         max_cntr_value and max_err_cntr_value stay 0 (\"the full counter range\", \
+         fi_domain(3)) in what we return",
+    ),
+    (
+        "fi_cq_err_entry",
+        "we write the fields up to err_data_size; 2.x's fi_cq_readerr sets the new \
+         src_addr to FI_ADDR_NOTAVAIL before calling us, as fi_cq(3) asks without \
+         FI_AV_AUTH_KEY",
+    ),
+    (
+        "fi_mr_attr",
+        "we read the fields up to device; the new ones serve FI_HMEM, FI_MR_DMABUF \
+         and sub-registrations, which regattr refuses (iface, flags)",
+    ),
+    (
+        "fi_mr_modify",
+        "it ends with an fi_mr_attr (above); FI_REFRESH reads flags and the attr's \
+         mr_iov and iov_count only",
+    ),
+    (
+        "fi_ops_av",
+        "our table's size field is the 1.17 size, so fi_av_insert_auth_key, \
+         fi_av_lookup_auth_key and fi_av_set_user_id see no operation (FI_CHECK_OP) \
+         and return -FI_ENOSYS",
+    ),
+];
+
+/// Constants of [`rust_constants`] that libfabric 2.x removed or redefined,
+/// and why that is safe: the provider reads them by requested version.
+pub const CHANGED_IN_2: &[(&str, &str)] = &[
+    ("FI_MAJOR_VERSION", "the headers' own version"),
+    ("FI_MINOR_VERSION", "the headers' own version"),
+    (
+        "FI_PROV_SPECIFIC",
+        "2.x keeps the rule (provider-specific values set the top bit) without the name",
+    ),
+    ("FI_PRIORITY", "removed in 2.0; never offered"),
+    ("FI_BUFFERED_RECV", "removed in 2.0; never offered"),
+    (
+        "FI_VARIABLE_MSG",
+        "0 in 2.x; its bit is FI_EXACT_DIRECTED_RECV there, never offered",
+    ),
+    ("FI_NOTIFY_FLAGS_ONLY", "0 in 2.x; never required"),
+    ("FI_RESTRICTED_COMP", "0 in 2.x; never required"),
+];
+
+/// Constants only libfabric 2.x defines (checked against its headers).
+pub fn rust_constants_2() -> Vec<(&'static str, i128)> {
+    consts![
+        FI_TAGGED_DIRECTED_RECV,
+        FI_TAGGED_MULTI_RECV,
+        FI_EXACT_DIRECTED_RECV,
+        FI_AV_AUTH_KEY,
+        FI_PROGRESS_CONTROL_UNIFIED,
+        FI_TAG_BITS,
+        FI_TAG_MPI,
+        FI_TAG_CCL,
+        FI_TAG_MAX_FORMAT,
+    ]
+}

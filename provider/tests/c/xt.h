@@ -27,7 +27,16 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_collective.h>
 
+/* The API version asked for: 1.17 unless the build says otherwise (the
+ * Debian 13 run, tests/trixie.rs, asks for its headers' own, 2.1). */
+#ifndef XT_VERSION
 #define XT_VERSION FI_VERSION(1, 17)
+#endif
+/* libfabric 2.x keeps the rule (provider-specific values set the top bit)
+ * without the name. */
+#ifndef FI_PROV_SPECIFIC
+#define FI_PROV_SPECIFIC (1U << 31)
+#endif
 /* Our provider-specific address format (src/addr.rs). */
 #define FI_ADDR_XDP (FI_PROV_SPECIFIC | 0x5844)
 #define XDP_ADDR_LEN 32

@@ -122,6 +122,22 @@ pub struct fi_domain_attr {
     pub tclass: u32,
 }
 
+/// `struct fi_domain_attr` as libfabric 2.0 (ABI 1.8) lays it out: the
+/// 1.17 fields, then `max_ep_auth_key` (ABI 1.7, libfabric 1.20) and
+/// `max_group_id` (ABI 1.8, libfabric 2.0). Only a core of that ABI or newer
+/// allocates the tail: it may be read or written only when the application
+/// asked for version 1.20 (2.0) or later, which that core alone accepts
+/// (fi_getinfo(3) refuses versions newer than the library). libfabric 2.5
+/// appends `max_cntr_value` and `max_err_cntr_value`, which we neither read
+/// nor write (see getinfo).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct fi_domain_attr_2 {
+    pub v1: fi_domain_attr,
+    pub max_ep_auth_key: size_t,
+    pub max_group_id: u32,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct fi_fabric_attr {
