@@ -155,29 +155,27 @@ pub fn test() -> Result<(), String> {
         run(doc)
     })?;
     step("build the provider and the tools", build)?;
+    let before = testhost_netns()?;
     step("the workspace's tests (cargo test --workspace)", || {
         let mut tests = cargo(&["test", "--workspace", "--release"]);
         tests.env("FI_PROVIDER_PATH", provider_dir());
         run(tests)
     })?;
-    leftover_check()?;
+    leftover_check(&before)?;
     step("the VM suite on Linux 6.1", || {
         vm_test(&["--kernel".into(), "6.1".into()])
     })
 }
 
-/// Fails when a test left a network namespace of ours behind: cleanup on drop is part of
-/// what the suite asserts. Test-host namespaces are named `oxt-<pid>-<n>-<a|b>`; one whose
-/// creating process is gone is a leftover (a live PID is another run still in progress).
-fn leftover_check() -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
-    let listing = String::from_utf8_lossy(&out.stdout);
-    let leftovers: Vec<&str> = listing
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
+/// Fails when a test of this run left a network namespace of ours behind: cleanup on drop is
+/// part of what the suite asserts. Test-host namespaces are named `oxt-<pid>-<n>-<a|b>`; one
+/// whose creating process is gone is a leftover (a live PID is another run still in
+/// progress). Those that existed before the run (`before`: left by an earlier, killed run,
+/// on this host or in this container) are not this run's.
+fn leftover_check(before: &[String]) -> Result<(), String> {
+    let leftovers: Vec<String> = testhost_netns()?
+        .into_iter()
+        .filter(|name| !before.contains(name))
         .filter(|name| {
             name.strip_prefix(TESTHOST_PREFIX)
                 .and_then(|rest| rest.split('-').next())
@@ -192,6 +190,20 @@ fn leftover_check() -> Result<(), String> {
             leftovers.join(", ")
         ))
     }
+}
+
+/// The test-host namespaces that exist now (`ip netns list`).
+fn testhost_netns() -> Result<Vec<String>, String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with(TESTHOST_PREFIX))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Prefix of every namespace the test-hosts library creates (`oxt-<pid>-<n>-<a|b>`).

@@ -320,20 +320,25 @@ fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
         ip_link_shows_xdp(&pair.b),
         "the foreign program was removed"
     );
-    // A sweep of the whole namespace leaves it too. (Its own, empty,
-    // statistics directory: files that killed processes of tests running
-    // beside this one left in the shared one would be removed, rightly.)
-    let no_stats = std::env::temp_dir().join(format!("ofi-xdp-nostats-{}", std::process::id()));
-    std::fs::create_dir_all(&no_stats).unwrap();
-    let text = stdout_of(&ofi_xdp(&[
-        "cleanup",
-        "--netns",
-        pair.b.netns(),
-        "--stats-dir",
-        no_stats.to_str().unwrap(),
-    ]));
-    let _ = std::fs::remove_dir(&no_stats);
-    assert!(text.contains("nothing left behind"), "{text}");
+    // A sweep of the whole namespace leaves it too, and says so. The sweep
+    // rightly removes other things too: files of killed processes of an
+    // earlier namespace with the same inode number (the kernel reuses
+    // them), as the one planted here: the test looks at what it made.
+    let b_ns = pair.b.run(ofi_xdp_tools::epstats::netns_inode).unwrap();
+    let earlier = PathBuf::from(format!("/dev/shm/ofi-xdp-local-{b_ns}-198.18.0.2-9999"));
+    fake_area(&earlier, dead_pid());
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.b.netns()]));
+    let earlier_left = earlier.exists();
+    let _ = std::fs::remove_file(&earlier);
+    assert!(!earlier_left, "{text}");
+    let foreign = format!("{}: generic XDP program", pair.b.ifname());
+    let about_foreign: Vec<&str> = text.lines().filter(|l| l.contains(&foreign)).collect();
+    assert!(
+        about_foreign.len() == 1
+            && about_foreign[0].starts_with("refused: ")
+            && about_foreign[0].contains("(foreign_pass): not ours, left alone"),
+        "{text}"
+    );
     assert!(ip_link_shows_xdp(&pair.b));
 
     // Ours, attached through netlink by a process long gone: removed.
