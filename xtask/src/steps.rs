@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ofi_xdp_testhosts::skip;
+
 /// The workspace root (the parent of this crate's directory).
 pub fn project_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -156,15 +158,26 @@ pub fn test() -> Result<(), String> {
     })?;
     step("build the provider and the tools", build)?;
     let before = testhost_netns()?;
-    step("the workspace's tests (cargo test --workspace)", || {
+    // Tests whose prerequisite is missing here record themselves in this file
+    // (`ofi_xdp_testhosts::skip`); the summary ends the run.
+    let skip_log = target_dir().join("skipped-tests.log");
+    let _ = std::fs::remove_file(&skip_log);
+    let tests = step("the workspace's tests (cargo test --workspace)", || {
         let mut tests = cargo(&["test", "--workspace", "--release"]);
         tests.env("FI_PROVIDER_PATH", provider_dir());
+        tests.env(skip::SKIP_LOG_ENV, &skip_log);
         run(tests)
-    })?;
-    leftover_check(&before)?;
-    step("the VM suite on Linux 6.1", || {
-        vm_test(&["--kernel".into(), "6.1".into()])
-    })
+    });
+    let ran = tests.and_then(|()| leftover_check(&before)).and_then(|()| {
+        step("the VM suite on Linux 6.1", || {
+            vm_test(&["--kernel".into(), "6.1".into()])
+        })
+    });
+    eprintln!(
+        "xtask: the workspace's tests: {} (the VM suite lists its own above)",
+        skip::summary(&skip::read_log(&skip_log))
+    );
+    ran
 }
 
 /// Fails when a test of this run left a network namespace of ours behind: cleanup on drop is

@@ -35,6 +35,7 @@ pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
 pub use raw::RawPort;
 pub use segment::Segment;
 pub mod nics;
+pub mod skip;
 
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
