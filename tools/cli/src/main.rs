@@ -87,6 +87,12 @@ enum Command {
     LocalBench(local_bench::Opts),
     /// N senders stream 1 MiB messages to one receiver on a bridge, xdp beside tcp
     Incast(incast::Opts),
+    /// Print a completion script for SHELL (e.g. `ofi-xdp completions bash >
+    /// /etc/bash_completion.d/ofi-xdp`)
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() {
@@ -103,6 +109,12 @@ fn main() {
         Command::ImbBench(o) => ("imb-bench", imb::main(o)),
         Command::LocalBench(o) => ("local-bench", local_bench::main(o)),
         Command::Incast(o) => ("incast", incast::main(o)),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "ofi-xdp", &mut std::io::stdout());
+            ("completions", Ok(()))
+        }
     };
     if let Err(e) = result {
         eprintln!("ofi-xdp {name}: {e}");
@@ -118,5 +130,18 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completions_know_the_commands_and_options() {
+        let mut out = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut Cli::command(),
+            "ofi-xdp",
+            &mut out,
+        );
+        let script = String::from_utf8(out).unwrap();
+        assert!(script.contains("link-pingpong") && script.contains("--stats-dir"));
     }
 }
