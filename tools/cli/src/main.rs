@@ -20,6 +20,9 @@
 //!   endpoints' own figures (`--watch` refreshes).
 //! - `cleanup` — removes what a killed process left (programs attached through netlink,
 //!   pinned links and objects, statistics files), never anything that is not ours.
+//! - `completions` — a shell completion script.
+//!
+//! The command line is clap's: `ofi-xdp COMMAND --help` lists a command's options.
 
 mod c_program;
 mod child;

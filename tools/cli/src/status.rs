@@ -4,7 +4,8 @@
 //! XSKMAP slot (and queue), its counters, the endpoints' own figures
 //! from their statistics files, and the AF_XDP groups sharing a queue's
 //! UMEM (members, dead ones, receive frames stranded and pooled) — in the
-//! manner of `xdp-loader status` and `ethtool -S`. With `--watch` it refreshes and adds rates per second.
+//! manner of `xdp-loader status` and `ethtool -S`. With `--watch` it refreshes and adds rates per second;
+//! with `--json` it prints the same as JSON (schema in tools/cli/README.md).
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
