@@ -18,7 +18,8 @@ use crate::idle::{IdleReads, SpinBeforeSleep};
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, Watched, sleep_between_passes};
 use crate::sys::*;
-use crate::wait::{SignalsHeld, WaitObj};
+use crate::wait::SignalsHeld;
+use crate::wait_obj::WaitObj;
 
 pub struct Cntr {
     /// Endpoints bound to this counter.

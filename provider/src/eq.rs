@@ -23,7 +23,7 @@ use crate::fabric::Fabric;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{Progress, ProgressSet, Queue};
 use crate::sys::*;
-use crate::wait::WaitObj;
+use crate::wait_obj::WaitObj;
 
 pub enum EqEvent {
     Event {

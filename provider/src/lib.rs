@@ -49,6 +49,7 @@ pub mod progress;
 pub mod progress_thread;
 pub mod sys;
 pub mod wait;
+pub mod wait_obj;
 pub mod waitset;
 pub mod xdp;
 

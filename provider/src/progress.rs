@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::abi::lock;
 use crate::datapath::WaitState;
-use crate::wait::{SignalsHeld, WaitObj};
+use crate::wait::SignalsHeld;
+use crate::wait_obj::WaitObj;
 
 /// Something a CQ, counter or EQ read progresses.
 pub trait Progress: Send + Sync {

@@ -19,7 +19,7 @@ use crate::idle::SpinBeforeSleep;
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{Queue, Watched, sleep_between_passes};
 use crate::sys::*;
-use crate::wait::WaitObj;
+use crate::wait_obj::WaitObj;
 
 pub struct WaitSet {
     /// CQs, counters and EQs opened with this set.

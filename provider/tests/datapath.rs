@@ -43,6 +43,7 @@ fn open_with(host: &Host, ep_type: i32, incarnation: u32, cfg: Config) -> Side {
             local: addr,
             cfg,
             inject_size,
+            rx_size: xdp_fi::getinfo::RX_SIZE,
             min_multi_recv: 1500,
             dgram_header: false,
             msg_prefix: 0,

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use ofi_xdp_testhosts::skip::skip;
 use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
@@ -362,9 +363,9 @@ fn mpich() -> Option<PathBuf> {
     match prefix {
         Some(p) if p.join("bin/mpiexec").exists() => Some(p),
         _ => {
-            println!(
-                "skipped: OFI_XDP_MPICH does not name an MPICH installation built with \
-                 --with-device=ch4:ofi (Debian's mpich uses ch4:ucx; README, \"MPI\")"
+            skip(
+                "OFI_XDP_MPICH does not name an MPICH installation built with \
+                 --with-device=ch4:ofi (Debian's mpich uses ch4:ucx; README, \"MPI\")",
             );
             None
         }

@@ -13,6 +13,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use ofi_xdp_testhosts::skip::skip;
 use ofi_xdp_testhosts::{Host, HostPair};
 
 mod common;
@@ -257,9 +258,7 @@ fn steered_ports(host: &Host) -> Vec<(u16, u32)> {
 fn kernel_shares() -> bool {
     let ok = ofi_xdp_link::group::kernel_lets_members_join();
     if !ok {
-        println!(
-            "skipped: this kernel cannot share a queue's rings between processes (Linux 6.4+)"
-        );
+        skip("this kernel cannot share a queue's rings between processes (Linux 6.4+)");
     }
     ok
 }

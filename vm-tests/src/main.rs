@@ -752,6 +752,9 @@ fn print_summary(
                         r.notes.len() - MAX_NOTES
                     );
                 }
+                for k in &r.skipped {
+                    eprintln!("                    skipped: {k}");
+                }
             }
             None => eprintln!(
                 "  {:<8} {:>5}    {} (no result: the VM ended first)",
@@ -764,6 +767,17 @@ fn print_summary(
             eprintln!("  {:<8} {:>5}    {}: {why}", "NOT-RUN", "-", t.suite_name());
         }
     }
+    let skipped: usize = report.suites.iter().map(|r| r.skipped.len()).sum();
+    eprintln!(
+        "vm-tests: kernel {}: {skipped} test(s) skipped in the guest (listed above under their \
+         suite){}",
+        series.name,
+        if suites.iter().any(|s| s.argv.iter().any(|a| a == "--skip")) {
+            "; tests left out by `--skip` filters are counted as \"filtered out\" (plan.rs says why)"
+        } else {
+            ""
+        }
+    );
     for (package, error) in &artifacts.broken {
         eprintln!(
             "  {:<8} {:>5}    {package}: {error}",

@@ -44,7 +44,13 @@ pub struct SuiteResult {
     pub seconds: u64,
     /// `test result: ...` lines and skip notices the suite printed.
     pub notes: Vec<String>,
+    /// `<test>: <reason>` of each test that said it was skipped
+    /// (`ofi_xdp_testhosts::skip`: a prerequisite this guest lacks).
+    pub skipped: Vec<String>,
 }
+
+/// What starts the line of a skipped test (`ofi_xdp_testhosts::skip::SKIPPED`).
+pub const SKIPPED: &str = "SKIPPED ";
 
 /// What the markers say about one boot.
 #[derive(Debug, Default)]
@@ -85,6 +91,7 @@ pub fn parse_markers(text: &str) -> Report {
                 status: Status::parse(f.get("status").map(String::as_str).unwrap_or("")),
                 seconds: f.get("seconds").and_then(|s| s.parse().ok()).unwrap_or(0),
                 notes: Vec::new(),
+                skipped: Vec::new(),
             }),
             "MODULE" => report.module_failures.push(rest.trim().to_owned()),
             "DONE" => report.done = true,
@@ -95,11 +102,13 @@ pub fn parse_markers(text: &str) -> Report {
 }
 
 /// Attaches to each suite the noteworthy lines of the console between its START and RESULT:
-/// the harness's `test result:` summary, and any line that says a test was skipped (tests
-/// report kernel features they lack that way).
+/// the harness's `test result:` summary, and any other line that says something was skipped;
+/// and, apart, every test that said it was skipped ([`SKIPPED`], anywhere in a line: with one
+/// test thread libtest has printed `test NAME ... ` before it).
 pub fn attach_notes(report: &mut Report, console: &str) {
     let mut current: Option<String> = None;
     let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut skipped: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in console.lines() {
         let line = line.trim_end_matches('\r');
         if let Some(pos) = line.find(MARK) {
@@ -113,6 +122,13 @@ pub fn attach_notes(report: &mut Report, console: &str) {
             continue;
         }
         let Some(suite) = &current else { continue };
+        if let Some(pos) = line.find(SKIPPED) {
+            skipped
+                .entry(suite.clone())
+                .or_default()
+                .push(line[pos + SKIPPED.len()..].trim().to_owned());
+            continue;
+        }
         let lower = line.to_ascii_lowercase();
         if line.starts_with("test result:")
             || line.starts_with("FIGURE ")
@@ -129,6 +145,9 @@ pub fn attach_notes(report: &mut Report, console: &str) {
         if let Some(n) = notes.remove(&s.name) {
             s.notes = n;
         }
+        if let Some(k) = skipped.remove(&s.name) {
+            s.skipped = k;
+        }
     }
 }
 
@@ -143,6 +162,8 @@ mod tests {
         running 2 tests\r\n\
         test a ... ok\r\n\
         skipped multi-buffer: kernel 6.1 lacks XDP_USE_SG\r\n\
+        test b ... SKIPPED group::b: this kernel cannot share (Linux 6.4+)\r\n\
+        ok\r\n\
         test result: ok. 2 passed; 0 failed\r\n\
         OFI-XDP-VM RESULT suite=bpf/lib status=pass rc=0 seconds=4\r\n\
         OFI-XDP-VM START suite=smoke\r\n\
@@ -171,6 +192,10 @@ mod tests {
         attach_notes(&mut r, LOG);
         assert_eq!(r.suites[0].notes.len(), 2);
         assert!(r.suites[0].notes[0].contains("XDP_USE_SG"));
+        assert_eq!(
+            r.suites[0].skipped,
+            ["group::b: this kernel cannot share (Linux 6.4+)"]
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ofi_xdp_testhosts::skip;
+
 /// The workspace root (the parent of this crate's directory).
 pub fn project_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -159,29 +161,38 @@ pub fn test() -> Result<(), String> {
         "instructions per 64 B message (callgrind) within xtask/instruction-budget.toml",
         crate::instructions::check,
     )?;
-    step("the workspace's tests (cargo test --workspace)", || {
+    let before = testhost_netns()?;
+    // Tests whose prerequisite is missing here record themselves in this file
+    // (`ofi_xdp_testhosts::skip`); the summary ends the run.
+    let skip_log = target_dir().join("skipped-tests.log");
+    let _ = std::fs::remove_file(&skip_log);
+    let tests = step("the workspace's tests (cargo test --workspace)", || {
         let mut tests = cargo(&["test", "--workspace", "--release"]);
         tests.env("FI_PROVIDER_PATH", provider_dir());
+        tests.env(skip::SKIP_LOG_ENV, &skip_log);
         run(tests)
-    })?;
-    leftover_check()?;
-    step("the VM suite on Linux 6.1", || {
-        vm_test(&["--kernel".into(), "6.1".into()])
-    })
+    });
+    let ran = tests.and_then(|()| leftover_check(&before)).and_then(|()| {
+        step("the VM suite on Linux 6.1", || {
+            vm_test(&["--kernel".into(), "6.1".into()])
+        })
+    });
+    eprintln!(
+        "xtask: the workspace's tests: {} (the VM suite lists its own above)",
+        skip::summary(&skip::read_log(&skip_log))
+    );
+    ran
 }
 
-/// Fails when a test left a network namespace of ours behind: cleanup on drop is part of
-/// what the suite asserts. Test-host namespaces are named `oxt-<pid>-<n>-<a|b>`; one whose
-/// creating process is gone is a leftover (a live PID is another run still in progress).
-fn leftover_check() -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
-    let listing = String::from_utf8_lossy(&out.stdout);
-    let leftovers: Vec<&str> = listing
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
+/// Fails when a test of this run left a network namespace of ours behind: cleanup on drop is
+/// part of what the suite asserts. Test-host namespaces are named `oxt-<pid>-<n>-<a|b>`; one
+/// whose creating process is gone is a leftover (a live PID is another run still in
+/// progress). Those that existed before the run (`before`: left by an earlier, killed run,
+/// on this host or in this container) are not this run's.
+fn leftover_check(before: &[String]) -> Result<(), String> {
+    let leftovers: Vec<String> = testhost_netns()?
+        .into_iter()
+        .filter(|name| !before.contains(name))
         .filter(|name| {
             name.strip_prefix(TESTHOST_PREFIX)
                 .and_then(|rest| rest.split('-').next())
@@ -196,6 +207,20 @@ fn leftover_check() -> Result<(), String> {
             leftovers.join(", ")
         ))
     }
+}
+
+/// The test-host namespaces that exist now (`ip netns list`).
+fn testhost_netns() -> Result<Vec<String>, String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with(TESTHOST_PREFIX))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Prefix of every namespace the test-hosts library creates (`oxt-<pid>-<n>-<a|b>`).

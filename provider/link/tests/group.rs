@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ofi_xdp_bpf::{AttachMode, Steering};
 use ofi_xdp_link::group::Group;
 use ofi_xdp_link::{GroupJoin, Link, LinkAddr, LinkConfig, LinkError};
+use ofi_xdp_testhosts::skip::skip;
 use ofi_xdp_testhosts::{Host, HostPair};
 
 const PORT_A: u16 = 47_201;
@@ -25,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(5);
 fn kernel_shares() -> bool {
     let ok = ofi_xdp_link::group::kernel_lets_members_join();
     if !ok {
-        println!("skipped: this kernel cannot share a queue's rings between sockets (Linux 6.4+)");
+        skip("this kernel cannot share a queue's rings between sockets (Linux 6.4+)");
     }
     ok
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use ofi_xdp_bpf::{AttachMode, Steering};
 use ofi_xdp_link::{BindMode, BindPreference, Link, LinkAddr, LinkConfig, LinkError};
+use ofi_xdp_testhosts::skip::skip;
 use ofi_xdp_testhosts::{Host, HostPair, nics};
 
 const PORT: u16 = 47_401;
@@ -29,10 +30,10 @@ const WAIT: Duration = Duration::from_secs(10);
 /// The NIC pair, or `None` (and a line saying so) without `OFI_XDP_TEST_NICS`.
 fn nic_pair(mtu: u32) -> Option<HostPair> {
     if nics::from_env().is_none() {
-        println!(
-            "skipped: no NICs ({} unset); the VM suite's --nic runs set it",
+        skip(format!(
+            "no NICs ({} unset); the VM suite's --nic runs set it",
             nics::NICS_ENV
-        );
+        ));
         return None;
     }
     let pair = HostPair::with_mtu(mtu).unwrap();
@@ -271,10 +272,10 @@ fn jumbo_frames_through_multi_buffer() {
     );
     let rx_link = open(a, PORT, QUEUE, multi);
     if rx_link.max_payload() < 8000 {
-        println!(
-            "skipped: this kernel binds no multi-buffer AF_XDP socket (max payload {})",
+        skip(format!(
+            "this kernel binds no multi-buffer AF_XDP socket (max payload {})",
             rx_link.max_payload()
-        );
+        ));
         return;
     }
     steering.steer_port(PORT, 0).unwrap();

@@ -33,7 +33,7 @@ use crate::idle::{IdleReads, SpinBeforeSleep};
 use crate::object::{self, FidObject, Refs, obj};
 use crate::progress::{ProgressSet, Queue, sleep_between_passes};
 use crate::sys::*;
-use crate::wait::WaitObj;
+use crate::wait_obj::WaitObj;
 
 mod queue;
 

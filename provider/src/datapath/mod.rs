@@ -50,6 +50,9 @@ pub struct OpenArgs {
     /// Largest payload of a send that may complete as soon as it is copied
     /// (`tx_attr->inject_size`: one datagram's payload on this interface).
     pub inject_size: usize,
+    /// Depth of the receive queue (`rx_attr->size`): how many datagrams a
+    /// DGRAM endpoint keeps for receives not posted yet.
+    pub rx_size: usize,
     pub min_multi_recv: usize,
     /// The kernel UDP socket that reserved `local`'s port (`None`: the data
     /// path binds one itself).

@@ -427,6 +427,7 @@ impl Endpoint {
                 st.local.ip.is_ipv6(),
                 &self.domain.cfg,
             ),
+            rx_size: getinfo::RX_SIZE,
             min_multi_recv: st.min_multi_recv,
             dgram_header: self.dgram_header,
             msg_prefix: self.prefix,

@@ -5,7 +5,8 @@
 //! kernel UDP socket's receive buffer, which `udp`-provider applications
 //! count on: fabtests' fi_ubertest answers a flood's end marker once and
 //! hangs if that answer is lost), and is dropped only when the backlog is
-//! full (1024 datagrams or 1 MiB: `BACKLOG_DATAGRAMS`, `BACKLOG_BYTES`). Sends are
+//! full (the receive queue's depth, `rx_attr->size` through [`OpenArgs`], or 1 MiB:
+//! `BACKLOG_BYTES`). Sends are
 //! copied into a UMEM frame at post time, so they complete at once
 //! (FI_INJECT_COMPLETE semantics); the TX kick happens per send unless the
 //! application passes FI_MORE. Sends to our own address are looped back
@@ -37,9 +38,6 @@ use crate::sys::*;
 /// Datagrams taken off the RX ring per progress pass.
 const RX_BATCH: usize = 64;
 
-/// Datagrams that may wait for a receive: the receive queue's advertised
-/// depth (rx_attr->size).
-const BACKLOG_DATAGRAMS: usize = crate::getinfo::RX_SIZE;
 /// Bytes they may hold in all: a few times a kernel UDP socket's default
 /// receive buffer (net.core.rmem_default, 208 KiB), which counts per
 /// datagram more than its payload.
@@ -116,7 +114,7 @@ impl Dgram {
             },
             local: args.local,
             recvs: VecDeque::new(),
-            backlog: Backlog::default(),
+            backlog: Backlog::new(args.rx_size),
             done: Vec::new(),
             dropped: 0,
         }
@@ -372,15 +370,23 @@ impl DataPath for Dgram {
 }
 
 /// Datagrams waiting for receives, copied out of their frames (a frame of
-/// a shared UMEM is not ours to keep), within [`BACKLOG_DATAGRAMS`] and
-/// [`BACKLOG_BYTES`].
-#[derive(Default)]
+/// a shared UMEM is not ours to keep), at most `limit` of them (the
+/// receive queue's depth) and [`BACKLOG_BYTES`].
 struct Backlog {
     queue: VecDeque<(XdpAddr, Vec<u8>)>,
     bytes: usize,
+    limit: usize,
 }
 
 impl Backlog {
+    fn new(limit: usize) -> Backlog {
+        Backlog {
+            queue: VecDeque::new(),
+            bytes: 0,
+            limit,
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -388,7 +394,7 @@ impl Backlog {
     /// Keep a copy of `datagram`; false (nothing kept) when that would
     /// pass a bound.
     fn push(&mut self, src: XdpAddr, datagram: &[u8]) -> bool {
-        if self.queue.len() >= BACKLOG_DATAGRAMS || self.bytes + datagram.len() > BACKLOG_BYTES {
+        if self.queue.len() >= self.limit || self.bytes + datagram.len() > BACKLOG_BYTES {
             return false;
         }
         self.bytes += datagram.len();
@@ -418,13 +424,13 @@ mod tests {
 
     #[test]
     fn backlog_keeps_order_within_its_bounds() {
-        let mut b = Backlog::default();
+        let mut b = Backlog::new(1024);
         assert!(b.push(addr(), &[1]));
         assert!(b.push(addr(), &[2, 2]));
         assert_eq!(b.pop().map(|(_, d)| d), Some(vec![1]));
         assert_eq!(b.bytes, 2);
         while b.push(addr(), &[0]) {}
-        assert_eq!(b.queue.len(), BACKLOG_DATAGRAMS);
+        assert_eq!(b.queue.len(), 1024);
         while b.pop().is_some() {}
         assert_eq!(b.bytes, 0);
         let big = vec![0u8; BACKLOG_BYTES / 2];

@@ -49,7 +49,6 @@ use crate::datapath::OpenArgs;
 use crate::params::AttachMode;
 use crate::sys::*;
 use crate::wait::Epoll;
-use crate::xdp::published::PortIdentity;
 use crate::xdp_warn;
 
 mod kernel;
@@ -218,6 +217,13 @@ impl Drop for Xsk {
             s.queues.swap_remove(i);
         }
     }
+}
+
+/// Where an endpoint's datagrams go, as its port knows it (for its
+/// statistics file).
+pub struct PortIdentity {
+    /// `Some((queue, XSKMAP slot))` on the AF_XDP path, `None` on the kernel UDP path.
+    pub af_xdp: Option<(u32, u32)>,
 }
 
 /// Datagrams each path delivered, for the statistics file and the closing

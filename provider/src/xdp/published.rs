@@ -19,19 +19,13 @@ use ofi_xdp_reliability::Stats;
 
 use crate::datapath::OpenArgs;
 use crate::sys::FI_LOG_EP_CTRL;
-use crate::xdp::port::PathCounts;
+use crate::xdp::port::{PathCounts, PortIdentity};
 
 /// Longest a published figure lags behind the endpoint's own (10 ms).
 pub const REFRESH_NS: u64 = 10_000_000;
 
 /// Endpoints of this process, numbered as their files are named.
 static NEXT_ENDPOINT: AtomicU32 = AtomicU32::new(0);
-
-/// Where an endpoint's datagrams go, as its port knows it.
-pub struct PortIdentity {
-    /// `Some((queue, XSKMAP slot))` on the AF_XDP path, `None` on the kernel UDP path.
-    pub af_xdp: Option<(u32, u32)>,
-}
 
 /// One endpoint's statistics file (or nothing, when it could not be made).
 pub struct Published {

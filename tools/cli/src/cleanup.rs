@@ -382,17 +382,21 @@ fn find_pins(f: &mut Findings, detached_links: &[u32]) -> Result<(), String> {
     Ok(())
 }
 
+/// `ofi-xdp cleanup`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    #[command(flatten)]
+    scope: Scope,
+    /// Say what would be removed, remove nothing
+    #[arg(long)]
+    dry_run: bool,
+}
+
 /// `ofi-xdp cleanup [--dry-run] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]`
-pub fn main(args: &[String]) -> Result<(), String> {
-    let mut args = args.to_vec();
-    let scope = Scope::take(&mut args)?;
-    let dry_run = match args.as_slice() {
-        [] => false,
-        [flag] if flag == "--dry-run" => true,
-        other => return Err(format!("unexpected arguments {other:?}")),
-    };
+pub fn main(o: &Opts) -> Result<(), String> {
+    let (scope, dry_run) = (&o.scope, o.dry_run);
     scope.enter()?;
-    let f = find(&scope)?;
+    let f = find(scope)?;
     for k in &f.kept {
         println!("kept: {k}");
     }

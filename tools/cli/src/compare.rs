@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use ofi_xdp_testhosts::HostPair;
 
-use crate::args::Args;
 use crate::fi_pingpong::{self, Row, Run};
 use crate::pingpong::Measured;
 use crate::stats::{ratios, spread};
@@ -57,12 +56,22 @@ fn pingpong(provider: &str, sizes: &str, iterations: u32, check: bool) -> Run {
     }
 }
 
+/// `ofi-xdp demo`'s options.
+#[derive(clap::Args)]
+pub struct DemoOpts {
+    /// fi_pingpong's -S: a size in bytes, or `all`
+    #[arg(long, default_value = "all")]
+    sizes: String,
+    /// fi_pingpong's -I: iterations per size
+    #[arg(long, default_value_t = 100)]
+    iters: u32,
+}
+
 /// `ofi-xdp demo [--sizes all] [--iters 100]`: fi_pingpong with data checking over `xdp` and
 /// over `tcp`, printed side by side.
-pub fn demo(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
-    let sizes: String = a.get("sizes", "all".to_owned())?;
-    let iterations: u32 = a.get("iters", 100)?;
+pub fn demo(o: &DemoOpts) -> Result<(), String> {
+    let sizes = o.sizes.clone();
+    let iterations = o.iters;
     preflight()?;
     // The benchmark's hosts: jumbo frames for every provider.
     let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
@@ -122,17 +131,31 @@ fn print_side_by_side(tables: &[(&str, Vec<Row>)]) {
 /// against the raw link floor,
 /// 1 MiB bandwidth of xdp against tcp — all measured in one run between the same test hosts.
 ///
+/// `ofi-xdp provider-bench`'s options.
+#[derive(clap::Args)]
+pub struct BenchOpts {
+    /// Rounds, each measuring every path once
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Iterations of the 64 B ping-pong
+    #[arg(long, default_value_t = 10_000)]
+    iters: u32,
+    /// Iterations of the 1 MiB ping-pong
+    #[arg(long, default_value_t = 200)]
+    big_iters: u32,
+    /// Also write every figure of every round to FILE (CSV)
+    #[arg(long, value_name = "FILE")]
+    csv: Option<String>,
+}
+
 /// The machines are shared and a single run swings by ±30 %, so the run is made of `rounds`
 /// rounds, each measuring every path once, one after the other (in the order
 /// `round_order` gives). Each ratio is taken within a round (both sides measured one after the
 /// other, seconds apart) and the median over the rounds is reported, with
 /// the range beside it. `--csv FILE` also writes every figure of every round there (one row per
 /// path and round), for plotting, and prints the path.
-pub fn bench(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
-    let iterations: u32 = a.get("iters", 10_000)?;
-    let big_iterations: u32 = a.get("big-iters", 200)?;
-    let rounds: usize = a.get("rounds", 5)?;
+pub fn bench(o: &BenchOpts) -> Result<(), String> {
+    let (iterations, big_iterations, rounds) = (o.iters, o.big_iters, o.rounds);
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
@@ -152,7 +175,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .next()
             .ok_or_else(|| format!("fi_pingpong -p {provider} printed no row"))
     };
-    let csv = a.value("csv").map(str::to_owned);
+    let csv = o.csv.clone();
     let mut r = Rounds::default();
     let start = std::time::Instant::now();
     for round in 1..=rounds {
@@ -183,15 +206,24 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `ofi-xdp latency-path`'s options.
+#[derive(clap::Args)]
+pub struct LatencyOpts {
+    /// Ping-pong iterations
+    #[arg(long, default_value_t = 20_000)]
+    iters: u32,
+    /// Both processes in one test host (the shared-memory path)
+    #[arg(long)]
+    local: bool,
+}
+
 /// `ofi-xdp latency-path [--iters 20000] [--local]`: `fi_pingpong -S 64` over a provider built
 /// with the `probes` feature (`cargo xtask bench latency-path` builds one and points
 /// FI_PROVIDER_PATH at it), printing each side's mean cycles from a datagram's arrival to each
 /// step up to the TX kick of its answer — the part of the one-way latency the raw link does
 /// not have. With `--local` both processes run in one test host (the shared-memory path).
-pub fn latency_path(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &["local"])?;
-    let iterations: u32 = a.get("iters", 20_000)?;
-    let local = a.flag("local");
+pub fn latency_path(o: &LatencyOpts) -> Result<(), String> {
+    let (iterations, local) = (o.iters, o.local);
     preflight()?;
     let pair = HostPair::with_mtu(BENCH_MTU).map_err(|e| format!("creating test hosts: {e}"))?;
     let client = if local { &pair.a } else { &pair.b };

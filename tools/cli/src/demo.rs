@@ -9,19 +9,23 @@ use ofi_xdp_bpf::{AttachMode, Steering};
 use ofi_xdp_link::{Link, LinkConfig};
 use ofi_xdp_testhosts::HostPair;
 
-use crate::args::Args;
-
 const PORT_A: u16 = 47_300;
 const PORT_B: u16 = 47_301;
 const UNSTEERED_PORT: u16 = 47_302;
 
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
-    let mode: AttachMode = a
-        .get("mode", "generic".to_string())?
-        .parse()
-        .map_err(|e| format!("--mode: {e}"))?;
-    let count = a.get("count", 5usize)?;
+/// `ofi-xdp link-demo`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    /// XDP attach mode: generic or native
+    #[arg(long, default_value = "generic")]
+    mode: AttachMode,
+    /// Datagrams to send
+    #[arg(long, default_value_t = 5)]
+    count: usize,
+}
+
+pub fn main(o: &Opts) -> Result<(), String> {
+    let (mode, count) = (o.mode, o.count);
 
     let pair = HostPair::new().map_err(|e| format!("creating test hosts: {e}"))?;
     println!("test hosts (network namespaces joined by a veth pair):");

@@ -24,10 +24,17 @@ pub fn enter_netns(name: &str) -> Result<(), String> {
 
 /// `pid (command)`, the command from `/proc/<pid>/comm`.
 pub fn describe_pid(pid: u32) -> String {
-    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-        Ok(comm) => format!("pid {pid} ({})", comm.trim()),
-        Err(_) => format!("pid {pid}"),
+    match comm(pid) {
+        Some(comm) => format!("pid {pid} ({comm})"),
+        None => format!("pid {pid}"),
     }
+}
+
+/// The command of process `pid` (`/proc/<pid>/comm`), if it runs.
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_owned())
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` (civil date from days since the epoch, after

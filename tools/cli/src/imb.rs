@@ -14,12 +14,29 @@ use std::time::{Duration, Instant};
 
 use ofi_xdp_testhosts::HostPair;
 
-use crate::args::Args;
 use crate::child::{ChildGuard, wait_output};
 use crate::stats::{ratios, spread};
 
-const USAGE: &str = "usage: ofi-xdp imb-bench --imb PATH/IMB-MPI1 [--rounds 3] [--mtus 1500,9000]
-                          [--providers xdp,tcp] [--sizes 8,65536,1048576,4194304]";
+/// `ofi-xdp imb-bench`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    /// The IMB-MPI1 binary (Intel MPI Benchmarks, built with Open MPI's mpicc); without it
+    /// the command says it is skipped
+    #[arg(long, value_name = "PATH/IMB-MPI1")]
+    imb: Option<PathBuf>,
+    /// Rounds, each running every provider once
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// MTUs of the test hosts (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "1500,9000")]
+    mtus: Vec<u32>,
+    /// Providers (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "xdp,tcp")]
+    providers: Vec<String>,
+    /// Message sizes in bytes (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "8,65536,1048576,4194304")]
+    sizes: Vec<usize>,
+}
 
 /// Largest message whose PingPong latency (rather than bandwidth) the table shows.
 const SMALL: usize = 4096;
@@ -116,13 +133,8 @@ impl Samples {
     }
 }
 
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &["help"])?;
-    if a.flag("help") {
-        println!("{USAGE}");
-        return Ok(());
-    }
-    let imb = PathBuf::from(a.get("imb", String::new())?);
+pub fn main(o: &Opts) -> Result<(), String> {
+    let imb = o.imb.clone().unwrap_or_default();
     if imb.as_os_str().is_empty() || !imb.is_file() {
         println!(
             "imb-bench: skipped: no IMB-MPI1 binary (--imb); Intel MPI Benchmarks are not \
@@ -131,10 +143,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         );
         return Ok(());
     }
-    let rounds: usize = a.get("rounds", 3)?;
-    let mtus: Vec<u32> = a.list("mtus", "1500,9000")?;
-    let providers: Vec<String> = a.list("providers", "xdp,tcp")?;
-    let sizes: Vec<usize> = a.list("sizes", "8,65536,1048576,4194304")?;
+    let rounds = o.rounds;
+    let (mtus, providers, sizes) = (o.mtus.clone(), o.providers.clone(), o.sizes.clone());
     let msglen = write_msglen(&sizes)?;
     let mut failures = Vec::new();
     for &mtu in &mtus {

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ofi_xdp_testhosts::{Host, Segment};
 
-use crate::args::Args;
 use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
 use crate::incast_settle::{self, Sampler};
@@ -261,15 +260,31 @@ fn send_start(child: &mut ChildGuard, start: &str) {
     }
 }
 
+/// `ofi-xdp incast`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    /// Rounds, each running every provider alone and with N senders
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Sender counts (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "4,8")]
+    senders: Vec<usize>,
+    /// Messages each sender streams
+    #[arg(long, default_value_t = 32)]
+    msgs: u32,
+    /// Message size in bytes
+    #[arg(long, default_value_t = 1 << 20)]
+    size: usize,
+    /// Providers (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "xdp,tcp")]
+    providers: Vec<String>,
+}
+
 /// `ofi-xdp incast [--senders 4,8] [--msgs 32] [--size 1048576]
 /// [--providers xdp,tcp]`: prints one line per provider and sender count.
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
-    let msgs: u32 = a.get("msgs", 32)?;
-    let size: usize = a.get("size", 1 << 20)?;
-    let rounds: usize = a.get("rounds", 3)?;
-    let providers: Vec<String> = a.list("providers", "xdp,tcp")?;
-    let counts: Vec<usize> = a.list("senders", "4,8")?;
+pub fn main(o: &Opts) -> Result<(), String> {
+    let (msgs, size, rounds) = (o.msgs, o.size, o.rounds);
+    let (providers, counts) = (o.providers.clone(), o.senders.clone());
     let most = counts.iter().copied().max().unwrap_or(1);
     let prog = CProgram::build("incast", SOURCE)?;
     let bin = &prog.exe;

@@ -19,7 +19,6 @@ use ofi_xdp_testhosts::HostPair;
 
 use ofi_xdp_testhosts::Host;
 
-use crate::args::Args;
 use crate::c_program::CProgram;
 use crate::compare::{AUTHENTICATED, BENCH_KEY};
 use crate::fi_pingpong::{self, Row, Run};
@@ -92,21 +91,37 @@ fn idle_read(
         })
 }
 
+/// `ofi-xdp local-bench`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    /// Rounds, each measuring every path once
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Iterations of the 64 B ping-pong
+    #[arg(long, default_value_t = 10_000)]
+    iters: u32,
+    /// Iterations of the bandwidth ping-pong
+    #[arg(long, default_value_t = 200)]
+    big_iters: u32,
+    /// The bandwidth size: 1 MiB, or e.g. either side of the eager limit (65536 / 65537)
+    #[arg(long, default_value_t = 1 << 20)]
+    big_size: usize,
+    /// The test host's MTU
+    #[arg(long, default_value_t = 9000)]
+    mtu: u32,
+}
+
 /// `ofi-xdp local-bench [--rounds 3] [--iters 10000] [--big-iters 200] [--big-size 1048576]
 /// [--mtu 9000]`.
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &[])?;
-    let rounds: usize = a.get("rounds", 3)?;
-    let iterations: u32 = a.get("iters", 10_000)?;
-    let big_iterations: u32 = a.get("big-iters", 200)?;
-    // The bandwidth size: 1 MiB, or e.g. either side of the eager limit (65536 / 65537).
-    let big_size: usize = a.get("big-size", 1 << 20)?;
+pub fn main(o: &Opts) -> Result<(), String> {
+    let (rounds, iterations, big_iterations) = (o.rounds, o.iters, o.big_iters);
+    let big_size = o.big_size;
     let big_label = if big_size == 1 << 20 {
         "1 MiB".to_owned()
     } else {
         format!("{big_size} B")
     };
-    let mtu: u32 = a.get("mtu", 9000)?;
+    let mtu = o.mtu;
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }

@@ -20,8 +20,10 @@
 //!   endpoints' own figures (`--watch` refreshes).
 //! - `cleanup` — removes what a killed process left (programs attached through netlink,
 //!   pinned links and objects, statistics files), never anything that is not ours.
+//! - `completions` — a shell completion script.
+//!
+//! The command line is clap's: `ofi-xdp COMMAND --help` lists a command's options.
 
-mod args;
 mod c_program;
 mod child;
 mod cleanup;
@@ -40,80 +42,109 @@ mod status;
 mod stream;
 mod wire;
 
-const USAGE: &str = "\
-usage: ofi-xdp <command> [options]
+use clap::{Parser, Subcommand};
 
-commands:
-  status          per interface: our XDP program (mode, id, load time, the
-                  process holding it), steered UDP ports -> XSKMAP slots,
-                  counters, and each endpoint's statistics
-                  [--watch [SECS]] [--count N] [--netns NAME] [--dev IFNAME]
-                  [--stats-dir DIR]
-  cleanup         remove what a killed process left: our programs attached
-                  through netlink or kept by a pinned link, pins, stale
-                  statistics files; never a program that is not ours
-                  [--dry-run] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]
-  link-pingpong   raw AF_XDP link round-trip latency and packet rate beside
-                  kernel UDP (try: ofi-xdp link-pingpong --driver)
-  link-demo       a few datagrams through XDP steering and the AF_XDP link
-                  between two test namespaces [--mode generic|native] [--count 5]
-  demo            fi_pingpong -p xdp beside -p tcp between two test hosts
-                  [--sizes all] [--iters 100]; needs FI_PROVIDER_PATH
-  provider-bench  64 B latency and 1 MiB bandwidth of xdp beside tcp,
-                  udp;ofi_rxd and the raw link floor, in interleaved rounds
-                  [--rounds 5] [--iters 10000] [--big-iters 200]
-  stream-bench    streaming bandwidth (a window of tagged messages in flight,
-                  as fi_rdm_tagged_bw) and 64 B message rate of xdp beside tcp,
-                  udp;ofi_rxd and the raw link's packet rate, at MTU 1500 and
-                  9000; prints tables and ratios, writes SVG plots and a CSV
-                  [--rounds 3] [--mtus 1500,9000] [--sizes …] [--windows 1,16,64]
-                  [--providers xdp,tcp,udp;ofi_rxd] [--out DIR]
-  latency-path    where a 64 B ping-pong's userspace time goes, in cycles per
-                  step (needs a provider built with the probes feature:
-                  cargo xtask bench latency-path) [--iters 20000]
-                  [--local: both processes in one test host]
-  imb-bench       Intel MPI Benchmarks (PingPong, Uniband) under Open MPI, one
-                  rank per test host, xdp beside tcp at MTU 1500 and 9000
-                  --imb PATH/IMB-MPI1 [--rounds 3] [--sizes …] [--providers …]
-  local-bench     two processes on one host: 64 B latency and 1 MiB bandwidth
-                  of xdp (shared memory) beside shm, tcp, xdp on its kernel
-                  socket, xdp through its rings only (FI_XDP_LOCAL_CMA=0) and
-                  xdp whose receiver copies alone (FI_XDP_LOCAL_SHARED_PULL=0),
-                  xdp without direct messages (FI_XDP_LOCAL_DIRECT=0) and
-                  xdp with a job key (xdp+auth)
-                  [--rounds 3] [--iters 10000] [--big-iters 200]
-                  [--big-size 1048576] [--mtu 9000]
-  incast          N senders stream 1 MiB messages to one receiver on a bridge,
-                  xdp beside tcp [--rounds 3] [--senders 4,8] [--msgs 32] [--providers xdp,tcp]
+/// Tools for people running or developing the xdp libfabric provider.
+#[derive(Parser)]
+#[command(
+    name = "ofi-xdp",
+    version,
+    after_help = "All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-All need root (network namespaces, XDP, AF_XDP, reading BPF objects by id).";
+#[derive(Subcommand)]
+enum Command {
+    /// Per interface: our XDP program (mode, id, load time, the process holding it), steered
+    /// UDP ports -> XSKMAP slots, counters, and each endpoint's statistics
+    Status(status::Opts),
+    /// Remove what a killed process left: our programs attached through netlink or kept by a
+    /// pinned link, pins, stale statistics files, areas, rule records and AF_XDP group files;
+    /// never a program that is not ours
+    Cleanup(cleanup::Opts),
+    /// Raw AF_XDP link round-trip latency and packet rate beside kernel UDP (try: --driver)
+    LinkPingpong(pingpong::Opts),
+    /// A few datagrams through XDP steering and the AF_XDP link between two test namespaces
+    LinkDemo(demo::Opts),
+    /// fi_pingpong -p xdp beside -p tcp between two test hosts (needs FI_PROVIDER_PATH)
+    Demo(compare::DemoOpts),
+    /// 64 B latency and 1 MiB bandwidth of xdp beside tcp, udp;ofi_rxd and the raw link
+    /// floor, in interleaved rounds
+    ProviderBench(compare::BenchOpts),
+    /// Streaming bandwidth (a window of tagged messages in flight, as fi_rdm_tagged_bw) and
+    /// 64 B message rate of xdp beside tcp, udp;ofi_rxd and the raw link, at MTU 1500 and
+    /// 9000; tables, ratios, SVG plots and a CSV
+    StreamBench(stream::Opts),
+    /// Where a 64 B ping-pong's userspace time goes, in cycles per step (a provider built with
+    /// the probes feature: cargo xtask bench latency-path)
+    LatencyPath(compare::LatencyOpts),
+    /// Intel MPI Benchmarks (PingPong, Uniband) under Open MPI, one rank per test host, xdp
+    /// beside tcp at MTU 1500 and 9000
+    ImbBench(imb::Opts),
+    /// Two processes on one host: 64 B latency and 1 MiB bandwidth of xdp (shared memory)
+    /// beside shm, tcp, and xdp's other local paths (kernel socket, rings only, receiver-only
+    /// copies, no direct messages, a job key)
+    LocalBench(local_bench::Opts),
+    /// N senders stream 1 MiB messages to one receiver on a bridge, xdp beside tcp
+    Incast(incast::Opts),
+    /// Print a completion script for SHELL (e.g. `ofi-xdp completions bash >
+    /// /etc/bash_completion.d/ofi-xdp`)
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+}
 
 fn main() {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let Some((cmd, rest)) = argv.split_first() else {
-        eprintln!("{USAGE}");
-        std::process::exit(2);
-    };
-    let result = match cmd.as_str() {
-        "link-pingpong" => pingpong::main(rest),
-        "link-demo" => demo::main(rest),
-        "demo" => compare::demo(rest),
-        "provider-bench" => compare::bench(rest),
-        "latency-path" => compare::latency_path(rest),
-        "incast" => incast::main(rest),
-        "local-bench" => local_bench::main(rest),
-        "stream-bench" => stream::main(rest),
-        "imb-bench" => imb::main(rest),
-        "status" => status::main(rest),
-        "cleanup" => cleanup::main(rest),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(())
+    let cli = Cli::parse();
+    let (name, result) = match &cli.command {
+        Command::Status(o) => ("status", status::main(o)),
+        Command::Cleanup(o) => ("cleanup", cleanup::main(o)),
+        Command::LinkPingpong(o) => ("link-pingpong", pingpong::main(o)),
+        Command::LinkDemo(o) => ("link-demo", demo::main(o)),
+        Command::Demo(o) => ("demo", compare::demo(o)),
+        Command::ProviderBench(o) => ("provider-bench", compare::bench(o)),
+        Command::StreamBench(o) => ("stream-bench", stream::main(o)),
+        Command::LatencyPath(o) => ("latency-path", compare::latency_path(o)),
+        Command::ImbBench(o) => ("imb-bench", imb::main(o)),
+        Command::LocalBench(o) => ("local-bench", local_bench::main(o)),
+        Command::Incast(o) => ("incast", incast::main(o)),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "ofi-xdp", &mut std::io::stdout());
+            ("completions", Ok(()))
         }
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     if let Err(e) = result {
-        eprintln!("ofi-xdp {cmd}: {e}");
+        eprintln!("ofi-xdp {name}: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completions_know_the_commands_and_options() {
+        let mut out = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut Cli::command(),
+            "ofi-xdp",
+            &mut out,
+        );
+        let script = String::from_utf8(out).unwrap();
+        assert!(script.contains("link-pingpong") && script.contains("--stats-dir"));
     }
 }

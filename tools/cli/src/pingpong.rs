@@ -25,18 +25,8 @@ use ofi_xdp_bpf::{AttachMode, Steering};
 use ofi_xdp_link::{Link, LinkAddr, LinkConfig};
 use ofi_xdp_testhosts::HostPair;
 
-use crate::args::Args;
 use crate::child::ChildGuard;
 use crate::wire::{KernelPath, LinkPath, Path};
-
-const USAGE: &str = "\
-usage: ofi-xdp link-pingpong --driver [--modes generic,native] [--size 64] [--mtu 1500]
-                             [--iters 20000] [--warmup 1000] [--rate-count 200000]
-       ofi-xdp link-pingpong --server --ifname IF [--mode generic] [--port 47200]
-                             [--kernel-port 47201]
-       ofi-xdp link-pingpong --client --ifname IF --peer-ip IP [--mode generic]
-                             [--port 47200] [--peer-port 47200] [--kernel-peer-port 47201]
-                             [--no-kernel] [--no-table] [--size 64] [--iters N] [--warmup N] [--rate-count N]";
 
 const DEFAULT_PORT: u16 = 47_200;
 const DEFAULT_KERNEL_PORT: u16 = 47_201;
@@ -45,35 +35,81 @@ const SERVER_IDLE: Duration = Duration::from_secs(30);
 /// How long one ping may take before it counts as lost.
 const PING_TIMEOUT: Duration = Duration::from_millis(200);
 
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(
-        args,
-        &[
-            "driver",
-            "server",
-            "client",
-            "no-kernel",
-            "no-table",
-            "help",
-        ],
-    )?;
-    if a.flag("help") {
-        println!("{USAGE}");
-        Ok(())
-    } else if a.flag("driver") {
-        driver(&a)
-    } else if a.flag("server") {
-        server(&a)
-    } else if a.flag("client") {
-        client(&a)
+/// `ofi-xdp link-pingpong`'s options: one of three roles, each with its own.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("role").required(true).args(["driver", "server", "client"])))]
+pub struct Opts {
+    /// Make two test hosts and run a server and a client in them, per attach mode
+    #[arg(long)]
+    driver: bool,
+    /// Answer pings on --ifname until told to stop (or idle for 30 s)
+    #[arg(long)]
+    server: bool,
+    /// Ping the server at --peer-ip from --ifname and print the figures
+    #[arg(long)]
+    client: bool,
+    /// Driver: the attach modes to measure (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "generic,native")]
+    modes: Vec<AttachMode>,
+    /// Driver: MTU of the test hosts
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Server, client: the interface
+    #[arg(long, value_name = "IF", required_if_eq_any([("server", "true"), ("client", "true")]))]
+    ifname: Option<String>,
+    /// Server, client: XDP attach mode
+    #[arg(long, default_value = "generic")]
+    mode: AttachMode,
+    /// Server, client: the link's UDP port
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Server: the kernel UDP socket's port
+    #[arg(long, default_value_t = DEFAULT_KERNEL_PORT)]
+    kernel_port: u16,
+    /// Client: the server's IP address
+    #[arg(long, value_name = "IP", required_if_eq("client", "true"))]
+    peer_ip: Option<IpAddr>,
+    /// Client: the server's link port
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    peer_port: u16,
+    /// Client: the server's kernel UDP port
+    #[arg(long, default_value_t = DEFAULT_KERNEL_PORT)]
+    kernel_peer_port: u16,
+    /// Client, driver: measure the link only, not the kernel UDP socket beside it
+    #[arg(long)]
+    no_kernel: bool,
+    /// Client: print result lines only, no table
+    #[arg(long)]
+    no_table: bool,
+    /// Client, driver: datagram payload in bytes
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Client, driver: timed pings
+    #[arg(long, default_value_t = 20_000)]
+    iters: usize,
+    /// Client, driver: pings before the timed ones
+    #[arg(long, default_value_t = 1_000)]
+    warmup: usize,
+    /// Client, driver: datagrams of the packet-rate burst
+    #[arg(long, default_value_t = 200_000)]
+    rate_count: u64,
+}
+
+pub fn main(o: &Opts) -> Result<(), String> {
+    if o.driver {
+        driver(o)
+    } else if o.server {
+        server(o)
     } else {
-        Err(format!("choose a role\n{USAGE}"))
+        client(o)
     }
 }
 
-fn parse_mode(a: &Args) -> Result<AttachMode, String> {
-    let m: String = a.get("mode", "generic".to_string())?;
-    m.parse().map_err(|e| format!("--mode: {e}"))
+/// The interface of a server or client (clap requires it for those roles).
+fn ifname(o: &Opts) -> Result<String, String> {
+    o.ifname
+        .clone()
+        .ok_or_else(|| "--ifname is required".into())
 }
 
 /// Opens the link on `ifname`, attaches the steering program and steers
@@ -158,11 +194,9 @@ fn serve<P: Path>(p: &mut P) -> Result<Served, String> {
     }
 }
 
-fn server(a: &Args) -> Result<(), String> {
-    let ifname: String = a.require("ifname")?;
-    let port = a.get("port", DEFAULT_PORT)?;
-    let kport = a.get("kernel-port", DEFAULT_KERNEL_PORT)?;
-    let mode = parse_mode(a)?;
+fn server(o: &Opts) -> Result<(), String> {
+    let ifname = ifname(o)?;
+    let (port, kport, mode) = (o.port, o.kernel_port, o.mode);
     let (link, steering) = open_steered(&ifname, port, mode)?;
     let local_ip = link.local_addr().ip;
     let kernel = UdpSocket::bind(SocketAddr::new(local_ip, kport))
@@ -361,11 +395,8 @@ fn rate<P: Path>(
     Err("server did not report the burst".into())
 }
 
-fn measure<P: Path>(p: &mut P, peer: P::Addr, label: &str, a: &Args) -> Result<Measured, String> {
-    let size = a.get("size", 64usize)?;
-    let iters = a.get("iters", 20_000usize)?;
-    let warmup = a.get("warmup", 1_000usize)?;
-    let count = a.get("rate-count", 200_000u64)?;
+fn measure<P: Path>(p: &mut P, peer: P::Addr, label: &str, o: &Opts) -> Result<Measured, String> {
+    let (size, iters, warmup, count) = (o.size, o.iters, o.warmup, o.rate_count);
     await_server(p, peer, size)?;
     let (mut rtts, lost) = ping_pong(p, peer, size, warmup, iters)?;
     rtts.sort_unstable();
@@ -387,13 +418,10 @@ fn measure<P: Path>(p: &mut P, peer: P::Addr, label: &str, a: &Args) -> Result<M
     })
 }
 
-fn client(a: &Args) -> Result<(), String> {
-    let ifname: String = a.require("ifname")?;
-    let peer_ip: IpAddr = a.require("peer-ip")?;
-    let port = a.get("port", DEFAULT_PORT)?;
-    let peer_port = a.get("peer-port", DEFAULT_PORT)?;
-    let kpeer_port = a.get("kernel-peer-port", DEFAULT_KERNEL_PORT)?;
-    let mode = parse_mode(a)?;
+fn client(o: &Opts) -> Result<(), String> {
+    let ifname = ifname(o)?;
+    let peer_ip = o.peer_ip.ok_or("--peer-ip is required")?;
+    let (port, peer_port, kpeer_port, mode) = (o.port, o.peer_port, o.kernel_peer_port, o.mode);
     let (link, steering) = open_steered(&ifname, port, mode)?;
     let local_ip = link.local_addr().ip;
     let peer: LinkAddr = link
@@ -405,7 +433,7 @@ fn client(a: &Args) -> Result<(), String> {
         link.bind_mode()
     );
     let mut lp = LinkPath { link };
-    let mut results = vec![measure(&mut lp, peer, &label, a)?];
+    let mut results = vec![measure(&mut lp, peer, &label, o)?];
     let stats = lp.link.stats().map_err(|e| e.to_string())?;
     eprintln!("client link stats: {stats:?}");
     eprintln!(
@@ -419,18 +447,18 @@ fn client(a: &Args) -> Result<(), String> {
     lp.flush()?;
     drop(lp);
     drop(steering);
-    if !a.flag("no-kernel") {
+    if !o.no_kernel {
         let sock = UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| e.to_string())?;
         let mut kp = KernelPath::new(sock).map_err(|e| e.to_string())?;
         let kpeer = SocketAddr::new(peer_ip, kpeer_port);
-        results.push(measure(&mut kp, kpeer, "kernel UDP socket", a)?);
+        results.push(measure(&mut kp, kpeer, "kernel UDP socket", o)?);
         kp.send_to(kpeer, b"Q")?;
     }
     for r in &results {
         println!("{}", r.result_line());
     }
-    if !a.flag("no-table") {
-        print_table(&results, a.get("size", 64usize)?);
+    if !o.no_table {
+        print_table(&results, o.size);
     }
     Ok(())
 }
@@ -476,19 +504,21 @@ pub fn print_table(results: &[Measured], size: usize) {
 
 // ------------------------------------------------------------------ driver
 
-fn pass_through(a: &Args, cmd: &mut Command) -> Result<(), String> {
-    for key in ["size", "iters", "warmup", "rate-count"] {
-        if let Ok(v) = a.require::<String>(key) {
-            cmd.arg(format!("--{key}")).arg(v);
-        }
-    }
-    Ok(())
+/// The driver's measuring options, for its client.
+fn pass_through(o: &Opts, cmd: &mut Command) {
+    cmd.args([
+        "--size",
+        &o.size.to_string(),
+        "--iters",
+        &o.iters.to_string(),
+    ])
+    .args(["--warmup", &o.warmup.to_string()])
+    .args(["--rate-count", &o.rate_count.to_string()]);
 }
 
-fn driver(a: &Args) -> Result<(), String> {
+fn driver(o: &Opts) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let modes: Vec<AttachMode> = a.list("modes", "generic,native")?;
-    let mtu: u32 = a.get("mtu", 1500)?;
+    let (modes, mtu) = (&o.modes, o.mtu);
     let pair = HostPair::with_mtu(mtu).map_err(|e| format!("creating test hosts: {e}"))?;
     eprintln!("test hosts (MTU {mtu}): {} <-> {}", pair.a, pair.b);
     let mut results = Vec::new();
@@ -513,10 +543,10 @@ fn driver(a: &Args) -> Result<(), String> {
             .args(["--peer-ip", &pair.b.ipv4().to_string(), "--no-table"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if i > 0 || a.flag("no-kernel") {
+        if i > 0 || o.no_kernel {
             cli.arg("--no-kernel");
         }
-        pass_through(a, &mut cli)?;
+        pass_through(o, &mut cli);
         let out = cli.output().map_err(|e| format!("running client: {e}"))?;
         if !out.status.success() {
             return Err(format!("client ({mode}) failed: {}", out.status));
@@ -534,7 +564,7 @@ fn driver(a: &Args) -> Result<(), String> {
     }
     // Kernel row last, as the reference.
     results.sort_by_key(|r| r.label.starts_with("kernel"));
-    print_table(&results, a.get("size", 64usize)?);
+    print_table(&results, o.size);
     for r in &results {
         println!("{}", r.result_line());
     }

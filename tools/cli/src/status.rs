@@ -4,7 +4,8 @@
 //! XSKMAP slot (and queue), its counters, the endpoints' own figures
 //! from their statistics files, and the AF_XDP groups sharing a queue's
 //! UMEM (members, dead ones, receive frames stranded and pooled) — in the
-//! manner of `xdp-loader status` and `ethtool -S`. With `--watch` it refreshes and adds rates per second.
+//! manner of `xdp-loader status` and `ethtool -S`. With `--watch` it refreshes and adds rates per second;
+//! with `--json` it prints the same as JSON (schema in tools/cli/README.md).
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -19,36 +20,20 @@ use ofi_xdp_tools::epstats::{self, DataPath, EndpointStats};
 use crate::host;
 
 /// Options shared by `status` and `cleanup`.
+#[derive(clap::Args)]
 pub struct Scope {
+    /// Act in the named network namespace (/run/netns/NAME), as `ip netns exec` does
+    #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
+    /// Only this interface
+    #[arg(long, value_name = "IFNAME")]
     pub dev: Option<String>,
+    /// Where the endpoints' statistics files are
+    #[arg(long, value_name = "DIR", default_value = epstats::DEFAULT_DIR)]
     pub stats_dir: PathBuf,
 }
 
 impl Scope {
-    /// Takes `--netns NAME`, `--dev IFNAME` and `--stats-dir DIR` out of
-    /// `args`, leaving the rest.
-    pub fn take(args: &mut Vec<String>) -> Result<Scope, String> {
-        let mut take = |key: &str| -> Result<Option<String>, String> {
-            let Some(i) = args.iter().position(|a| a == key) else {
-                return Ok(None);
-            };
-            if i + 1 >= args.len() {
-                return Err(format!("{key} needs a value"));
-            }
-            let v = args.remove(i + 1);
-            args.remove(i);
-            Ok(Some(v))
-        };
-        Ok(Scope {
-            netns: take("--netns")?,
-            dev: take("--dev")?,
-            stats_dir: take("--stats-dir")?
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(epstats::DEFAULT_DIR)),
-        })
-    }
-
     /// Enters the namespace asked for (before any socket is made).
     pub fn enter(&self) -> Result<(), String> {
         match &self.netns {
@@ -402,19 +387,7 @@ fn render_program(
     if let Some(c) = a.counters {
         let then = before.and_then(|b| b.counters(iface.ifindex, p.id));
         let _ = writeln!(o, "    counters:");
-        let rows = [
-            ("steered", c.steered, then.map(|t| t.steered)),
-            ("other_queue", c.other_queue, then.map(|t| t.other_queue)),
-            ("passed", c.passed, then.map(|t| t.passed)),
-            ("malformed", c.malformed, then.map(|t| t.malformed)),
-            ("no_socket", c.no_socket, then.map(|t| t.no_socket)),
-            (
-                "fault_dropped",
-                c.fault_dropped,
-                then.map(|t| t.fault_dropped),
-            ),
-        ];
-        for (name, now, then) in rows {
+        for (name, now, then) in program_counters(c, then) {
             let rate = before.map(|b| b.rate(now, then)).unwrap_or_default();
             let _ = writeln!(o, "      {name:<16} {now:>14} {rate:>12}");
         }
@@ -438,6 +411,22 @@ fn render_program(
         n => format!("drops one in {n} steered frames"),
     };
     let _ = writeln!(o, "    fault injection: {fault}");
+}
+
+/// The steering program's counters by name: now, and at the previous look.
+fn program_counters(c: Counters, then: Option<Counters>) -> [(&'static str, u64, Option<u64>); 6] {
+    [
+        ("steered", c.steered, then.map(|t| t.steered)),
+        ("other_queue", c.other_queue, then.map(|t| t.other_queue)),
+        ("passed", c.passed, then.map(|t| t.passed)),
+        ("malformed", c.malformed, then.map(|t| t.malformed)),
+        ("no_socket", c.no_socket, then.map(|t| t.no_socket)),
+        (
+            "fault_dropped",
+            c.fault_dropped,
+            then.map(|t| t.fault_dropped),
+        ),
+    ]
 }
 
 fn render_endpoints(o: &mut String, endpoints: &[&EndpointStats], before: Option<&Before<'_>>) {
@@ -474,55 +463,63 @@ fn render_endpoints(o: &mut String, endpoints: &[&EndpointStats], before: Option
     }
 }
 
-/// `ofi-xdp status [--watch [SECS]] [--count N] [--netns NAME] [--dev IFNAME] [--stats-dir DIR]`
-pub fn main(args: &[String]) -> Result<(), String> {
-    let mut args = args.to_vec();
-    let scope = Scope::take(&mut args)?;
-    let mut watch: Option<f64> = None;
-    let mut count: Option<u64> = None;
-    let mut it = args.iter().peekable();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--watch" => {
-                let secs = match it.peek().and_then(|v| v.parse::<f64>().ok()) {
-                    Some(s) => {
-                        it.next();
-                        s
-                    }
-                    None => 1.0,
-                };
-                if !(secs.is_finite() && secs >= 0.1) {
-                    return Err("--watch takes a period of at least 0.1 s".into());
-                }
-                watch = Some(secs);
-            }
-            "--count" => {
-                let v = it.next().ok_or("--count needs a value")?;
-                count = Some(v.parse().map_err(|e| format!("--count {v:?}: {e}"))?);
-            }
-            other => return Err(format!("unexpected argument {other:?}")),
-        }
+/// `ofi-xdp status`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    #[command(flatten)]
+    scope: Scope,
+    /// Refresh every SECS seconds (1 when not given, at least 0.1), with rates per second
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1",
+          value_parser = watch_period)]
+    watch: Option<f64>,
+    /// With --watch: stop after N screens
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// Print one JSON document (schema: tools/cli/README.md) instead of text; with --watch,
+    /// one document per line
+    #[arg(long)]
+    json: bool,
+}
+
+fn watch_period(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.1 => Ok(secs),
+        _ => Err("a period of at least 0.1 s".into()),
     }
+}
+
+/// `ofi-xdp status [--watch [SECS]] [--count N] [--json] [--netns NAME] [--dev IFNAME]
+/// [--stats-dir DIR]`
+pub fn main(o: &Opts) -> Result<(), String> {
+    let (scope, watch, count) = (&o.scope, o.watch, o.count);
     scope.enter()?;
     let Some(period) = watch else {
-        print!("{}", render(&snapshot(&scope)?, None));
+        let snap = snapshot(scope)?;
+        if o.json {
+            println!("{}", json(&snap, None));
+        } else {
+            print!("{}", render(&snap, None));
+        }
         return Ok(());
     };
     let tty = std::io::stdout().is_terminal();
     let mut previous: Option<Snapshot> = None;
     let mut shown = 0u64;
     loop {
-        let snap = snapshot(&scope)?;
+        let snap = snapshot(scope)?;
         let before = previous.as_ref().map(|p| Before {
             snap: p,
             secs: snap.taken.duration_since(p.taken).as_secs_f64(),
         });
-        let body = render(&snap, before.as_ref());
         let stamp = host::utc(std::time::SystemTime::now());
-        if tty {
+        if o.json {
+            println!("{}", json(&snap, before.as_ref()));
+        } else if tty {
+            let body = render(&snap, before.as_ref());
             // Clear the screen and home the cursor (ECMA-48 ED and CUP).
             print!("\x1b[H\x1b[2J{stamp} (every {period} s; Ctrl-C ends)\n\n{body}");
         } else {
+            let body = render(&snap, before.as_ref());
             print!("--- {stamp}\n{body}");
         }
         use std::io::Write as _;
@@ -534,6 +531,144 @@ pub fn main(args: &[String]) -> Result<(), String> {
         previous = Some(snap);
         std::thread::sleep(Duration::from_secs_f64(period));
     }
+}
+
+/// `status --json`: the snapshot as one JSON document, in the schema of
+/// tools/cli/README.md (`ofi-xdp-status` version 1).
+fn json(snap: &Snapshot, before: Option<&Before<'_>>) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let rate = |now: u64, then: Option<u64>| -> Value {
+        match (before, then) {
+            (Some(b), Some(t)) if b.secs > 0.0 => json!(now.saturating_sub(t) as f64 / b.secs),
+            _ => Value::Null,
+        }
+    };
+    let unix = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(Value::Null, |d| json!(d.as_secs()))
+    };
+    let process = |pid: u32| json!({ "pid": pid, "command": host::comm(pid) });
+    let endpoint = |e: &EndpointStats| {
+        let id = &e.identity;
+        let mut counters = serde_json::Map::new();
+        for (name, value, gauge) in &e.values {
+            let then = before.and_then(|b| b.endpoint_value(&e.file, name));
+            let r = if *gauge {
+                Value::Null
+            } else {
+                rate(*value, then)
+            };
+            counters.insert(
+                name.clone(),
+                json!({ "value": value, "gauge": gauge, "rate_per_s": r }),
+            );
+        }
+        json!({
+            "type": id.endpoint,
+            "address": id.address,
+            "path": match id.path {
+                DataPath::AfXdp => "af_xdp",
+                DataPath::KernelUdp => "kernel_udp",
+            },
+            "queue": id.queue,
+            "slot": id.slot,
+            "pid": e.pid,
+            "alive": e.alive(),
+            "file": e.file.display().to_string(),
+            "counters": counters,
+        })
+    };
+    let program = |iface: &InterfaceXdp, a: &Attached| {
+        let p = a.program.as_ref();
+        let mut counters = serde_json::Map::new();
+        if let Some(c) = a.counters {
+            let then = before.and_then(|b| b.counters(iface.ifindex, a.prog_id));
+            for (name, now, then) in program_counters(c, then) {
+                counters.insert(
+                    name.to_owned(),
+                    json!({ "value": now, "rate_per_s": rate(now, then) }),
+                );
+            }
+        }
+        json!({
+            "hook": a.hook.to_string(),
+            "id": a.prog_id,
+            "name": p.map(|p| p.name.clone()),
+            "ours": p.is_some_and(|p| p.ours),
+            "tag": p.map(|p| format!("{:016x}", p.tag)),
+            "attached_through": if a.link.is_some() { "bpf_link" } else { "netlink" },
+            "link_id": a.link.map(|l| l.id),
+            "holders": a.holders.iter().map(|pid| process(*pid)).collect::<Vec<_>>(),
+            "loaded_unix": p.and_then(|p| p.loaded_at).map_or(Value::Null, unix),
+            "uid": p.and_then(|p| p.uid),
+            "maps_error": a.error,
+            "ports": a.ports.iter().map(|(port, slot, queue)| {
+                json!({ "port": port, "slot": slot, "queue": queue })
+            }).collect::<Vec<_>>(),
+            "counters": counters,
+            "frames_by_rx_queue": a.queue_counts,
+            "fault_one_in": a.fault_one_in,
+        })
+    };
+    let interfaces: Vec<Value> = snap
+        .interfaces
+        .iter()
+        .map(|(iface, attached)| {
+            let here = |ifindex: u32| ifindex == iface.ifindex;
+            json!({
+                "name": iface.name,
+                "ifindex": iface.ifindex,
+                "programs": attached.iter().map(|a| program(iface, a)).collect::<Vec<_>>(),
+                "endpoints": snap.endpoints.iter()
+                    .filter(|e| here(e.identity.ifindex))
+                    .map(endpoint)
+                    .collect::<Vec<_>>(),
+                "ntuple_rules": snap.rules.iter().filter(|r| here(r.ifindex)).map(|r| json!({
+                    "rule": r.rule.to_string(),
+                    "location": r.location,
+                    "pid": r.pid,
+                    "alive": r.alive(),
+                })).collect::<Vec<_>>(),
+                "af_xdp_groups": snap.groups.iter().filter(|g| here(g.0)).map(|(_, queue, g)| {
+                    match g {
+                        Ok(g) => json!({
+                            "queue": queue,
+                            "members": g.members.iter()
+                                .map(|(pid, alive)| json!({ "pid": pid, "alive": alive }))
+                                .collect::<Vec<_>>(),
+                            "capacity": g.capacity,
+                            "died": g.reclaimed,
+                            "stranded_rx": g.stranded_rx,
+                            "rx_pooled": g.rx_pooled,
+                            "error": null,
+                        }),
+                        Err(e) => json!({ "queue": queue, "error": e }),
+                    }
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let unlisted: Vec<Value> = snap
+        .endpoints
+        .iter()
+        .filter(|e| {
+            !snap
+                .interfaces
+                .iter()
+                .any(|(i, _)| i.ifindex == e.identity.ifindex)
+        })
+        .map(endpoint)
+        .collect();
+    json!({
+        "schema": "ofi-xdp-status",
+        "version": 1,
+        "time_unix": unix(std::time::SystemTime::now()),
+        "interval_s": before.map(|b| b.secs),
+        "interfaces": interfaces,
+        "endpoints_on_other_interfaces": unlisted,
+        "stats_files_elsewhere": snap.elsewhere,
+        "unreadable_stats_files": snap.stats_errors,
+    })
 }
 
 /// Endpoint statistics files whose process is gone, from any network namespace: a dead

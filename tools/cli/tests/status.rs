@@ -320,20 +320,25 @@ fn cleanup_removes_our_netlink_program_and_refuses_a_foreign_one() {
         ip_link_shows_xdp(&pair.b),
         "the foreign program was removed"
     );
-    // A sweep of the whole namespace leaves it too. (Its own, empty,
-    // statistics directory: files that killed processes of tests running
-    // beside this one left in the shared one would be removed, rightly.)
-    let no_stats = std::env::temp_dir().join(format!("ofi-xdp-nostats-{}", std::process::id()));
-    std::fs::create_dir_all(&no_stats).unwrap();
-    let text = stdout_of(&ofi_xdp(&[
-        "cleanup",
-        "--netns",
-        pair.b.netns(),
-        "--stats-dir",
-        no_stats.to_str().unwrap(),
-    ]));
-    let _ = std::fs::remove_dir(&no_stats);
-    assert!(text.contains("nothing left behind"), "{text}");
+    // A sweep of the whole namespace leaves it too, and says so. The sweep
+    // rightly removes other things too: files of killed processes of an
+    // earlier namespace with the same inode number (the kernel reuses
+    // them), as the one planted here: the test looks at what it made.
+    let b_ns = pair.b.run(ofi_xdp_tools::epstats::netns_inode).unwrap();
+    let earlier = PathBuf::from(format!("/dev/shm/ofi-xdp-local-{b_ns}-198.18.0.2-9999"));
+    fake_area(&earlier, dead_pid());
+    let text = stdout_of(&ofi_xdp(&["cleanup", "--netns", pair.b.netns()]));
+    let earlier_left = earlier.exists();
+    let _ = std::fs::remove_file(&earlier);
+    assert!(!earlier_left, "{text}");
+    let foreign = format!("{}: generic XDP program", pair.b.ifname());
+    let about_foreign: Vec<&str> = text.lines().filter(|l| l.contains(&foreign)).collect();
+    assert!(
+        about_foreign.len() == 1
+            && about_foreign[0].starts_with("refused: ")
+            && about_foreign[0].contains("(foreign_pass): not ours, left alone"),
+        "{text}"
+    );
     assert!(ip_link_shows_xdp(&pair.b));
 
     // Ours, attached through netlink by a process long gone: removed.
@@ -629,4 +634,202 @@ fn cleanup_removes_files_of_namespaces_that_are_gone() {
         "the gone namespace's group file stayed:\n{text}"
     );
     assert!(live_left, "a live namespace's area was removed:\n{text}");
+}
+
+/// Checks `v` against the `ofi-xdp status --json` schema of README.md: every documented key,
+/// with its type (`null` where the schema allows it).
+fn check_status_schema(v: &serde_json::Value) {
+    use serde_json::Value;
+    let int = |v: &Value, k: &str| assert!(v[k].is_u64(), "{k} not an integer in {v}");
+    let int_or_null = |v: &Value, k: &str| assert!(v[k].is_u64() || v[k].is_null(), "{k}: {v}");
+    let string = |v: &Value, k: &str| assert!(v[k].is_string(), "{k} not a string in {v}");
+    let str_or_null = |v: &Value, k: &str| assert!(v[k].is_string() || v[k].is_null(), "{k}: {v}");
+    let boolean = |v: &Value, k: &str| assert!(v[k].is_boolean(), "{k} not a boolean in {v}");
+    let array = |v: &Value, k: &str| -> Vec<Value> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k} not an array in {v}"))
+            .clone()
+    };
+    let one_of = |v: &Value, k: &str, allowed: &[&str]| {
+        assert!(
+            v[k].as_str().is_some_and(|s| allowed.contains(&s)),
+            "{k} not one of {allowed:?} in {v}"
+        )
+    };
+    let rate = |c: &Value| assert!(c["rate_per_s"].is_number() || c["rate_per_s"].is_null());
+    let endpoint = |e: &Value| {
+        one_of(e, "type", &["rdm", "dgram"]);
+        string(e, "address");
+        one_of(e, "path", &["af_xdp", "kernel_udp"]);
+        int_or_null(e, "queue");
+        int_or_null(e, "slot");
+        int(e, "pid");
+        boolean(e, "alive");
+        string(e, "file");
+        for c in e["counters"]
+            .as_object()
+            .expect("endpoint counters")
+            .values()
+        {
+            int(c, "value");
+            boolean(c, "gauge");
+            rate(c);
+        }
+    };
+    assert_eq!(v["schema"], "ofi-xdp-status");
+    assert_eq!(v["version"], 1);
+    int(v, "time_unix");
+    assert!(v["interval_s"].is_number() || v["interval_s"].is_null());
+    int(v, "stats_files_elsewhere");
+    assert!(
+        array(v, "unreadable_stats_files")
+            .iter()
+            .all(Value::is_string)
+    );
+    array(v, "endpoints_on_other_interfaces")
+        .iter()
+        .for_each(endpoint);
+    for i in array(v, "interfaces") {
+        string(&i, "name");
+        int(&i, "ifindex");
+        for p in array(&i, "programs") {
+            one_of(&p, "hook", &["native", "generic", "offload"]);
+            int(&p, "id");
+            str_or_null(&p, "name");
+            boolean(&p, "ours");
+            str_or_null(&p, "tag");
+            one_of(&p, "attached_through", &["bpf_link", "netlink"]);
+            int_or_null(&p, "link_id");
+            for h in array(&p, "holders") {
+                int(&h, "pid");
+                str_or_null(&h, "command");
+            }
+            int_or_null(&p, "loaded_unix");
+            int_or_null(&p, "uid");
+            str_or_null(&p, "maps_error");
+            for port in array(&p, "ports") {
+                int(&port, "port");
+                int(&port, "slot");
+                int(&port, "queue");
+            }
+            for c in p["counters"]
+                .as_object()
+                .expect("program counters")
+                .values()
+            {
+                int(c, "value");
+                rate(c);
+            }
+            assert!(array(&p, "frames_by_rx_queue").iter().all(Value::is_u64));
+            int(&p, "fault_one_in");
+        }
+        array(&i, "endpoints").iter().for_each(endpoint);
+        for r in array(&i, "ntuple_rules") {
+            string(&r, "rule");
+            int_or_null(&r, "location");
+            int(&r, "pid");
+            boolean(&r, "alive");
+        }
+        for g in array(&i, "af_xdp_groups") {
+            int(&g, "queue");
+            if g["error"].is_null() {
+                for m in array(&g, "members") {
+                    assert!(m["pid"].is_i64() && m["alive"].is_boolean(), "{m}");
+                }
+                for k in ["capacity", "died", "stranded_rx", "rx_pooled"] {
+                    int(&g, k);
+                }
+            } else {
+                string(&g, "error");
+            }
+        }
+    }
+}
+
+/// `status --json`, twice a moment apart (`--watch`): our program attached through netlink
+/// and an endpoint's statistics file on the same interface, in the documented schema, with
+/// what the text shows and a rate on the second document.
+#[test]
+fn status_json_follows_the_documented_schema() {
+    let pair = HostPair::new().unwrap();
+    attach_ours_with_ip(&pair.a);
+    let dir = std::env::temp_dir().join(format!("ofi-xdp-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ns, ifname, ip) = (
+        pair.a.netns().to_owned(),
+        pair.a.ifname().to_owned(),
+        pair.a.ipv4(),
+    );
+    let dir_arg = dir.display().to_string();
+    // The statistics file records the namespace of the thread that writes it.
+    let out = pair.a.run(move || {
+        let name = std::ffi::CString::new(ifname.clone()).unwrap();
+        // SAFETY: a valid NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        let identity = Identity {
+            endpoint: "rdm".into(),
+            path: DataPath::AfXdp,
+            ifname,
+            ifindex,
+            address: format!("{ip}:47999"),
+            queue: Some(0),
+            slot: Some(0),
+        };
+        let w = Writer::create(
+            &dir,
+            0,
+            &identity,
+            &["retransmits", "unexpected_bytes"],
+            &["unexpected_bytes"],
+        )
+        .unwrap();
+        w.set(0, 17);
+        w.set(1, 4096);
+        let args = ["status", "--netns", &ns, "--stats-dir", &dir_arg, "--json"];
+        let out = ofi_xdp(&[&args[..], &["--watch", "0.2", "--count", "2"]].concat());
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+        out
+    });
+    let text = stdout_of(&out);
+    let docs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(docs.len(), 2, "{text}");
+    for d in &docs {
+        check_status_schema(d);
+    }
+    let (first, second) = (&docs[0], &docs[1]);
+    assert!(first["interval_s"].is_null() && second["interval_s"].is_number());
+    let iface = first["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == pair.a.ifname())
+        .unwrap_or_else(|| panic!("{first}"));
+    let program = &iface["programs"][0];
+    assert_eq!(program["name"], "ofi_xdp_steer", "{program}");
+    assert_eq!(program["ours"], true);
+    assert_eq!(program["attached_through"], "netlink");
+    assert_eq!(
+        program["counters"].as_object().unwrap().len(),
+        6,
+        "{program}"
+    );
+    let endpoint = &iface["endpoints"][0];
+    assert_eq!(endpoint["pid"], std::process::id());
+    assert_eq!(endpoint["alive"], true);
+    assert_eq!(endpoint["counters"]["retransmits"]["value"], 17);
+    assert_eq!(endpoint["counters"]["unexpected_bytes"]["gauge"], true);
+    let later = second["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == pair.a.ifname())
+        .unwrap();
+    let retransmits = &later["endpoints"][0]["counters"]["retransmits"];
+    assert_eq!(retransmits["rate_per_s"], 0.0, "{retransmits}");
+    assert!(later["programs"][0]["counters"]["steered"]["rate_per_s"].is_number());
+    let _ = ofi_xdp(&["cleanup", "--netns", pair.a.netns()]);
 }

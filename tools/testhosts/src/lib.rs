@@ -35,6 +35,7 @@ pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
 pub use raw::RawPort;
 pub use segment::Segment;
 pub mod nics;
+pub mod skip;
 
 /// Prefix of every namespace we create: `oxt-<pid>-<n>-<a|b>`.
 const NETNS_PREFIX: &str = "oxt-";
@@ -718,18 +719,31 @@ fn pid_alive(pid: u32) -> bool {
 /// Removes namespaces and root-namespace veths with our prefix whose creating
 /// process is gone. Best effort: errors are ignored (another process may be
 /// reaping the same leftovers at the same time).
+///
+/// A killed process's leftovers carry its PID, and the kernel hands PIDs out
+/// again (pid_max is 32768 on small machines): leftovers that carry *our*
+/// PID were left by an earlier process that had it, since this process has
+/// made nothing before its first call here. They are removed on that first
+/// call, or our own names would collide with them.
 pub fn reap_stale() {
+    static PREDECESSOR_REAPED: std::sync::Once = std::sync::Once::new();
+    let me = std::process::id();
+    // Inside call_once: a second thread waits here until it is done, so it
+    // cannot make a name of ours that this would then delete.
+    PREDECESSOR_REAPED.call_once(|| reap_where(|pid| pid == me));
+    reap_where(|pid| pid != me && !pid_alive(pid));
+}
+
+/// Deletes our namespaces and root-namespace veths whose embedded PID
+/// satisfies `stale`.
+fn reap_where(stale: impl Fn(u32) -> bool) {
     for ns in our_netns() {
-        if let Some(pid) = netns_pid(&ns)
-            && !pid_alive(pid)
-        {
+        if netns_pid(&ns).is_some_and(&stale) {
             let _ = ip(&["netns", "delete", &ns]);
         }
     }
     for link in root_links() {
-        if let Some(pid) = veth_pid(&link)
-            && !pid_alive(pid)
-        {
+        if veth_pid(&link).is_some_and(&stale) {
             let _ = ip(&["link", "delete", &link]);
         }
     }

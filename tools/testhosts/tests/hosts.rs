@@ -127,3 +127,47 @@ fn reaper_removes_leftovers_of_dead_processes() {
     );
     assert!(our_netns().contains(&live.a.netns().to_string()));
 }
+
+/// Set in the child process of [`a_predecessors_leftovers_with_our_pid_are_reaped`].
+const CHILD_ENV: &str = "OFI_XDP_TESTHOSTS_PID_REUSE_CHILD";
+
+/// A process killed without unwinding leaves `oxt-<its pid>-0-a`, and the
+/// kernel gives that PID to a later test process: the later process's first
+/// pair must not collide with the leftover (its name is the one it would
+/// make). The test re-runs itself as a child that waits until the parent has
+/// planted the leftover under the child's PID.
+#[test]
+fn a_predecessors_leftovers_with_our_pid_are_reaped() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        let pair = HostPair::new().unwrap();
+        assert_eq!(pair.a.netns(), format!("oxt-{}-0-a", std::process::id()));
+        return;
+    }
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_predecessors_leftovers_with_our_pid_are_reaped",
+        ])
+        .args(["--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let planted = format!("oxt-{}-0-a", child.id());
+    ip(&["netns", "add", &planted]).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let _ = ip(&["netns", "delete", &planted]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -80,10 +80,14 @@ fn segment_hosts_reach_each_other_and_vanish_on_drop() {
 }
 
 /// Counts UDP datagrams `n` sent a → b arrive as, with the impairment.
+///
+/// The receiver binds a port the kernel picks, a new one per call: a fixed
+/// port, closed by one call and bound again by the next, can still be held
+/// by a child that a test running beside this one is spawning (a child
+/// holds a copy of every descriptor from fork until its exec closes the
+/// close-on-exec ones), and the second bind fails with `AddrInUse`.
 fn udp_through(pair: &ImpairedPair, n: usize) -> (usize, Duration) {
-    let rx = pair
-        .b
-        .run(|| UdpSocket::bind((pair.b.ipv4(), 7000)).unwrap());
+    let rx = pair.b.run(|| UdpSocket::bind((pair.b.ipv4(), 0)).unwrap());
     rx.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     // Room for what arrives while this (shared) machine runs something else.
@@ -99,7 +103,7 @@ fn udp_through(pair: &ImpairedPair, n: usize) -> (usize, Duration) {
         );
     }
     let tx = pair.a.run(|| UdpSocket::bind((pair.a.ipv4(), 0)).unwrap());
-    let to = SocketAddr::from((pair.b.ipv4(), 7000));
+    let to = rx.local_addr().unwrap();
     let start = std::time::Instant::now();
     let reader = std::thread::spawn(move || {
         let (mut got, mut first) = (0, None);

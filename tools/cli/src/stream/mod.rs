@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use ofi_xdp_testhosts::HostPair;
 
-use crate::args::Args;
 use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
 use crate::pingpong::Measured;
@@ -111,43 +110,63 @@ impl Sample {
     }
 }
 
-const USAGE: &str = "\
-usage: ofi-xdp stream-bench [--rounds 3] [--mtus 1500,9000] [--providers xdp,tcp,udp;ofi_rxd]
-                            [--sizes 4096,65536,1048576] [--windows 1,16,64] [--out DIR]
-                            [--mib-per-run 48] [--no-link] [--only-rate]
-                            [--check] (every message's data verified: a test, not a benchmark)
-A provider may carry environment settings for its runs after a colon, e.g.
-`--providers xdp,xdp:FI_XDP_PACK=0,tcp` (several separated by `+`).
---only-rate: only the 64 B window 64 message rate.";
+/// `ofi-xdp stream-bench`'s options.
+#[derive(clap::Args)]
+pub struct Opts {
+    /// Rounds, each running every provider and case once
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// MTUs of the test hosts (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "1500,9000")]
+    mtus: Vec<u32>,
+    /// Providers (comma-separated); one may carry environment settings for its runs after a
+    /// colon, several separated by `+`, e.g. `xdp,xdp:FI_XDP_PACK=0,tcp`
+    #[arg(long, value_delimiter = ',', default_value = "xdp,tcp,udp;ofi_rxd")]
+    providers: Vec<String>,
+    /// Message sizes in bytes (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "4096,65536,1048576")]
+    sizes: Vec<usize>,
+    /// Messages in flight (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    windows: Vec<u32>,
+    /// Where the SVG plots and the CSV go
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
+    /// MiB each run moves
+    #[arg(long, default_value_t = MIB_PER_RUN)]
+    mib_per_run: usize,
+    /// Leave out the raw link's packet rate
+    #[arg(long)]
+    no_link: bool,
+    /// Only the 64 B window 64 message rate
+    #[arg(long)]
+    only_rate: bool,
+    /// Verify every message's data (a test, not a benchmark)
+    #[arg(long)]
+    check: bool,
+}
 
 /// `ofi-xdp stream-bench`: see the module documentation.
-pub fn main(args: &[String]) -> Result<(), String> {
-    let a = Args::parse(args, &["help", "check", "no-link", "only-rate"])?;
-    if a.flag("help") {
-        println!("{USAGE}");
-        return Ok(());
-    }
-    let rounds: usize = a.get("rounds", 3)?;
+pub fn main(o: &Opts) -> Result<(), String> {
+    let rounds = o.rounds;
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
-    let mtus: Vec<u32> = a.list("mtus", "1500,9000")?;
-    let providers: Vec<String> = a.list("providers", "xdp,tcp,udp;ofi_rxd")?;
-    let sizes: Vec<usize> = a.list("sizes", "4096,65536,1048576")?;
-    let windows: Vec<u32> = a.list("windows", "1,16,64")?;
+    let (mtus, providers) = (o.mtus.clone(), o.providers.clone());
+    let (sizes, windows) = (o.sizes.clone(), o.windows.clone());
     if windows.contains(&0) || sizes.contains(&0) {
         return Err("--sizes and --windows must be positive".into());
     }
-    let out_dir = PathBuf::from(a.get("out", ".".to_owned())?);
+    let out_dir = o.out.clone();
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut tool = Tool::build()?;
-    tool.check = a.flag("check");
-    tool.mib = a.get("mib-per-run", MIB_PER_RUN)?;
+    tool.check = o.check;
+    tool.mib = o.mib_per_run;
     if tool.mib == 0 {
         return Err("--mib-per-run must be at least 1".into());
     }
-    let cases = if a.flag("only-rate") {
+    let cases = if o.only_rate {
         vec![Case::RATE]
     } else {
         cases(&sizes, &windows)
@@ -168,7 +187,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
                 "stream-bench: MTU {mtu}, round {round} of {rounds} ({:.0} s in)",
                 started.elapsed().as_secs_f64()
             );
-            if !a.flag("no-link") {
+            if !o.no_link {
                 match link_rate(mtu) {
                     Ok(pps) => results.link_pps.push(pps),
                     Err(e) => failures.push(format!("MTU {mtu} raw link: {e}")),

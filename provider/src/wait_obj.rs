@@ -23,12 +23,10 @@ use std::time::Duration;
 
 use libc::{c_int, c_void};
 
-use super::cond::MutexCond;
-use super::fd::{FdWait, Waiters, Waiting};
-use super::signals::SignalsHeld;
 use crate::abi::{self, Errno, Result};
 use crate::datapath::WaitState;
 use crate::sys::*;
+use crate::wait::{FdWait, MutexCond, SignalsHeld, Waiters, Waiting};
 use crate::waitset::WaitSet;
 
 enum Inner {
