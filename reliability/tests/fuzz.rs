@@ -185,6 +185,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             payload: Payload::Buffer { len },
             data,
             level: CompletionLevel::Delivery,
+            fence: false,
         };
         a.post_rma(Instant(0), op).unwrap();
     }
@@ -204,6 +205,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
             data: None,
             level: CompletionLevel::Delivery,
+            fence: false,
         };
         a.post_rma(Instant(0), op).unwrap();
     }

@@ -176,6 +176,7 @@ fn post_rma(
         payload,
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     assert_eq!(sim.nodes[s].engine.post_rma(now, op), Ok(()));
     node.rma.insert(token, check);

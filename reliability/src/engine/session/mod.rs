@@ -38,6 +38,7 @@ use super::seam::{Control, Incoming, Sessions};
 use super::shared::Shared;
 use crate::api::{Config, OpError};
 use crate::time::Instant;
+use crate::wire;
 use congestion::Congestion;
 use reorder::ReorderBuffer;
 use rma_ops::RmaOps;
@@ -111,9 +112,30 @@ impl<P> Queues<P> {
     /// Whether sequenced packets wait to go out: retransmissions, or new
     /// packets (control, rendezvous data, messages) if `window` allows.
     fn has_output(&self, window: usize) -> bool {
-        !self.rtx.is_empty()
-            || (self.inflight.len() < window
-                && (!self.ctrl.is_empty() || self.ops.has_data() || self.rma.has_data()))
+        !self.rtx.is_empty() || (self.inflight.len() < window && self.has_new())
+    }
+
+    /// Whether new packets wait: control, responses, or messages and RMA
+    /// operations that may go — while a fenced operation waits (§8.6) only
+    /// the messages posted before it.
+    fn has_new(&self) -> bool {
+        if !self.ctrl.is_empty() || self.rma.has_responses() {
+            return true;
+        }
+        match self.fence_holds() {
+            Some(f) => self
+                .ops
+                .next_msg_id()
+                .is_some_and(|m| wire::seq_diff(m, f) < 0),
+            None => self.ops.has_data() || self.rma.has_data(),
+        }
+    }
+
+    /// The message number of the fenced RMA operation next in line while
+    /// an operation posted before it has not completed (FI_FENCE, §8.6).
+    fn fence_holds(&self) -> Option<u32> {
+        let f = self.rma.fence_at()?;
+        (self.rma.any_before(f) || self.ops.any_before(f)).then_some(f)
     }
 }
 

@@ -20,7 +20,7 @@ use super::sender::PktKind;
 use crate::api::{Completion, CompletionLevel, OpError, SendBuffers, SendOp};
 use crate::slab::{Slab, slab_key};
 use crate::time::Instant;
-use crate::wire::flags as wf;
+use crate::wire::{self, flags as wf};
 
 slab_key!(
     /// A send operation in its session's [`SendOps`].
@@ -125,6 +125,15 @@ impl SendOps {
     pub(super) fn next_msg_id(&self) -> Option<u32> {
         let op = *self.rndv_ready.front().or(self.sendq.front())?;
         self.store.get(op).map(|s| s.msg_id)
+    }
+
+    /// Whether a message posted before message `msg_id` has not completed
+    /// (FI_FENCE, PROTOCOL.md §8.6): it is acknowledged, and for delivery
+    /// complete or rendezvous its DONE arrived, when it leaves the store.
+    pub(super) fn any_before(&self, msg_id: u32) -> bool {
+        self.store
+            .iter()
+            .any(|(_, s)| wire::seq_diff(s.msg_id, msg_id) < 0)
     }
 
     /// The length of the `i`-th queued message if it could go whole in a

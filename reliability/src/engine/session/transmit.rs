@@ -181,6 +181,9 @@ impl<P: Copy> Session<P> {
                 Some(k) => k,
                 None => match (q.rma.next_msg_id(), q.ops.next_msg_id()) {
                     (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => {
+                        if q.fence_holds().is_some() {
+                            return None;
+                        }
                         q.rma.next_op_packet(rma_payload)?
                     }
                     _ => q.ops.next_segment(max_payload as u32, &mut sh.events)?,
