@@ -32,6 +32,7 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE
     | FI_RMA_EVENT
+    | FI_FENCE
     | FI_SEND
     | FI_RECV
     | FI_SOURCE
@@ -70,8 +71,9 @@ pub fn caps_of(ep_type: libc::c_int) -> Option<u64> {
 /// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
 /// connectionless endpoints (fi_getinfo(3)), and named AVs with them.
 pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_SHARED_AV);
+/// FI_FENCE: on RMA and atomics of RDM and MSG endpoints (ep/rma.rs).
 pub(super) const TX_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE | FI_FENCE;
 pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_RMA
