@@ -43,16 +43,20 @@ pub(super) const FENCE_FLAGS: u64 = FI_FENCE;
 /// outside `allowed` for operation `what` (fi_msg(3), fi_rma(3),
 /// fi_atomic(3) "RETURN VALUE").
 pub(super) fn check_flags(what: &str, flags: u64, allowed: u64) -> Result<()> {
-    let bad = flags & !allowed;
-    if bad == 0 {
-        return Ok(());
+    match flags & !allowed {
+        0 => Ok(()),
+        bad => Err(refuse(what, bad)),
     }
+}
+
+/// -FI_EBADFLAGS for flags `bad` of operation `what`, named at warn.
+fn refuse(what: &str, bad: u64) -> Errno {
     crate::xdp_warn!(
         FI_LOG_EP_DATA,
         "{what}: flag {} not supported (-FI_EBADFLAGS)",
         flag_names(bad)
     );
-    Err(Errno::BADFLAGS)
+    Errno::BADFLAGS
 }
 
 /// The names of the operation flags in `bits` (`|`-separated; unknown
@@ -368,12 +372,8 @@ fn peek_of(flags: u64) -> Result<(Peek, u64)> {
         (false, true, false) => Peek::Claim,
         (false, true, true) => Peek::ClaimDiscard,
         _ => {
-            crate::xdp_warn!(
-                FI_LOG_EP_DATA,
-                "tagged receive: flags {} together not supported (-FI_EBADFLAGS)",
-                flag_names(flags & (FI_PEEK | FI_CLAIM | FI_DISCARD))
-            );
-            return Err(Errno::BADFLAGS);
+            let all = FI_PEEK | FI_CLAIM | FI_DISCARD;
+            return Err(refuse("tagged receive (together)", all));
         }
     };
     Ok((p, flags & !(FI_PEEK | FI_CLAIM | FI_DISCARD)))
@@ -424,7 +424,7 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     check_flags(what, flags, allowed)?;
     if s.data.is_some() && e.ep_type == FI_EP_DGRAM && !e.dgram_header {
         // Remote CQ data needs a header: plain UDP has cq_data_size = 0.
-        check_flags("send on plain UDP", FI_REMOTE_CQ_DATA, 0)?;
+        return Err(refuse("send on plain UDP", FI_REMOTE_CQ_DATA));
     }
     let len = payload_len(e, &s.iov)?;
     if len > e.max_msg_size {
@@ -480,7 +480,7 @@ pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
         return Err(Errno::INVAL);
     }
     if r.peek != Peek::None && (r.tag.is_none() || multi) {
-        check_flags("tagged receive with FI_MULTI_RECV", FI_PEEK, 0)?;
+        return Err(refuse("tagged receive with FI_MULTI_RECV", FI_PEEK));
     }
     let mut st = e.state.lock();
     // A connected endpoint takes receives before it is connected (fi_cm(3)),
@@ -577,6 +577,21 @@ pub(super) use enosys_calls;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal names every flag it refuses, unknown bits in hex.
+    #[test]
+    fn refused_flags_are_named() {
+        assert_eq!(check_flags("send", FI_INJECT | FI_MORE, SEND_FLAGS), Ok(()));
+        assert_eq!(
+            check_flags("send", FI_FENCE | FI_INJECT, SEND_FLAGS),
+            Err(Errno::BADFLAGS)
+        );
+        assert_eq!(
+            flag_names(FI_FENCE | FI_MATCH_COMPLETE),
+            "FI_FENCE|FI_MATCH_COMPLETE"
+        );
+        assert_eq!(flag_names(FI_CLAIM | (1 << 50)), "FI_CLAIM|0x4000000000000");
+    }
 
     /// An inject call drops the level nobody can see, unless a send
     /// counter would count the completion; other sends keep theirs.
