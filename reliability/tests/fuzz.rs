@@ -149,6 +149,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
                 tag,
                 data: Some(9),
                 level,
+                fence: false,
             },
         )
         .unwrap();

@@ -373,6 +373,7 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
                         tag,
                         data: Some(id),
                         level,
+                        fence: false,
                     },
                 );
                 assert_eq!(r, Ok(()));

@@ -15,8 +15,9 @@ use libc::{c_int, c_void, size_t, ssize_t};
 use super::Endpoint;
 use super::post::{
     Buf, Ctx, Desc, Descs, RecvBuf, SEND_FLAGS, check_flags, data_calls, post_tx, tx_flags,
+    with_fence,
 };
-use super::rma::{offers, with_fence};
+use super::rma::offers;
 use crate::abi::{Errno, Result, guard_int};
 use crate::datapath::atomics::{self, Form};
 use crate::datapath::{Iov, Payload, RmaKind, RmaOp};

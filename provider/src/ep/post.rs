@@ -21,8 +21,8 @@ use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
 
 /// Flags a send may carry (fi_msg(3) "FLAGS"): completion levels,
-/// FI_INJECT, remote CQ data, FI_MORE. FI_FENCE is for RMA and atomics
-/// only ([`FENCE_FLAGS`]); FI_MULTICAST needs a capability not offered.
+/// FI_INJECT, remote CQ data, FI_MORE; FI_FENCE with the capability
+/// ([`with_fence`]). FI_MULTICAST needs a capability not offered.
 pub(super) const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
 /// A tagged send's (fi_tagged(3) "FLAGS"): a send's, and FI_MATCH_COMPLETE
 /// (honoured as delivery complete, which follows the match).
@@ -33,11 +33,17 @@ const TSEND_FLAGS: u64 = SEND_FLAGS | FI_MATCH_COMPLETE;
 /// / FI_DISCARD only through fi_trecvmsg ([`Recv::tmsg`]): on fi_recvmsg
 /// they are for FI_BUFFERED_RECV endpoints, which are not offered.
 const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE | FI_TRANSMIT_COMPLETE;
-/// FI_FENCE (fi_rma(3), fi_atomic(3)): on RMA and atomics of endpoints
-/// granted the FI_FENCE capability (RDM and MSG), the operation starts once
-/// everything posted before it to the same peer has completed
-/// (reliability/PROTOCOL.md §8.6).
-pub(super) const FENCE_FLAGS: u64 = FI_FENCE;
+/// `allowed`, and FI_FENCE (fi_msg(3), fi_rma(3), fi_atomic(3)) when
+/// endpoint `e` was granted the FI_FENCE capability (RDM and MSG
+/// endpoints; fi_getinfo(3)): the operation starts once everything posted
+/// before it to the same peer has completed (reliability/PROTOCOL.md §8.6).
+pub(super) fn with_fence(e: &Endpoint, allowed: u64) -> u64 {
+    if e.caps & FI_FENCE != 0 {
+        allowed | FI_FENCE
+    } else {
+        allowed
+    }
+}
 
 /// Refuse with -FI_EBADFLAGS, naming them at warn, the bits of `flags`
 /// outside `allowed` for operation `what` (fi_msg(3), fi_rma(3),
@@ -421,7 +427,7 @@ pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
         Some(_) => ("tagged send", TSEND_FLAGS),
         None => ("send", SEND_FLAGS),
     };
-    check_flags(what, flags, allowed)?;
+    check_flags(what, flags, with_fence(e, allowed))?;
     if s.data.is_some() && e.ep_type == FI_EP_DGRAM && !e.dgram_header {
         // Remote CQ data needs a header: plain UDP has cq_data_size = 0.
         return Err(refuse("send on plain UDP", FI_REMOTE_CQ_DATA));

@@ -11,8 +11,8 @@ use libc::{c_void, ssize_t};
 
 use super::Endpoint;
 use super::post::{
-    Buf, Ctx, Desc, Descs, FENCE_FLAGS, Iovs, RecvBuf, SEND_FLAGS, check_flags, data_calls, iovs,
-    one, post_tx, tx_flags,
+    Buf, Ctx, Desc, Descs, Iovs, RecvBuf, SEND_FLAGS, check_flags, data_calls, iovs, one, post_tx,
+    tx_flags, with_fence,
 };
 use crate::abi::{Errno, Result};
 use crate::datapath::{Iov, Payload, RmaKind, RmaOp};
@@ -27,16 +27,6 @@ const WRITE_FLAGS: u64 = SEND_FLAGS;
 /// met by any read: it has no outbound buffer to return, and it completes
 /// when its data has arrived, after the target processed it.
 const READ_FLAGS: u64 = SEND_FLAGS & !FI_REMOTE_CQ_DATA;
-
-/// The flags `flags` may carry on an operation of endpoint `e` among
-/// `allowed`: FI_FENCE only with the FI_FENCE capability (fi_getinfo(3)).
-pub(super) fn with_fence(e: &Endpoint, allowed: u64) -> u64 {
-    if e.caps & FI_FENCE != 0 {
-        allowed | FENCE_FLAGS
-    } else {
-        allowed
-    }
-}
 
 /// An RMA call as one entry point describes it.
 pub(super) struct Rma {

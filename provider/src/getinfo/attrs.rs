@@ -71,7 +71,7 @@ pub fn caps_of(ep_type: libc::c_int) -> Option<u64> {
 /// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
 /// connectionless endpoints (fi_getinfo(3)), and named AVs with them.
 pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_SHARED_AV);
-/// FI_FENCE: on RMA and atomics of RDM and MSG endpoints (ep/rma.rs).
+/// FI_FENCE: on the transmits of RDM and MSG endpoints (ep/post.rs `with_fence`).
 pub(super) const TX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE | FI_FENCE;
 pub(super) const RX_CAPS: u64 = FI_MSG

@@ -4,7 +4,8 @@
  * call's page allows is accepted and honoured (FI_INJECT: the buffers the
  * call reads may be reused at once; FI_REMOTE_CQ_DATA: the data reaches
  * the target; FI_COMPLETION: a completion exactly when asked; FI_FENCE:
- * the fenced operation sees what was posted before it; completion levels
+ * the fenced operation (message, RMA, atomic) follows what was posted
+ * before it; completion levels
  * and FI_MORE: the operation completes, and FI_MORE holds nothing back),
  * and each flag the page does not give the call is refused with
  * -FI_EBADFLAGS, posting nothing. The engine's side of FI_FENCE (the
@@ -90,7 +91,8 @@ static void send_with(uint64_t flags, int tagged)
 
 static void sends(void)
 {
-	const uint64_t more[] = {FI_INJECT, FI_REMOTE_CQ_DATA, FI_INJECT | FI_REMOTE_CQ_DATA};
+	const uint64_t more[] = {FI_INJECT, FI_REMOTE_CQ_DATA, FI_INJECT | FI_REMOTE_CQ_DATA,
+				 FI_FENCE, FI_FENCE | FI_INJECT | FI_DELIVERY_COMPLETE};
 	for (int tagged = 0; tagged < 2; tagged++) {
 		for (size_t i = 0; i < N(common); i++)
 			send_with(common[i], tagged);
@@ -100,15 +102,40 @@ static void sends(void)
 	/* fi_tagged(3) FI_MATCH_COMPLETE: completes once matched. */
 	send_with(FI_MATCH_COMPLETE, 1);
 
-	/* Not send flags: FI_MATCH_COMPLETE is fi_tsendmsg's; FI_FENCE is
-	 * for RMA and atomics here; the rest are receives' or need a
-	 * capability not offered. */
+	/* FI_FENCE: a fenced send follows the write posted before it to
+	 * completion; its receiver sees the written bytes. */
+	static uint8_t big[8192];
+	fill(big, sizeof(big), 4);
+	memset(target, 0, sizeof(target));
+	char rctx;
+	uint64_t writes = fi_cntr_read(t.wcntr);
+	struct iovec wiov = {big, 4096};
+	struct fi_rma_iov wr = {addr, 4096, key};
+	struct fi_msg_rma wm = {.msg_iov = &wiov, .iov_count = 1, .addr = t.self, .rma_iov = &wr,
+				.rma_iov_count = 1};
+	CHECK_RET(fi_writemsg(t.ep, &wm, 0), 0);
+	struct iovec riov = {dst, sizeof(dst)};
+	struct fi_msg rm = {.msg_iov = &riov, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+			    .context = &rctx};
+	CHECK_RET(fi_recvmsg(t.ep, &rm, 0), 0);
+	struct iovec fiov = {src, 8};
+	struct fi_msg fm = {.msg_iov = &fiov, .iov_count = 1, .addr = t.self, .context = &ctx};
+	CHECK_RET(fi_sendmsg(t.ep, &fm, FI_FENCE | FI_COMPLETION), 0);
+	/* The write, without FI_COMPLETION on the selective CQ: counted
+	 * only, and before the fenced send started. */
+	received(&rctx, FI_MSG | FI_RECV, 8, 0);
+	CHECK(fi_cntr_read(t.wcntr) == writes + 1);
+	CHECK(!memcmp(target, big, 4096));
+	xt_ok(&t, &ctx, FI_MSG | FI_SEND);
+
+	/* Not send flags: FI_MATCH_COMPLETE is fi_tsendmsg's; the rest are
+	 * receives' or need a capability not offered. */
 	struct iovec iov = {src, 16};
 	struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = t.self, .context = &ctx};
 	struct fi_msg_tagged tm = {.msg_iov = &iov, .iov_count = 1, .addr = t.self, .context = &ctx};
-	const uint64_t bad[] = {FI_MATCH_COMPLETE, FI_FENCE,     FI_COMMIT_COMPLETE, FI_MULTICAST,
-				FI_MULTI_RECV,     FI_PEEK,      FI_CLAIM,           FI_DISCARD,
-				FI_TRIGGER,        1ULL << 50};
+	const uint64_t bad[] = {FI_MATCH_COMPLETE, FI_COMMIT_COMPLETE, FI_MULTICAST, FI_MULTI_RECV,
+				FI_PEEK,           FI_CLAIM,           FI_DISCARD,   FI_TRIGGER,
+				1ULL << 50};
 	for (size_t i = 0; i < N(bad); i++) {
 		CHECK_RET(fi_sendmsg(t.ep, &m, bad[i]), -FI_EBADFLAGS);
 		if (bad[i] != FI_MATCH_COMPLETE)

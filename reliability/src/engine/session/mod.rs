@@ -116,25 +116,22 @@ impl<P> Queues<P> {
     }
 
     /// Whether new packets wait: control, responses, or messages and RMA
-    /// operations that may go — while a fenced operation waits (§8.6) only
-    /// the messages posted before it.
+    /// operations — none of those while a fenced one waits (§8.6): it is
+    /// the next in posting order, everything else queued follows it.
     fn has_new(&self) -> bool {
-        if !self.ctrl.is_empty() || self.rma.has_responses() {
-            return true;
-        }
-        match self.fence_holds() {
-            Some(f) => self
-                .ops
-                .next_msg_id()
-                .is_some_and(|m| wire::seq_diff(m, f) < 0),
-            None => self.ops.has_data() || self.rma.has_data(),
-        }
+        !self.ctrl.is_empty()
+            || self.rma.has_responses()
+            || (self.fence_holds().is_none() && (self.ops.has_data() || self.rma.has_data()))
     }
 
-    /// The message number of the fenced RMA operation next in line while
-    /// an operation posted before it has not completed (FI_FENCE, §8.6).
-    fn fence_holds(&self) -> Option<u32> {
-        let f = self.rma.fence_at()?;
+    /// The message number of the fenced message or RMA operation next in
+    /// posting order while an operation posted before it has not
+    /// completed (FI_FENCE, §8.6).
+    pub(super) fn fence_holds(&self) -> Option<u32> {
+        let f = match (self.rma.next_msg_id(), self.ops.next_msg_id()) {
+            (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => self.rma.fence_at(),
+            _ => self.ops.fence_at(),
+        }?;
         (self.rma.any_before(f) || self.ops.any_before(f)).then_some(f)
     }
 }

@@ -571,3 +571,42 @@ fn fence_with_nothing_before_it_goes_at_once() {
     });
     assert_eq!(seen, vec![vec![], vec![1]]);
 }
+
+/// Node 0 writes 200 000 bytes to node 1, then sends it a message (fenced
+/// or not). Returns whether node 0 had seen the write complete when node
+/// 1 received the message.
+fn write_then_message(fence: bool, seed: u64) -> bool {
+    let mut s = sim(2, slow_link(0.0), seed);
+    region(&mut s, 1, KEY, 1 << 20, Access::READ | Access::WRITE);
+    recv(&mut s, 1, 100, 64, None, None);
+    write(&mut s, 0, 1, 1, BASE, pattern(200_000, 1));
+    s.nodes[0].app.send.insert(2, pattern(64, 2));
+    let now = s.now;
+    let op = SendOp {
+        token: 2,
+        dst: 1,
+        payload: Payload::Buffer { len: 64 },
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        fence,
+    };
+    s.nodes[0].engine.post_send(now, op).unwrap();
+    let mut write_done = false;
+    let limit = s.now + Nanos::from_secs(60);
+    while s.now <= limit && s.step() {
+        write_done |= completions(&mut s, 0).iter().any(|c| c.token == 1);
+        if completions(&mut s, 1).iter().any(|c| c.token == 100) {
+            return write_done;
+        }
+    }
+    panic!("the message never arrived");
+}
+
+/// FI_FENCE on a message (fi_msg(3), §8.6): it waits for the write before
+/// it to complete; without the fence it follows the write at once.
+#[test]
+fn fenced_message_waits_for_the_write_before_it() {
+    assert!(!write_then_message(false, 15));
+    assert!(write_then_message(true, 15));
+}
