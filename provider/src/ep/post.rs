@@ -33,12 +33,15 @@ const TSEND_FLAGS: u64 = SEND_FLAGS | FI_MATCH_COMPLETE;
 /// / FI_DISCARD only through fi_trecvmsg ([`Recv::tmsg`]): on fi_recvmsg
 /// they are for FI_BUFFERED_RECV endpoints, which are not offered.
 const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE | FI_TRANSMIT_COMPLETE;
-/// `allowed`, and FI_FENCE (fi_msg(3), fi_rma(3), fi_atomic(3)) when
-/// endpoint `e` was granted the FI_FENCE capability (RDM and MSG
-/// endpoints; fi_getinfo(3)): the operation starts once everything posted
-/// before it to the same peer has completed (reliability/PROTOCOL.md §8.6).
+/// `allowed`, and FI_FENCE (fi_msg(3), fi_rma(3), fi_atomic(3)) on RDM and
+/// MSG endpoints: the operation starts once everything posted before it to
+/// the same peer has completed (reliability/PROTOCOL.md §8.6). FI_FENCE is a
+/// secondary capability (fi_getinfo(3)) those entries always report, so it
+/// is honoured whatever caps the endpoint was opened with: Sandia
+/// OpenSHMEM asks fi_getinfo for it, then opens its endpoints with caps
+/// that leave it out, and fences its signalling atomics.
 pub(super) fn with_fence(e: &Endpoint, allowed: u64) -> u64 {
-    if e.caps & FI_FENCE != 0 {
+    if e.ep_type != FI_EP_DGRAM {
         allowed | FI_FENCE
     } else {
         allowed

@@ -88,7 +88,10 @@ pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_MULTI_RECV;
 /// FI_SHARED_AV: named AVs shared by the processes of a host (av/shared.rs).
 pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
-pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// FI_FENCE (a secondary capability, fi_getinfo(3)) costs nothing until a
+/// transfer carries the flag, so RDM and MSG entries report it unasked and
+/// their endpoints honour the flag whatever caps they were opened with.
+pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_FENCE;
 
 /// Operation flags an endpoint accepts in tx/rx `op_flags`.
 pub const TX_OP_FLAGS: u64 = FI_COMPLETION

@@ -199,8 +199,7 @@ static void local_errors(void)
 	rma[0].len = 16;
 	CHECK_RET(fi_readmsg(t.ep, &msg, FI_COMMIT_COMPLETE), -FI_EBADFLAGS);
 	CHECK_RET(fi_readmsg(t.ep, &msg, FI_REMOTE_CQ_DATA), -FI_EBADFLAGS);
-	/* FI_FENCE without the capability (xt_rma_open does not ask for it). */
-	CHECK_RET(fi_writemsg(t.ep, &msg, FI_FENCE), -FI_EBADFLAGS);
+	CHECK_RET(fi_writemsg(t.ep, &msg, FI_MULTICAST), -FI_EBADFLAGS);
 	CHECK_RET(fi_writemsg(t.ep, &msg, 1ULL << 50), -FI_EBADFLAGS);
 	/* Nothing was posted. */
 	struct fi_cq_data_entry e;
