@@ -192,6 +192,18 @@ fn c_atomic_requested_keys() {
     run_rma_test("atomic", "requested");
 }
 
+/// op_flags.c: every flag of every *msg data call, accepted and honoured
+/// or refused with -FI_EBADFLAGS, under two registration modes.
+#[test]
+fn c_op_flags_provider_keys() {
+    run_rma_test("op_flags", "prov");
+}
+
+#[test]
+fn c_op_flags_basic_virtual_addresses() {
+    run_rma_test("op_flags", "basic");
+}
+
 /// Run `data.c` as server in `a` and client in `b` (or alone as `self`).
 fn run_data(ep: &str) {
     run_data_env(ep, &[]);

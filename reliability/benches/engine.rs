@@ -112,6 +112,7 @@ fn run(
                 tag: tagged.then_some(7),
                 data: None,
                 level: CompletionLevel::Transmit,
+                fence: false,
             };
             a.post_send(now, op).unwrap();
             sent += 1;
@@ -178,6 +179,7 @@ fn post_recv_and_reply(
         tag: Some(7),
         data: None,
         level: CompletionLevel::Inject,
+        fence: false,
     };
     me.post_send(now, op).unwrap();
 }

@@ -196,6 +196,9 @@ pub struct SendOp<'a, P> {
     pub data: Option<u64>,
     /// Completion level.
     pub level: CompletionLevel,
+    /// FI_FENCE (fi_msg(3)): the message starts only once every operation
+    /// posted before it to the same peer has completed (PROTOCOL.md §8.6).
+    pub fence: bool,
 }
 
 /// Tag matching of a receive (fi_tagged(3)): matches a tagged message when

@@ -24,7 +24,7 @@
 //! let now = Instant(0);
 //! b.post_recv(RecvOp { token: 1, len: 64, src: None, tag: None, multi_recv: None }, &mut app).unwrap();
 //! a.post_send(now, SendOp { token: 9, dst: 2, payload: Payload::Buffer { len: 16 }, tag: None,
-//!     data: None, level: CompletionLevel::Transmit }).unwrap();
+//!     data: None, level: CompletionLevel::Transmit, fence: false }).unwrap();
 //! let mut frame = [0u8; 1472];
 //! // The link: move datagrams both ways until nothing is left to send.
 //! loop {

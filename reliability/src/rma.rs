@@ -56,6 +56,12 @@ pub struct RmaOp<'a, P> {
     /// level fi_cq(3) defines); `Inject` with a copied payload only lets
     /// the caller reuse its buffer at once.
     pub level: CompletionLevel,
+    /// FI_FENCE (fi_rma(3), fi_atomic(3)): the operation starts only once
+    /// every operation posted before it to the same peer has completed —
+    /// RMA and atomics answered, messages acknowledged (PROTOCOL.md §8.6).
+    /// Operations posted after it go after it, as always. Messages take
+    /// the same flag ([`crate::SendOp::fence`]).
+    pub fence: bool,
 }
 
 /// Access rights an operation needs of the target's registration

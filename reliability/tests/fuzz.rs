@@ -149,6 +149,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
                 tag,
                 data: Some(9),
                 level,
+                fence: false,
             },
         )
         .unwrap();
@@ -185,6 +186,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             payload: Payload::Buffer { len },
             data,
             level: CompletionLevel::Delivery,
+            fence: false,
         };
         a.post_rma(Instant(0), op).unwrap();
     }
@@ -204,6 +206,7 @@ fn capture(auth: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
             data: None,
             level: CompletionLevel::Delivery,
+            fence: false,
         };
         a.post_rma(Instant(0), op).unwrap();
     }

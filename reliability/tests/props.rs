@@ -107,7 +107,7 @@ proptest! {
                     let now = s.now;
                     s.nodes[src].engine.post_send(now, SendOp {
                         token, dst: 0, payload: Payload::Buffer { len: 0 }, tag: tagged.then_some(tag),
-                        data: Some(token), level: CompletionLevel::Transmit,
+                        data: Some(token), level: CompletionLevel::Transmit, fence: false,
                     }).unwrap();
                 }
             }
@@ -147,7 +147,7 @@ proptest! {
             let now = s.now;
             s.nodes[0].engine.post_send(now, SendOp {
                 token: i as u64, dst: 1, payload: Payload::Buffer { len }, tag: None,
-                data: Some(i as u64), level: CompletionLevel::Transmit,
+                data: Some(i as u64), level: CompletionLevel::Transmit, fence: false,
             }).unwrap();
         }
         settle(&mut s);

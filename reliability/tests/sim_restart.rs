@@ -113,6 +113,7 @@ fn restarts_under_load() {
                             tag: None,
                             data: Some(token),
                             level: CompletionLevel::Transmit,
+                            fence: false,
                         },
                     )
                     .unwrap();

@@ -176,6 +176,7 @@ fn post_rma(
         payload,
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     assert_eq!(sim.nodes[s].engine.post_rma(now, op), Ok(()));
     node.rma.insert(token, check);
@@ -372,6 +373,7 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
                         tag,
                         data: Some(id),
                         level,
+                        fence: false,
                     },
                 );
                 assert_eq!(r, Ok(()));

@@ -8,12 +8,15 @@
 //! Limits: an atomic travels in one datagram each way, so its operands (and
 //! compare values) total at most `MAX_ATOMIC_BYTES` (1024) bytes — the count the
 //! valid calls report; one remote segment (`rma_iov_count` = 1); no remote
-//! CQ data on atomics.
+//! CQ data on atomics; no FI_TAGGED (atomics on tagged receive buffers).
 
 use libc::{c_int, c_void, size_t, ssize_t};
 
 use super::Endpoint;
-use super::post::{Buf, Ctx, Desc, Descs, RecvBuf, SEND_FLAGS, data_calls, post_tx, tx_flags};
+use super::post::{
+    Buf, Ctx, Desc, Descs, RecvBuf, SEND_FLAGS, check_flags, data_calls, post_tx, tx_flags,
+    with_fence,
+};
 use super::rma::offers;
 use crate::abi::{Errno, Result, guard_int};
 use crate::datapath::atomics::{self, Form};
@@ -29,7 +32,13 @@ type Msg = *const c_void;
 type Datatype = c_int;
 type Op = c_int;
 
-/// Flags an atomic call may carry: a send's, less remote CQ data.
+/// Flags an atomic call may carry (fi_atomic(3) "FLAGS": FI_COMPLETION,
+/// FI_MORE, FI_INJECT, FI_FENCE with the capability; the completion levels
+/// of fi_cq(3), all met: an atomic completes when the target's answer is
+/// back): a send's, less remote CQ data. FI_INJECT applies to every form
+/// — the operands and compare values are copied before the call returns;
+/// a fetch's result is written, and its completion reported, when the
+/// answer arrives.
 const ATOMIC_FLAGS: u64 = SEND_FLAGS & !FI_REMOTE_CQ_DATA;
 
 /// An atomic call as one entry point describes it.
@@ -165,12 +174,7 @@ pub(super) fn post_atomic(e: &Endpoint, a: Atomic) -> Result<ssize_t> {
         return Err(Errno::OPNOTSUPP);
     }
     let flags = tx_flags(e, a.flags, a.inject_call, false);
-    if flags & !ATOMIC_FLAGS != 0 {
-        return Err(Errno::BADFLAGS);
-    }
-    if flags & FI_INJECT != 0 && a.form != Form::Plain {
-        return Err(Errno::BADFLAGS);
-    }
+    check_flags("atomic", flags, with_fence(e, ATOMIC_FLAGS))?;
     let size = atomics::datatype_size(a.datatype).ok_or(Errno::OPNOTSUPP)?;
     let max = atomics::max_count(a.form, a.datatype).ok_or(Errno::OPNOTSUPP)?;
     let count = elements(&a.operands);
@@ -179,6 +183,13 @@ pub(super) fn post_atomic(e: &Endpoint, a: Atomic) -> Result<ssize_t> {
         && (a.form != Form::Compare || elements(&a.compare) == count)
         && (a.form == Form::Plain || elements(&a.result) == count);
     if !fits {
+        return Err(Errno::INVAL);
+    }
+    // fi_atomic(3) FI_INJECT: "only ... with messages smaller than
+    // inject_size" — the operands and compare values.
+    let inject = a.inject_call || flags & FI_INJECT != 0;
+    let operand_bytes = count * size * if a.form == Form::Compare { 2 } else { 1 };
+    if inject && operand_bytes > e.inject_size {
         return Err(Errno::INVAL);
     }
     // fi_atomic(3): FI_ATOMIC_READ ignores the operand buffer.

@@ -20,11 +20,88 @@ use crate::ep::{ConnPhase, Endpoint};
 use crate::getinfo::{IOV_LIMIT, RX_OP_FLAGS, TX_OP_FLAGS};
 use crate::sys::*;
 
-/// Flags a send may carry (fi_msg(3) "FLAGS").
+/// Flags a send may carry (fi_msg(3) "FLAGS"): completion levels,
+/// FI_INJECT, remote CQ data, FI_MORE; FI_FENCE with the capability
+/// ([`with_fence`]). FI_MULTICAST needs a capability not offered.
 pub(super) const SEND_FLAGS: u64 = TX_OP_FLAGS | FI_MORE;
-/// Flags a receive may carry; FI_PEEK/FI_CLAIM/FI_DISCARD only through
-/// fi_trecvmsg ([`Recv::tmsg`]).
-const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE;
+/// A tagged send's (fi_tagged(3) "FLAGS"): a send's, and FI_MATCH_COMPLETE
+/// (honoured as delivery complete, which follows the match).
+const TSEND_FLAGS: u64 = SEND_FLAGS | FI_MATCH_COMPLETE;
+/// Flags a receive may carry (fi_msg(3) "FLAGS"): FI_TRANSMIT_COMPLETE
+/// lets a receive complete once the provider has processed it, which ours
+/// do anyway (the data is in place when they complete). FI_PEEK / FI_CLAIM
+/// / FI_DISCARD only through fi_trecvmsg ([`Recv::tmsg`]): on fi_recvmsg
+/// they are for FI_BUFFERED_RECV endpoints, which are not offered.
+const RECV_FLAGS: u64 = RX_OP_FLAGS | FI_MORE | FI_TRANSMIT_COMPLETE;
+/// `allowed`, and FI_FENCE (fi_msg(3), fi_rma(3), fi_atomic(3)) on RDM and
+/// MSG endpoints: the operation starts once everything posted before it to
+/// the same peer has completed (reliability/PROTOCOL.md §8.6). FI_FENCE is a
+/// secondary capability (fi_getinfo(3)) those entries always report, so it
+/// is honoured whatever caps the endpoint was opened with: Sandia
+/// OpenSHMEM asks fi_getinfo for it, then opens its endpoints with caps
+/// that leave it out, and fences its signalling atomics.
+pub(super) fn with_fence(e: &Endpoint, allowed: u64) -> u64 {
+    if e.ep_type != FI_EP_DGRAM {
+        allowed | FI_FENCE
+    } else {
+        allowed
+    }
+}
+
+/// Refuse with -FI_EBADFLAGS, naming them at warn, the bits of `flags`
+/// outside `allowed` for operation `what` (fi_msg(3), fi_rma(3),
+/// fi_atomic(3) "RETURN VALUE").
+pub(super) fn check_flags(what: &str, flags: u64, allowed: u64) -> Result<()> {
+    match flags & !allowed {
+        0 => Ok(()),
+        bad => Err(refuse(what, bad)),
+    }
+}
+
+/// -FI_EBADFLAGS for flags `bad` of operation `what`, named at warn.
+fn refuse(what: &str, bad: u64) -> Errno {
+    crate::xdp_warn!(
+        FI_LOG_EP_DATA,
+        "{what}: flag {} not supported (-FI_EBADFLAGS)",
+        flag_names(bad)
+    );
+    Errno::BADFLAGS
+}
+
+/// The names of the operation flags in `bits` (`|`-separated; unknown
+/// bits in hex), for log lines.
+pub(super) fn flag_names(bits: u64) -> String {
+    const NAMES: &[(u64, &str)] = &[
+        (FI_TAGGED, "FI_TAGGED"),
+        (FI_MULTICAST, "FI_MULTICAST"),
+        (FI_MULTI_RECV, "FI_MULTI_RECV"),
+        (FI_REMOTE_CQ_DATA, "FI_REMOTE_CQ_DATA"),
+        (FI_MORE, "FI_MORE"),
+        (FI_PEEK, "FI_PEEK"),
+        (FI_TRIGGER, "FI_TRIGGER"),
+        (FI_FENCE, "FI_FENCE"),
+        (FI_COMPLETION, "FI_COMPLETION"),
+        (FI_INJECT, "FI_INJECT"),
+        (FI_INJECT_COMPLETE, "FI_INJECT_COMPLETE"),
+        (FI_TRANSMIT_COMPLETE, "FI_TRANSMIT_COMPLETE"),
+        (FI_DELIVERY_COMPLETE, "FI_DELIVERY_COMPLETE"),
+        (FI_AFFINITY, "FI_AFFINITY"),
+        (FI_COMMIT_COMPLETE, "FI_COMMIT_COMPLETE"),
+        (FI_MATCH_COMPLETE, "FI_MATCH_COMPLETE"),
+        (FI_DISCARD, "FI_DISCARD"),
+        (FI_CLAIM, "FI_CLAIM"),
+    ];
+    let mut names: Vec<String> = NAMES
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| (*n).to_owned())
+        .collect();
+    let rest = NAMES.iter().fold(bits, |r, (b, _)| r & !b);
+    if rest != 0 {
+        names.push(format!("{rest:#x}"));
+    }
+    names.join("|")
+}
 
 /// Argument types of the data calls, as their man pages name them: a
 /// send's buffer, a receive's buffer, a memory descriptor (accepted, never
@@ -303,7 +380,10 @@ fn peek_of(flags: u64) -> Result<(Peek, u64)> {
         (true, false, true) => Peek::PeekDiscard,
         (false, true, false) => Peek::Claim,
         (false, true, true) => Peek::ClaimDiscard,
-        _ => return Err(Errno::BADFLAGS),
+        _ => {
+            let all = FI_PEEK | FI_CLAIM | FI_DISCARD;
+            return Err(refuse("tagged receive (together)", all));
+        }
     };
     Ok((p, flags & !(FI_PEEK | FI_CLAIM | FI_DISCARD)))
 }
@@ -346,12 +426,14 @@ pub(super) fn one(buf: *const c_void, len: size_t) -> Result<Iov> {
 pub(super) fn post_send(e: &Endpoint, s: Send) -> Result<ssize_t> {
     probe::at(Stage::SendCalled);
     let flags = s.flags(e);
-    if flags & !SEND_FLAGS != 0 {
-        return Err(Errno::BADFLAGS);
-    }
+    let (what, allowed) = match s.tag {
+        Some(_) => ("tagged send", TSEND_FLAGS),
+        None => ("send", SEND_FLAGS),
+    };
+    check_flags(what, flags, with_fence(e, allowed))?;
     if s.data.is_some() && e.ep_type == FI_EP_DGRAM && !e.dgram_header {
         // Remote CQ data needs a header: plain UDP has cq_data_size = 0.
-        return Err(Errno::BADFLAGS);
+        return Err(refuse("send on plain UDP", FI_REMOTE_CQ_DATA));
     }
     let len = payload_len(e, &s.iov)?;
     if len > e.max_msg_size {
@@ -401,15 +483,13 @@ pub(super) fn post_recv(e: &Endpoint, r: Recv) -> Result<ssize_t> {
     let flags = r
         .flags
         .unwrap_or_else(|| e.rx_op_flags.load(Ordering::Relaxed));
-    if flags & !RECV_FLAGS != 0 {
-        return Err(Errno::BADFLAGS);
-    }
+    check_flags("receive", flags, RECV_FLAGS)?;
     let multi = flags & FI_MULTI_RECV != 0;
     if multi && (e.caps & FI_MULTI_RECV == 0 || r.iov.len() != 1) {
         return Err(Errno::INVAL);
     }
     if r.peek != Peek::None && (r.tag.is_none() || multi) {
-        return Err(Errno::BADFLAGS);
+        return Err(refuse("tagged receive with FI_MULTI_RECV", FI_PEEK));
     }
     let mut st = e.state.lock();
     // A connected endpoint takes receives before it is connected (fi_cm(3)),
@@ -506,6 +586,21 @@ pub(super) use enosys_calls;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal names every flag it refuses, unknown bits in hex.
+    #[test]
+    fn refused_flags_are_named() {
+        assert_eq!(check_flags("send", FI_INJECT | FI_MORE, SEND_FLAGS), Ok(()));
+        assert_eq!(
+            check_flags("send", FI_FENCE | FI_INJECT, SEND_FLAGS),
+            Err(Errno::BADFLAGS)
+        );
+        assert_eq!(
+            flag_names(FI_FENCE | FI_MATCH_COMPLETE),
+            "FI_FENCE|FI_MATCH_COMPLETE"
+        );
+        assert_eq!(flag_names(FI_CLAIM | (1 << 50)), "FI_CLAIM|0x4000000000000");
+    }
 
     /// An inject call drops the level nobody can see, unless a send
     /// counter would count the completion; other sends keep theirs.

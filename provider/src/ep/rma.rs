@@ -4,20 +4,29 @@
 //! validates them and hands the data path an [`RmaOp`].
 //!
 //! Limits: one remote segment per operation (`tx_attr->rma_iov_limit` = 1:
-//! a `fi_msg_rma` with more `rma_iov` entries is -FI_EINVAL); no FI_FENCE.
+//! a `fi_msg_rma` with more `rma_iov` entries is -FI_EINVAL); no
+//! FI_COMMIT_COMPLETE (no persistent memory: FI_RMA_PMEM is not offered).
 
 use libc::{c_void, ssize_t};
 
 use super::Endpoint;
 use super::post::{
-    Buf, Ctx, Desc, Descs, Iovs, RecvBuf, SEND_FLAGS, data_calls, iovs, one, post_tx, tx_flags,
+    Buf, Ctx, Desc, Descs, Iovs, RecvBuf, SEND_FLAGS, check_flags, data_calls, iovs, one, post_tx,
+    tx_flags, with_fence,
 };
 use crate::abi::{Errno, Result};
 use crate::datapath::{Iov, Payload, RmaKind, RmaOp};
 use crate::sys::*;
 
-/// Flags an RMA call may carry (fi_rma(3) "FLAGS"): those of a send.
-const RMA_FLAGS: u64 = SEND_FLAGS;
+/// Flags a write may carry (fi_rma(3) "FLAGS"): those of a send, and
+/// FI_FENCE with the capability.
+const WRITE_FLAGS: u64 = SEND_FLAGS;
+/// A read's: a write's less FI_REMOTE_CQ_DATA (fi_rma(3): "Applies to
+/// fi_writemsg and fi_writedata"; a read carries no data to the target).
+/// FI_INJECT and the completion levels "apply to fi_writemsg" and are
+/// met by any read: it has no outbound buffer to return, and it completes
+/// when its data has arrived, after the target processed it.
+const READ_FLAGS: u64 = SEND_FLAGS & !FI_REMOTE_CQ_DATA;
 
 /// An RMA call as one entry point describes it.
 pub(super) struct Rma {
@@ -118,13 +127,12 @@ pub(super) fn offers(e: &Endpoint, cap: u64) -> Result<()> {
 pub(super) fn post_rma(e: &Endpoint, r: Rma) -> Result<ssize_t> {
     offers(e, FI_RMA)?;
     let flags = tx_flags(e, r.flags, r.inject_call, r.data.is_some());
-    if flags & !RMA_FLAGS != 0 {
-        return Err(Errno::BADFLAGS);
-    }
-    let inject = r.inject_call || flags & FI_INJECT != 0;
-    if r.read && (inject || flags & FI_REMOTE_CQ_DATA != 0) {
-        return Err(Errno::BADFLAGS);
-    }
+    let (what, allowed) = match r.read {
+        true => ("RMA read", READ_FLAGS),
+        false => ("RMA write", WRITE_FLAGS),
+    };
+    check_flags(what, flags, with_fence(e, allowed))?;
+    let inject = !r.read && (r.inject_call || flags & FI_INJECT != 0);
     let len: usize = r.iov.iter().map(|(_, l)| *l).sum();
     if len > e.max_msg_size || (inject && len > e.inject_size) {
         return Err(Errno::INVAL);

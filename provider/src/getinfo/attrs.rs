@@ -63,6 +63,7 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE
     | FI_RMA_EVENT
+    | FI_FENCE
     | FI_SEND
     | FI_RECV
     | FI_SOURCE
@@ -101,8 +102,9 @@ pub fn caps_of(ep_type: libc::c_int) -> Option<u64> {
 /// as they do there). FI_SOURCE and FI_DIRECTED_RECV are for
 /// connectionless endpoints (fi_getinfo(3)), and named AVs with them.
 pub const MSG_CAPS: u64 = RDM_CAPS & !(FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_SHARED_AV);
+/// FI_FENCE: on the transmits of RDM and MSG endpoints (ep/post.rs `with_fence`).
 pub(super) const TX_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE | FI_FENCE;
 pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_RMA
@@ -117,7 +119,10 @@ pub(super) const RX_CAPS: u64 = FI_MSG
     | FI_MULTI_RECV;
 /// FI_SHARED_AV: named AVs shared by the processes of a host (av/shared.rs).
 pub(super) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
-pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// FI_FENCE (a secondary capability, fi_getinfo(3)) costs nothing until a
+/// transfer carries the flag, so RDM and MSG entries report it unasked and
+/// their endpoints honour the flag whatever caps they were opened with.
+pub(super) const DEFAULT_SECONDARY: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_FENCE;
 
 /// Operation flags an endpoint accepts in tx/rx `op_flags`.
 pub const TX_OP_FLAGS: u64 = FI_COMPLETION

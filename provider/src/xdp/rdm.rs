@@ -507,6 +507,7 @@ impl DataPath for Rdm {
                     tag: op.tag,
                     data: op.data,
                     level,
+                    fence: op.flags & FI_FENCE != 0,
                 },
             );
             r.map_err(post_errno)?;

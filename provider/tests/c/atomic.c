@@ -304,7 +304,7 @@ static void refusals_and_errors(void)
 	CHECK_RET(fi_atomicmsg(t.ep, &msg, 0), -FI_EINVAL);
 	rma[0].count = 1;
 	CHECK_RET(fi_atomicmsg(t.ep, &msg, FI_REMOTE_CQ_DATA), -FI_EBADFLAGS);
-	CHECK_RET(fi_fetch_atomicmsg(t.ep, &msg, &vi, NULL, 1, FI_INJECT), -FI_EBADFLAGS);
+	CHECK_RET(fi_fetch_atomicmsg(t.ep, &msg, &vi, NULL, 1, FI_TAGGED), -FI_EBADFLAGS);
 	struct fi_cq_data_entry e;
 	CHECK_RET(fi_cq_read(t.txcq, &e, 1), -FI_EAGAIN);
 	CHECK_RET(fi_close(&ro->fid), 0);

@@ -55,7 +55,10 @@ static void prov_hint_attrs(void)
 	const uint64_t rma = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	CHECK((info->caps & rma) == rma);
 	CHECK(info->caps & FI_RMA_EVENT);
-	CHECK(!(info->caps & (FI_FENCE | FI_TRIGGER)));
+	/* FI_FENCE on RMA and atomics (PROTOCOL.md §8.6); no triggered ops. */
+	CHECK(info->caps & FI_FENCE);
+	CHECK(info->tx_attr->caps & FI_FENCE);
+	CHECK(!(info->caps & FI_TRIGGER));
 	CHECK(info->tx_attr->rma_iov_limit == 1);
 	/* The order one stream gives (PROTOCOL.md §8.6), not write-after-read. */
 	CHECK((info->tx_attr->msg_order & (FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW |
@@ -167,8 +170,28 @@ static void caps_hints(void)
 	h->caps = FI_RMA | FI_RMA_EVENT;
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
 	fi_freeinfo(info);
+	/* FI_FENCE: RDM and MSG entries (their transfers honour it), never
+	 * DGRAM; a secondary capability, reported even when not asked for. */
 	h = xt_hints(FI_EP_RDM);
 	h->caps = FI_RMA | FI_FENCE;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	REQUIRE(info);
+	CHECK((info->caps & FI_FENCE) && (info->tx_attr->caps & FI_FENCE));
+	fi_freeinfo(info);
+	h = xt_hints(FI_EP_RDM);
+	h->caps = FI_RMA;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	REQUIRE(info);
+	CHECK(info->caps & FI_FENCE);
+	fi_freeinfo(info);
+	h = xt_hints(FI_EP_MSG);
+	h->caps = FI_MSG | FI_RMA | FI_FENCE;
+	CHECK_RET(gi(h, NULL, NULL, 0, &info), 0);
+	REQUIRE(info);
+	CHECK(info->caps & FI_FENCE);
+	fi_freeinfo(info);
+	h = xt_hints(FI_EP_DGRAM);
+	h->caps = FI_MSG | FI_FENCE;
 	CHECK_RET(gi(h, NULL, NULL, 0, &info), -FI_ENODATA);
 	h = xt_hints(FI_EP_RDM);
 	h->caps = FI_RMA | FI_TRIGGER;

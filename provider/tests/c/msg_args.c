@@ -69,9 +69,10 @@ static void run(int ep_type)
 		/* Directed receive from an unknown source. */
 		CHECK_RET(fi_trecv(ep, buf, 8, NULL, peer + 1000, 1, 0, NULL), -FI_EINVAL);
 	} else {
-		/* DGRAM: no remote CQ data. */
+		/* DGRAM: no remote CQ data; no FI_FENCE (unreliable). */
 		m.data = 5;
 		CHECK_RET(fi_sendmsg(ep, &m, FI_REMOTE_CQ_DATA), -FI_EBADFLAGS);
+		CHECK_RET(fi_sendmsg(ep, &m, FI_FENCE), -FI_EBADFLAGS);
 	}
 	/* Well-formed operations before fi_enable. */
 	int enabled = fi_enable(ep) == 0;

@@ -37,7 +37,7 @@ static struct fid_eq *eq;
 static struct fi_info *msg_hints(void)
 {
 	struct fi_info *h = xt_hints(FI_EP_MSG);
-	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+	h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_FENCE;
 	h->domain_attr->name = strdup(xt_iface);
 	h->addr_format = FI_SOCKADDR_IN;
 	return h;
@@ -240,12 +240,19 @@ static void rma_initiator(struct conn *c)
 	for (unsigned i = 0; i < RMA_WORDS; i++)
 		local[i] = 0xb000000000000000ull + i;
 	CHECK_RET(fi_write(c->ep, local, sizeof(local), NULL, 0, w.addr, w.key, local), 0);
+	/* A fenced fetching add posted at once (FI_FENCE on a connected
+	 * endpoint): it starts once the write has completed, and sees it;
+	 * FI_INJECT: its operand is the caller's again on return. */
+	uint64_t add = 5, old = 0;
+	struct fi_ioc v = {&add, 1}, rv = {&old, 1};
+	struct fi_rma_ioc r = {w.addr, 1, w.key};
+	struct fi_msg_atomic m = {.msg_iov = &v, .iov_count = 1, .rma_iov = &r,
+				  .rma_iov_count = 1, .datatype = FI_UINT64, .op = FI_SUM,
+				  .context = &add};
+	CHECK_RET(fi_fetch_atomicmsg(c->ep, &m, &rv, NULL, 1, FI_FENCE | FI_INJECT), 0);
+	add = 1000;
 	comp_ok(c->txcq, &e);
 	CHECK(e.op_context == local && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
-	uint64_t add = 5, old = 0;
-	CHECK_RET(fi_fetch_atomic(c->ep, &add, 1, NULL, &old, NULL, 0, w.addr, w.key, FI_UINT64,
-				  FI_SUM, &add),
-		  0);
 	comp_ok(c->txcq, &e);
 	CHECK(e.op_context == &add && old == 0xb000000000000000ull);
 	uint64_t last = 0xc0ffee;

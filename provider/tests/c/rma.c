@@ -197,9 +197,9 @@ static void local_errors(void)
 	msg.rma_iov_count = 1;
 	CHECK_RET(fi_writemsg(t.ep, &msg, 0), -FI_EINVAL);
 	rma[0].len = 16;
-	CHECK_RET(fi_readmsg(t.ep, &msg, FI_INJECT), -FI_EBADFLAGS);
+	CHECK_RET(fi_readmsg(t.ep, &msg, FI_COMMIT_COMPLETE), -FI_EBADFLAGS);
 	CHECK_RET(fi_readmsg(t.ep, &msg, FI_REMOTE_CQ_DATA), -FI_EBADFLAGS);
-	CHECK_RET(fi_writemsg(t.ep, &msg, FI_FENCE), -FI_EBADFLAGS);
+	CHECK_RET(fi_writemsg(t.ep, &msg, FI_MULTICAST), -FI_EBADFLAGS);
 	CHECK_RET(fi_writemsg(t.ep, &msg, 1ULL << 50), -FI_EBADFLAGS);
 	/* Nothing was posted. */
 	struct fi_cq_data_entry e;

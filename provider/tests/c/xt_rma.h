@@ -27,11 +27,16 @@ struct xt_rma {
 	int prov_key;
 };
 
+/* The capabilities xt_rma_open asks for, and the flags it binds the
+ * transmit CQ with (a program may change them before the call). */
+static uint64_t xt_rma_caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT;
+static uint64_t xt_rma_tx_bind = FI_TRANSMIT;
+
 static void xt_rma_open(struct xt_rma *t, int mr_mode)
 {
 	memset(t, 0, sizeof(*t));
 	struct fi_info *h = xt_hints(FI_EP_RDM);
-	h->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT;
+	h->caps = xt_rma_caps;
 	h->domain_attr->name = strdup(xt_iface);
 	h->domain_attr->mr_mode = mr_mode;
 	int ret = fi_getinfo(XT_VERSION, NULL, NULL, 0, h, &t->info);
@@ -59,7 +64,7 @@ static void xt_rma_open(struct xt_rma *t, int mr_mode)
 	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->remote_r, NULL) == 0);
 	REQUIRE(fi_cntr_open(t->domain, &cntr_attr, &t->remote_w, NULL) == 0);
 	REQUIRE(fi_ep_bind(t->ep, &t->av->fid, 0) == 0);
-	REQUIRE(fi_ep_bind(t->ep, &t->txcq->fid, FI_TRANSMIT) == 0);
+	REQUIRE(fi_ep_bind(t->ep, &t->txcq->fid, xt_rma_tx_bind) == 0);
 	REQUIRE(fi_ep_bind(t->ep, &t->rxcq->fid, FI_RECV) == 0);
 	CHECK_RET(fi_ep_bind(t->ep, &t->rcntr->fid, FI_READ), 0);
 	CHECK_RET(fi_ep_bind(t->ep, &t->wcntr->fid, FI_WRITE), 0);

@@ -59,7 +59,9 @@ pub(super) fn post_errno(e: rel::PostError) -> Errno {
 }
 
 /// The completion level of a send (fi_cq(3), "Completion event semantics").
-/// FI_DELIVERY_COMPLETE and FI_TRANSMIT_COMPLETE are honoured as asked.
+/// FI_DELIVERY_COMPLETE and FI_TRANSMIT_COMPLETE are honoured as asked;
+/// FI_MATCH_COMPLETE (fi_tagged(3): matched or discarded at the target) by
+/// delivery complete, which comes after the match.
 /// Otherwise — FI_INJECT_COMPLETE or no level, the provider's default — a
 /// send of at most `inject_size` bytes is inject complete: it is copied and
 /// completes at once, as the libfabric programmer's guide describes ("a
@@ -68,7 +70,7 @@ pub(super) fn post_errno(e: rel::PostError) -> Errno {
 /// retransmits the copy until the peer acknowledges it. Larger sends complete
 /// when acknowledged (transmit complete), which is stronger than asked.
 pub(super) fn completion_level(flags: u64, len: usize, inject_size: usize) -> rel::CompletionLevel {
-    if flags & FI_DELIVERY_COMPLETE != 0 {
+    if flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 {
         rel::CompletionLevel::Delivery
     } else if flags & FI_TRANSMIT_COMPLETE != 0 || len > inject_size {
         rel::CompletionLevel::Transmit

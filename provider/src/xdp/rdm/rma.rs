@@ -71,6 +71,7 @@ impl Rdm {
                 payload,
                 data: op.data,
                 level: rel::CompletionLevel::Delivery,
+                fence: op.flags & FI_FENCE != 0,
             };
             self.engine.post_rma(now, rop).map_err(post_errno)?;
         }

@@ -38,6 +38,7 @@ use super::seam::{Control, Incoming, Sessions};
 use super::shared::Shared;
 use crate::api::{Config, OpError};
 use crate::time::Instant;
+use crate::wire;
 use congestion::Congestion;
 use reorder::ReorderBuffer;
 use rma_ops::RmaOps;
@@ -111,9 +112,27 @@ impl<P> Queues<P> {
     /// Whether sequenced packets wait to go out: retransmissions, or new
     /// packets (control, rendezvous data, messages) if `window` allows.
     fn has_output(&self, window: usize) -> bool {
-        !self.rtx.is_empty()
-            || (self.inflight.len() < window
-                && (!self.ctrl.is_empty() || self.ops.has_data() || self.rma.has_data()))
+        !self.rtx.is_empty() || (self.inflight.len() < window && self.has_new())
+    }
+
+    /// Whether new packets wait: control, responses, or messages and RMA
+    /// operations — none of those while a fenced one waits (§8.6): it is
+    /// the next in posting order, everything else queued follows it.
+    fn has_new(&self) -> bool {
+        !self.ctrl.is_empty()
+            || self.rma.has_responses()
+            || (self.fence_holds().is_none() && (self.ops.has_data() || self.rma.has_data()))
+    }
+
+    /// The message number of the fenced message or RMA operation next in
+    /// posting order while an operation posted before it has not
+    /// completed (FI_FENCE, §8.6).
+    pub(super) fn fence_holds(&self) -> Option<u32> {
+        let f = match (self.rma.next_msg_id(), self.ops.next_msg_id()) {
+            (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => self.rma.fence_at(),
+            _ => self.ops.fence_at(),
+        }?;
+        (self.rma.any_before(f) || self.ops.any_before(f)).then_some(f)
     }
 }
 

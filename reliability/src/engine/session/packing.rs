@@ -56,7 +56,7 @@ impl<P: Copy> Session<P> {
             .min(usize::from(u16::MAX));
         let q = self.q.as_mut()?;
         let slots = window.saturating_sub(q.inflight.len());
-        if slots < 2 || !q.ctrl.is_empty() || q.rma.has_data() {
+        if slots < 2 || !q.ctrl.is_empty() || q.rma.has_data() || q.fence_holds().is_some() {
             return None;
         }
         // Two records must fit, else an ordinary DATA packet goes.

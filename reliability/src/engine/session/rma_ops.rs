@@ -55,6 +55,8 @@ pub(super) struct RmaState {
     outcome: Option<Result<(), RmaStatus>>,
     /// The engine's copy: an injected write's payload, an atomic's operands.
     copy: Option<Vec<u8>>,
+    /// FI_FENCE: its first packet waits for every earlier operation (§8.6).
+    fence: bool,
 }
 
 impl RmaState {
@@ -154,6 +156,26 @@ impl RmaOps {
     /// ordering against the session's messages (posting order).
     pub(super) fn next_msg_id(&self) -> Option<u32> {
         self.ops.get(*self.sendq.front()?).map(|s| s.msg_id)
+    }
+
+    /// The message number of the fenced operation at the head of the
+    /// queue, if one is there and none of its packets went yet (§8.6).
+    pub(super) fn fence_at(&self) -> Option<u32> {
+        let st = self.ops.get(*self.sendq.front()?)?;
+        (st.fence && st.next_off == 0 && st.unacked == 0 && !st.all_sent).then_some(st.msg_id)
+    }
+
+    /// Whether an operation posted before message `msg_id` has not
+    /// completed (its answer, or an acknowledgement, is still to come).
+    pub(super) fn any_before(&self, msg_id: u32) -> bool {
+        self.ops
+            .iter()
+            .any(|(_, s)| wire::seq_diff(s.msg_id, msg_id) < 0)
+    }
+
+    /// Whether responses we owe as target wait to go.
+    pub(super) fn has_responses(&self) -> bool {
+        !self.respq.is_empty()
     }
 
     /// The next response packet, at most `max_payload` bytes of payload.
@@ -479,6 +501,7 @@ impl<P: Copy> Session<P> {
             received: 0,
             outcome: None,
             copy,
+            fence: op.fence,
         };
         sh.sends += 1;
         let rma = &mut self.q().rma;

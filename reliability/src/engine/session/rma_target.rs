@@ -109,10 +109,14 @@ impl<P: Copy> Session<P> {
                     .respond(r.msg_id, code, len, RespKind::Atomic { result });
             }
             PacketType::ReadResp | PacketType::AtomicResp | PacketType::RmaResp => {
-                if let Some(q) = self.q.as_mut() {
-                    q.rma.on_answer(pkt.ty, &r, pkt.payload, bufs, sh);
+                let Some(q) = self.q.as_mut() else { return };
+                q.rma.on_answer(pkt.ty, &r, pkt.payload, bufs, sh);
+                // A fenced operation may wait for nothing more (§8.6); the
+                // answer's acknowledgement was taken before, when it still did.
+                let window = self.send_window(&sh.cfg);
+                if !self.q.as_ref().is_some_and(|q| q.has_output(window)) {
+                    return;
                 }
-                return;
             }
             _ => return,
         }

@@ -20,7 +20,7 @@ use super::sender::PktKind;
 use crate::api::{Completion, CompletionLevel, OpError, SendBuffers, SendOp};
 use crate::slab::{Slab, slab_key};
 use crate::time::Instant;
-use crate::wire::flags as wf;
+use crate::wire::{self, flags as wf};
 
 slab_key!(
     /// A send operation in its session's [`SendOps`].
@@ -61,6 +61,8 @@ pub(super) struct SendState {
     held: bool,
     /// The engine's copy of an injected payload.
     pub(super) inject: Option<Vec<u8>>,
+    /// FI_FENCE: its first packet waits for every earlier operation (§8.6).
+    fence: bool,
 }
 
 impl SendState {
@@ -127,6 +129,25 @@ impl SendOps {
         self.store.get(op).map(|s| s.msg_id)
     }
 
+    /// The message number of the fenced message whose first packet
+    /// [`SendOps::next_segment`] would emit, if none of it went yet (§8.6).
+    pub(super) fn fence_at(&self) -> Option<u32> {
+        if !self.rndv_ready.is_empty() {
+            return None;
+        }
+        let st = self.store.get(*self.sendq.front()?)?;
+        (st.fence && st.next_off == 0 && st.unacked == 0 && !st.rts_sent).then_some(st.msg_id)
+    }
+
+    /// Whether a message posted before message `msg_id` has not completed
+    /// (FI_FENCE, PROTOCOL.md §8.6): it is acknowledged, and for delivery
+    /// complete or rendezvous its DONE arrived, when it leaves the store.
+    pub(super) fn any_before(&self, msg_id: u32) -> bool {
+        self.store
+            .iter()
+            .any(|(_, s)| wire::seq_diff(s.msg_id, msg_id) < 0)
+    }
+
     /// The length of the `i`-th queued message if it could go whole in a
     /// PACK record (§6.8): an eager message none of which was sent, at
     /// most `max` bytes, with no rendezvous data waiting to go before it.
@@ -135,7 +156,9 @@ impl SendOps {
             return None;
         }
         let st = self.store.get(*self.sendq.get(i)?)?;
-        let whole = st.hflags & wf::RNDV == 0 && st.next_off == 0 && st.send_len == st.len;
+        // A fenced message goes alone, once its fence allows (§8.6).
+        let whole =
+            st.hflags & wf::RNDV == 0 && st.next_off == 0 && st.send_len == st.len && !st.fence;
         if !whole || st.len > max {
             return None;
         }
@@ -450,6 +473,7 @@ impl<P: Copy> Session<P> {
             deferred: false,
             held: false,
             inject,
+            fence: op.fence,
         };
         sh.sends += 1;
         let ops = &mut self.q().ops;
@@ -477,6 +501,11 @@ impl<P: Copy> Session<P> {
     pub(super) fn on_done(&mut self, msg_id: u32, sh: &mut Shared<P>) {
         if let Some(q) = self.q.as_mut() {
             q.ops.on_done(msg_id, sh);
+        }
+        // A fenced operation may wait for nothing more (§8.6).
+        let window = self.send_window(&sh.cfg);
+        if self.q.as_ref().is_some_and(|q| q.has_output(window)) {
+            self.mark_ready(&mut sh.schedule);
         }
     }
 

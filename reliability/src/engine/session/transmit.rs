@@ -179,6 +179,9 @@ impl<P: Copy> Session<P> {
             // messages and RMA operations in posting order.
             None => match q.rma.next_response(rma_payload) {
                 Some(k) => k,
+                // A fenced operation next in line holds back everything
+                // queued until what went before it completes (§8.6).
+                None if q.fence_holds().is_some() => return None,
                 None => match (q.rma.next_msg_id(), q.ops.next_msg_id()) {
                     (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => {
                         q.rma.next_op_packet(rma_payload)?

@@ -31,6 +31,7 @@ fn zero_ack_delay_acks_on_next_transmit_without_timers() {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     };
     a.post_send(Instant(0), op).unwrap();
     let mut f = [0u8; 1472];
@@ -84,6 +85,7 @@ fn message_end_acked_at_once_mid_message_segments_wait() {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     };
     let now = Instant(0);
     a.post_send(now, op).unwrap();
@@ -126,6 +128,7 @@ fn buffer_send(token: u64, len: usize) -> SendOp<'static, u32> {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     }
 }
 
@@ -267,6 +270,7 @@ fn inject(e: &mut Engine<u32>, now: Instant, token: u64, dst: u32, data: &[u8]) 
             tag: None,
             data: None,
             level: CompletionLevel::Inject,
+            fence: false,
         },
     )
     .unwrap();

@@ -290,6 +290,7 @@ fn post(e: &mut Engine<usize>, now: Instant, dst: usize, token: u64) {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     };
     e.post_send(now, op).unwrap();
 }

@@ -23,6 +23,7 @@ fn inject_copies_and_limits() {
             tag: None,
             data: None,
             level: CompletionLevel::Transmit,
+            fence: false,
         }
     }
     s.nodes[0]
@@ -62,6 +63,7 @@ fn queue_limits() {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     };
     s.nodes[0].engine.post_send(now, op(1)).unwrap();
     s.nodes[0].engine.post_send(now, op(2)).unwrap();
@@ -166,6 +168,7 @@ fn short_transmit_buffer_yields_nothing() {
         tag: None,
         data: None,
         level: CompletionLevel::Transmit,
+        fence: false,
     };
     e.post_send(Instant(0), op).unwrap();
     let mut small = [0u8; 100];

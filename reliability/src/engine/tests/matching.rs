@@ -220,6 +220,7 @@ fn delivery_complete_waits_for_match() {
                 tag: None,
                 data: None,
                 level: CompletionLevel::Delivery,
+                fence: false,
             },
         )
         .unwrap();

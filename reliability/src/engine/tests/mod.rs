@@ -78,6 +78,7 @@ fn send(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, data: Vec<u8>,
                 tag,
                 data: Some(token),
                 level: CompletionLevel::Transmit,
+                fence: false,
             },
         )
         .unwrap();

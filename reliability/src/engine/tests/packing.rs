@@ -268,6 +268,7 @@ fn completion_levels_per_record() {
             tag: None,
             data: Some(i),
             level,
+            fence: false,
         };
         s.nodes[0].engine.post_send(now, op).unwrap();
     }

@@ -28,6 +28,7 @@ fn send_level(s: &mut Sim<Buffers>, token: u64, data: Vec<u8>, level: Completion
         tag: Some(token),
         data: None,
         level,
+        fence: false,
     };
     s.nodes[0].engine.post_send(now, op).unwrap();
 }

@@ -56,6 +56,7 @@ fn write_with(
         payload: Payload::Buffer { len },
         data: cq_data,
         level,
+        fence: false,
     };
     s.nodes[from].engine.post_rma(now, op).unwrap();
 }
@@ -72,6 +73,7 @@ fn read(s: &mut Sim<Buffers>, from: usize, to: usize, token: u64, addr: u64, len
         payload: Payload::Buffer { len },
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     s.nodes[from].engine.post_rma(now, op).unwrap();
 }
@@ -105,6 +107,7 @@ fn atomic(s: &mut Sim<Buffers>, from: usize, token: u64, op: u8, operands: &[u8]
         payload: Payload::Inject(operands),
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     s.nodes[from].engine.post_rma(now, rop).unwrap();
 }
@@ -213,6 +216,7 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
             payload: Payload::Buffer { len },
             data: Some(1),
             level: CompletionLevel::Delivery,
+            fence: false,
         };
         s.nodes[0].engine.post_rma(now, op).unwrap();
     }
@@ -227,6 +231,7 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
         payload: Payload::Buffer { len: 8 },
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     s.nodes[0].engine.post_rma(now, op).unwrap();
     // An atomic with fetch on a region without the read right.
@@ -244,6 +249,7 @@ fn refused_operations_fail_at_the_initiator_and_touch_nothing() {
         payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
         data: None,
         level: CompletionLevel::Delivery,
+        fence: false,
     };
     s.nodes[0].engine.post_rma(now, op).unwrap();
     run(&mut s);
@@ -442,4 +448,165 @@ fn rma_fails_with_its_session() {
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].error, Some(OpError::PeerRestarted));
     assert!(s.nodes[1].app.mem.executed.is_empty());
+}
+
+/// Node 0's operations to node 1 under `faults`: the operations `post`
+/// posts, then run step by step. Returns, for each execution at the
+/// target (in order), the tokens node 0 had seen complete by then.
+fn completed_before_each_execution(
+    faults: Faults,
+    seed: u64,
+    post: impl FnOnce(&mut Sim<Buffers>),
+) -> Vec<Vec<u64>> {
+    let mut s = sim(2, faults, seed);
+    region(&mut s, 1, KEY, 1 << 20, Access::READ | Access::WRITE);
+    region(&mut s, 1, KEY + 1, 64, Access::READ | Access::WRITE);
+    post(&mut s);
+    let mut done = Vec::new();
+    let mut seen = Vec::new();
+    let limit = s.now + Nanos::from_secs(60);
+    while s.now <= limit && s.step() {
+        done.extend(completions(&mut s, 0).iter().map(|c| {
+            assert_eq!(c.error, None, "{c:?}");
+            c.token
+        }));
+        completions(&mut s, 1);
+        while seen.len() < s.nodes[1].app.mem.executed.len() {
+            seen.push(done.clone());
+        }
+    }
+    seen
+}
+
+/// A fetching add of 1 at node 1's `KEY + 1`, with or without FI_FENCE.
+fn fetch_add(s: &mut Sim<Buffers>, token: u64, fence: bool) {
+    s.nodes[0].app.mem.results.insert(token, vec![0; 8]);
+    let now = s.now;
+    let op = RmaOp {
+        token,
+        dst: 1,
+        kind: RmaKind::Atomic {
+            op: ATOMIC_ADD,
+            datatype: DATATYPE_U64,
+            result_len: 8,
+        },
+        key: KEY + 1,
+        addr: BASE,
+        payload: Payload::Inject(&[1, 0, 0, 0, 0, 0, 0, 0]),
+        data: None,
+        level: CompletionLevel::Delivery,
+        fence,
+    };
+    s.nodes[0].engine.post_rma(now, op).unwrap();
+}
+
+fn slow_link(loss: f64) -> Faults {
+    Faults {
+        latency: Nanos::from_micros(100),
+        loss,
+        ..Faults::default()
+    }
+}
+
+/// FI_FENCE (fi_atomic(3), §8.6): a fenced atomic after a large write runs
+/// at the target only once the write has completed at the initiator —
+/// while without the fence it follows the write's last segment at once,
+/// before the write's answer is back. The operation after the fence waits
+/// with it.
+#[test]
+fn fenced_atomic_waits_for_the_write_before_it() {
+    for (seed, loss) in [(11, 0.0), (12, 0.05)] {
+        let unfenced = completed_before_each_execution(slow_link(loss), seed, |s| {
+            write(s, 0, 1, 1, BASE, pattern(200_000, 1));
+            fetch_add(s, 2, false);
+        });
+        assert_eq!(unfenced.len(), 2, "seed {seed}");
+        assert!(!unfenced[1].contains(&1), "seed {seed}: {unfenced:?}");
+
+        let fenced = completed_before_each_execution(slow_link(loss), seed, |s| {
+            write(s, 0, 1, 1, BASE, pattern(200_000, 1));
+            fetch_add(s, 2, true);
+            fetch_add(s, 3, false);
+        });
+        assert_eq!(fenced.len(), 3, "seed {seed}");
+        assert!(fenced[1].contains(&1), "seed {seed}: {fenced:?}");
+        assert!(fenced[2].contains(&1), "seed {seed}: {fenced:?}");
+    }
+}
+
+/// A fenced write waits for a message posted before it to be
+/// acknowledged, and a message posted before the fence is not held back by
+/// it (§8.6).
+#[test]
+fn fenced_write_waits_for_the_message_before_it() {
+    let seen = completed_before_each_execution(slow_link(0.0), 13, |s| {
+        recv(s, 1, 100, 100_000, None, None);
+        send(s, 0, 1, 1, pattern(100_000, 2), None);
+        let now = s.now;
+        s.nodes[0].app.send.insert(2, vec![7; 64]);
+        let op = RmaOp {
+            token: 2,
+            dst: 1,
+            kind: RmaKind::Write,
+            key: KEY,
+            addr: BASE,
+            payload: Payload::Buffer { len: 64 },
+            data: None,
+            level: CompletionLevel::Delivery,
+            fence: true,
+        };
+        s.nodes[0].engine.post_rma(now, op).unwrap();
+    });
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].contains(&1), "{seen:?}");
+}
+
+/// A fence with nothing before it costs nothing: the operation goes at
+/// once, and everything completes.
+#[test]
+fn fence_with_nothing_before_it_goes_at_once() {
+    let seen = completed_before_each_execution(slow_link(0.0), 14, |s| {
+        fetch_add(s, 1, true);
+        fetch_add(s, 2, true);
+    });
+    assert_eq!(seen, vec![vec![], vec![1]]);
+}
+
+/// Node 0 writes 200 000 bytes to node 1, then sends it a message (fenced
+/// or not). Returns whether node 0 had seen the write complete when node
+/// 1 received the message.
+fn write_then_message(fence: bool, seed: u64) -> bool {
+    let mut s = sim(2, slow_link(0.0), seed);
+    region(&mut s, 1, KEY, 1 << 20, Access::READ | Access::WRITE);
+    recv(&mut s, 1, 100, 64, None, None);
+    write(&mut s, 0, 1, 1, BASE, pattern(200_000, 1));
+    s.nodes[0].app.send.insert(2, pattern(64, 2));
+    let now = s.now;
+    let op = SendOp {
+        token: 2,
+        dst: 1,
+        payload: Payload::Buffer { len: 64 },
+        tag: None,
+        data: None,
+        level: CompletionLevel::Transmit,
+        fence,
+    };
+    s.nodes[0].engine.post_send(now, op).unwrap();
+    let mut write_done = false;
+    let limit = s.now + Nanos::from_secs(60);
+    while s.now <= limit && s.step() {
+        write_done |= completions(&mut s, 0).iter().any(|c| c.token == 1);
+        if completions(&mut s, 1).iter().any(|c| c.token == 100) {
+            return write_done;
+        }
+    }
+    panic!("the message never arrived");
+}
+
+/// FI_FENCE on a message (fi_msg(3), §8.6): it waits for the write before
+/// it to complete; without the fence it follows the write at once.
+#[test]
+fn fenced_message_waits_for_the_write_before_it() {
+    assert!(!write_then_message(false, 15));
+    assert!(write_then_message(true, 15));
 }

@@ -162,6 +162,7 @@ fn reported_unreachable_peer_fails_at_once() {
                 tag: None,
                 data: None,
                 level: CompletionLevel::Inject,
+                fence: false,
             },
         )
         .unwrap();
@@ -205,6 +206,7 @@ fn injected_sends_are_owed_at_close_until_acknowledged() {
                     tag: None,
                     data: Some(token),
                     level: CompletionLevel::Delivery,
+                    fence: false,
                 },
             )
             .unwrap();
@@ -247,6 +249,7 @@ fn silent_peer_keeps_inject_complete_data() {
                 tag: None,
                 data: Some(2),
                 level: CompletionLevel::Inject,
+                fence: false,
             },
         )
         .unwrap();
