@@ -41,9 +41,9 @@ fn sos_src() -> Option<PathBuf> {
             Some(p)
         }
         _ => {
-            eprintln!(
-                "skipped: OFI_XDP_SOS does not name a Sandia OpenSHMEM source tree with \
-                 `configure` (run autogen.sh) and modules/tests-sos (README, \"OpenSHMEM\")"
+            ofi_xdp_testhosts::skip::skip(
+                "OFI_XDP_SOS does not name a Sandia OpenSHMEM source tree with `configure` (run \
+                 autogen.sh) and modules/tests-sos (README, \"OpenSHMEM\")",
             );
             None
         }
