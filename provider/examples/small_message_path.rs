@@ -331,6 +331,7 @@ impl Side {
             tag: Some(TAG),
             data: None,
             level: CompletionLevel::Inject,
+            fence: false,
         };
         self.engine.post_send(now, op).unwrap();
         self.transmit(now, net);

@@ -121,13 +121,16 @@ impl<P> Queues<P> {
     fn has_new(&self) -> bool {
         !self.ctrl.is_empty()
             || self.rma.has_responses()
-            || (self.fence_holds().is_none() && (self.ops.has_data() || self.rma.has_data()))
+            || ((self.ops.has_data() || self.rma.has_data()) && self.fence_holds().is_none())
     }
 
     /// The message number of the fenced message or RMA operation next in
     /// posting order while an operation posted before it has not
     /// completed (FI_FENCE, §8.6).
     pub(super) fn fence_holds(&self) -> Option<u32> {
+        if !self.rma.any_fenced() && !self.ops.any_fenced() {
+            return None;
+        }
         let f = match (self.rma.next_msg_id(), self.ops.next_msg_id()) {
             (Some(r), m) if m.is_none_or(|m| wire::seq_diff(r, m) < 0) => self.rma.fence_at(),
             _ => self.ops.fence_at(),

@@ -118,6 +118,9 @@ pub(super) struct RmaOps {
     /// the first copy that failed (memory registered from NULL and mapped
     /// read-only). Answered with it at their last segment.
     writes: Vec<(u32, Result<(), RmaStatus>)>,
+    /// Fenced operations in `ops`: while there are none, no fence is looked
+    /// for (§8.6), so an operation without FI_FENCE pays nothing for it.
+    fenced: usize,
 }
 
 impl RmaOps {
@@ -161,8 +164,16 @@ impl RmaOps {
     /// The message number of the fenced operation at the head of the
     /// queue, if one is there and none of its packets went yet (§8.6).
     pub(super) fn fence_at(&self) -> Option<u32> {
+        if self.fenced == 0 {
+            return None;
+        }
         let st = self.ops.get(*self.sendq.front()?)?;
         (st.fence && st.next_off == 0 && st.unacked == 0 && !st.all_sent).then_some(st.msg_id)
+    }
+
+    /// Whether a fenced operation is in `ops` (§8.6).
+    pub(super) fn any_fenced(&self) -> bool {
+        self.fenced != 0
     }
 
     /// Whether an operation posted before message `msg_id` has not
@@ -336,6 +347,7 @@ impl RmaOps {
             return;
         };
         sh.sends -= 1;
+        self.fenced -= usize::from(st.fence);
         let error = match st.outcome {
             Some(Err(e)) => Some(OpError::from(e)),
             _ => None,
@@ -505,6 +517,7 @@ impl<P: Copy> Session<P> {
         };
         sh.sends += 1;
         let rma = &mut self.q().rma;
+        rma.fenced += usize::from(op.fence);
         let id = rma.ops.insert(st);
         rma.sendq.push_back(id);
         rma.waiting.push_back(id);

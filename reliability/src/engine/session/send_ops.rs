@@ -104,6 +104,9 @@ pub(super) struct SendOps {
     waiting: Vec<OpId>,
     /// Ops acknowledged under HOLD (§6.5).
     held: Vec<OpId>,
+    /// Fenced ops in the store: while there are none, no fence is looked
+    /// for (§8.6), so a message without FI_FENCE pays nothing for it.
+    fenced: usize,
 }
 
 impl SendOps {
@@ -132,11 +135,16 @@ impl SendOps {
     /// The message number of the fenced message whose first packet
     /// [`SendOps::next_segment`] would emit, if none of it went yet (§8.6).
     pub(super) fn fence_at(&self) -> Option<u32> {
-        if !self.rndv_ready.is_empty() {
+        if self.fenced == 0 || !self.rndv_ready.is_empty() {
             return None;
         }
         let st = self.store.get(*self.sendq.front()?)?;
         (st.fence && st.next_off == 0 && st.unacked == 0 && !st.rts_sent).then_some(st.msg_id)
+    }
+
+    /// Whether a fenced message is in the store (§8.6).
+    pub(super) fn any_fenced(&self) -> bool {
+        self.fenced != 0
     }
 
     /// Whether a message posted before message `msg_id` has not completed
@@ -377,6 +385,7 @@ impl SendOps {
             return;
         };
         sh.sends -= 1;
+        self.fenced -= usize::from(st.fence);
         if (st.deferred || st.hflags & (wf::RNDV | wf::DC) != 0)
             && let Some(pos) = self.waiting.iter().position(|&x| x == op)
         {
@@ -477,6 +486,7 @@ impl<P: Copy> Session<P> {
         };
         sh.sends += 1;
         let ops = &mut self.q().ops;
+        ops.fenced += usize::from(op.fence);
         let op = ops.store.insert(st);
         ops.sendq.push_back(op);
         if hflags & (wf::RNDV | wf::DC) != 0 {
