@@ -896,38 +896,22 @@ fn pingpong_outputs(
     client_env: &[(&str, &str)],
 ) -> (Output, Output) {
     let _ = work_dir();
-    let port = (20000 + std::process::id() % 20000).to_string();
-    let common = |cmd: &mut Command| {
-        cmd.args([
-            "timeout",
-            "120",
-            "fi_pingpong",
-            "-p",
-            "xdp",
-            "-c",
-            "-S",
-            "all",
-            "-I",
-            "5",
-            "-B",
-            &port,
-            "-P",
-            &port,
-        ])
-        .args(args)
-        .env("FI_PROVIDER_PATH", work_dir())
-        .env_remove("FI_PROVIDER")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    let both = |cmd: &mut Command| {
+        common::fi_pingpong_all(cmd);
+        cmd.args(args)
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env_remove("FI_PROVIDER")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
     };
     let mut s = a.command("env");
-    common(&mut s);
+    both(&mut s);
     s.envs(server_env.iter().copied());
     let server = s.spawn().unwrap();
     // Give the server time to listen on its control port.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut c = b.command("env");
-    common(&mut c);
+    both(&mut c);
     c.envs(client_env.iter().copied());
     c.arg(a.ipv4().to_string());
     let client = c.output().unwrap();

@@ -22,7 +22,8 @@ use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
 use common::{
-    local_paths, one_at_a_time, remote_paths, remove_shm_leftovers, wait_running, work_dir,
+    TWO_SIDED, local_paths, one_at_a_time, remote_paths, remove_shm_leftovers, wait_running,
+    work_dir,
 };
 
 /// Longest one mpirun may take (a hang must fail the test, not CI).
@@ -72,22 +73,6 @@ fn build_with(mpicc: &Path, name: &str, bin: &str) -> PathBuf {
     );
     bin
 }
-
-/// Point-to-point through the `cm` PML and the `ofi` MTL on xdp.
-const TWO_SIDED: &[&str] = &[
-    "--mca",
-    "pml",
-    "cm",
-    "--mca",
-    "mtl",
-    "ofi",
-    "--mca",
-    "mtl_ofi_provider_include",
-    "xdp",
-    "--mca",
-    "btl",
-    "self",
-];
 
 /// Point-to-point as [`TWO_SIDED`], one-sided through the `rdma`
 /// component on the `ofi` BTL on xdp (its default mode: one-sided only).

@@ -149,32 +149,21 @@ fn trixie_fi_info_lists_rdm_dgram_msg() {
 /// own fi_pingpong (1.17's or 2.1's).
 fn pingpong(server: Side, client: Side, args: &[&str]) {
     let pair = pair();
-    let port = (20000 + std::process::id() % 20000).to_string();
-    let common = |cmd: &mut Command| {
-        cmd.args([
-            "timeout",
-            "120",
-            "fi_pingpong",
-            "-p",
-            "xdp",
-            "-c",
-            "-S",
-            "all",
-        ])
-        .args(["-I", "5", "-B", &port, "-P", &port])
-        .args(args)
-        .env("FI_LOG_LEVEL", "warn")
-        .env_remove("FI_PROVIDER")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let both = |cmd: &mut Command| {
+        common::fi_pingpong_all(cmd);
+        cmd.args(args)
+            .env("FI_LOG_LEVEL", "warn")
+            .env_remove("FI_PROVIDER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
     };
     let mut s = command(&pair.a, server, "env");
-    common(&mut s);
+    both(&mut s);
     let s = s.spawn().unwrap();
     // Give the server time to listen on its control port.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let mut c = command(&pair.b, client, "env");
-    common(&mut c);
+    both(&mut c);
     let c = c.arg(pair.a.ipv4().to_string()).output().unwrap();
     let s = s.wait_with_output().unwrap();
     assert_passed(&format!("fi_pingpong server ({server:?}) {args:?}"), &s);
@@ -405,23 +394,7 @@ fn mpirun(program: &str, mca: &[&str]) {
 /// Point-to-point through the `cm` PML and the `ofi` MTL on xdp.
 #[test]
 fn trixie_open_mpi_two_sided() {
-    mpirun(
-        "mpi_check",
-        &[
-            "--mca",
-            "pml",
-            "cm",
-            "--mca",
-            "mtl",
-            "ofi",
-            "--mca",
-            "mtl_ofi_provider_include",
-            "xdp",
-            "--mca",
-            "btl",
-            "self",
-        ],
-    );
+    mpirun("mpi_check", common::TWO_SIDED);
 }
 
 /// One-sided MPI through the `rdma` component on the `ofi` BTL on xdp,

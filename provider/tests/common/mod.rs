@@ -1,5 +1,6 @@
 //! Shared by the integration tests that run programs through the real
-//! libfabric loader (`c_suite.rs`, `mpi.rs`, `shared_queue.rs`).
+//! libfabric loader (`c_suite.rs`, `mpi.rs`, `shared_queue.rs`, `trixie.rs`,
+//! …).
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -242,4 +243,46 @@ pub fn failure_digest(stderr: &[u8]) -> String {
         failed.join("\n"),
         rest.join("\n")
     )
+}
+
+/// Open MPI's point-to-point through the `cm` PML and the `ofi` MTL on xdp
+/// (Open MPI 4.1 on this host, 5.0 in the Debian 13 root).
+pub const TWO_SIDED: &[&str] = &[
+    "--mca",
+    "pml",
+    "cm",
+    "--mca",
+    "mtl",
+    "ofi",
+    "--mca",
+    "mtl_ofi_provider_include",
+    "xdp",
+    "--mca",
+    "btl",
+    "self",
+];
+
+/// Adds to `cmd` (an `env` command, so that `timeout` and `fi_pingpong` are
+/// found on the userland's PATH) what both sides of a `fi_pingpong -c -S
+/// all` run over xdp share: five iterations a size, 120 s at most, one
+/// control and data port per test process. The caller adds the endpoint
+/// and message type and, for the client, the server's address.
+pub fn fi_pingpong_all(cmd: &mut Command) {
+    let port = (20000 + std::process::id() % 20000).to_string();
+    cmd.args([
+        "timeout",
+        "120",
+        "fi_pingpong",
+        "-p",
+        "xdp",
+        "-c",
+        "-S",
+        "all",
+        "-I",
+        "5",
+        "-B",
+        &port,
+        "-P",
+        &port,
+    ]);
 }
