@@ -3,6 +3,7 @@
 
 pub mod deps;
 pub mod fabtests;
+pub mod figures;
 pub mod install;
 pub mod instructions;
 pub mod libfabric;

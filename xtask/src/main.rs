@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use xtask::{deps, fabtests, install, package, progress, steps};
+use xtask::{deps, fabtests, figures, install, package, progress, steps};
 
 const USAGE: &str = "\
 usage: cargo xtask <command> [args]
@@ -27,9 +27,14 @@ commands:
   bench link|engine|provider|stream|local|incast|imb|latency-path|instructions
                      print benchmark tables (figures, not tests); `bench
                      provider|stream|local|incast|imb [--rounds N …]` pass their options
-                     on (`bench imb --imb PATH/IMB-MPI1`: Intel MPI Benchmarks built from
-                     source); `bench instructions`: callgrind's instructions per 64 B
-                     message, per feature, beside xtask/instruction-budget.toml
+                     on (`bench provider --record`: its rounds into
+                     docs/results/provider.csv; `bench imb --imb PATH/IMB-MPI1`: Intel
+                     MPI Benchmarks built from source); `bench instructions`:
+                     callgrind's instructions per 64 B message, per feature, beside
+                     xtask/instruction-budget.toml
+  figures [--check]          put the newest run of docs/results/provider.csv (`bench provider
+                            --record` appends each run there) into README.md,
+                            docs/performance.md and fi_xdp(7); --check: fail if they differ
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         "uninstall" => uninstall_command(rest),
         "package" => deps::ensure_installed().and_then(|()| package::package().map(|_| ())),
         "bench" => deps::ensure_installed().and_then(|()| steps::bench(rest)),
+        "figures" => figures::figures(rest),
         "vm-test" => deps::ensure_installed().and_then(|()| steps::vm_test(rest)),
         "sim-full" => steps::sim_full(),
         "fuzz" => steps::fuzz(rest),

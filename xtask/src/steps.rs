@@ -255,10 +255,18 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let csv = dir.join(format!("provider-{stamp}.csv"));
+        // --record: the run's rounds go to docs/results/provider.csv, which the documents'
+        // figures come from (`cargo xtask figures`).
+        let rest = &args[1.min(args.len())..];
+        let record = rest.iter().any(|a| a == "--record");
         let mut cmd = tool();
-        cmd.arg("provider-bench").arg("--csv").arg(csv);
-        cmd.args(&args[1.min(args.len())..]);
-        run(cmd)
+        cmd.arg("provider-bench").arg("--csv").arg(&csv);
+        cmd.args(rest.iter().filter(|a| *a != "--record"));
+        run(cmd)?;
+        if record {
+            crate::figures::record(&csv)?;
+        }
+        Ok(())
     };
     let incast = || -> Result<(), String> {
         build()?;
