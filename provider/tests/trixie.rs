@@ -244,6 +244,11 @@ fn data(server: Side, client: Side, ep: &str) {
         Side::Host => compile("data").display().to_string(),
         Side::Trixie => compile_in_root(&pair.a, "data"),
     };
+    // Both programs built before either side starts: the server waits 20 s
+    // for its client's address, and building the root's program (gcc in
+    // the root, behind the other tests building it at the same moment) can
+    // take longer than that on a loaded machine.
+    let (server_bin, client_bin) = (bin(server), bin(client));
     let rv_name = format!("rv-trixie-{ep}-{}", pair.a.netns());
     std::fs::create_dir_all(work_dir().join(&rv_name)).unwrap();
     let rv = |side: Side| match side {
@@ -251,7 +256,12 @@ fn data(server: Side, client: Side, ep: &str) {
         Side::Trixie => format!("{PROVIDER_DIR}/{rv_name}"),
     };
     let run = |host: &Host, peer: &Host, side: Side, role: &str| {
-        let mut cmd = command(host, side, &bin(side));
+        let program = if role == "server" {
+            &server_bin
+        } else {
+            &client_bin
+        };
+        let mut cmd = command(host, side, program);
         cmd.arg(host.ifname())
             .arg(host.ipv4().to_string())
             .arg(peer.ipv4().to_string())
@@ -266,6 +276,18 @@ fn data(server: Side, client: Side, ep: &str) {
     let s = run(&pair.a, &pair.b, server, "server").spawn().unwrap();
     let c = run(&pair.b, &pair.a, client, "client").output().unwrap();
     let s = s.wait_with_output().unwrap();
+    if !(s.status.success() && c.status.success()) {
+        // Both sides' words: a side that fails first often only says the
+        // other never answered.
+        eprintln!(
+            "data client ({client:?}) {ep}: {}",
+            failure_digest(&c.stderr)
+        );
+        eprintln!(
+            "data server ({server:?}) {ep}: {}",
+            failure_digest(&s.stderr)
+        );
+    }
     assert_passed(&format!("data server ({server:?}) {ep}"), &s);
     assert_passed(&format!("data client ({client:?}) {ep}"), &c);
 }
