@@ -6,8 +6,8 @@
 //! run); the file is the history of the measurements. `cargo xtask figures` renders the newest
 //! run as a table (medians and spread over its rounds, ratios within each round) into the
 //! block between [`begin_marker`] and [`END_MARKER`] of each of [`DOCUMENTS`]; `cargo xtask
-//! figures --check` (and the test `figures_in_the_documents_are_the_results_file's`) fails when
-//! a block differs from what the file gives.
+//! figures --check` (and the test `the_documents_quote_the_newest_recorded_run`) fails when a
+//! block differs from what the file gives.
 
 use std::path::Path;
 use std::process::Command;
@@ -403,6 +403,14 @@ date,commit,machine,round,path,us_per_xfer,mb_per_s
         assert!(parse(&format!("{HEADER}\na,b,c,one,p,1,\n")).is_err());
         assert!(parse(&format!("{HEADER}\na,b,c,1,p,1\n")).is_err());
         assert!(render(&parse(&format!("{HEADER}\n")).unwrap()).is_err());
+    }
+
+    /// README, performance.md and fi_xdp(7) carry what the results file gives.
+    #[test]
+    fn the_documents_quote_the_newest_recorded_run() {
+        if let Err(e) = figures(&["--check".to_owned()]) {
+            panic!("{e}");
+        }
     }
 
     #[test]
