@@ -24,16 +24,22 @@ pub const SKIPPED: &str = "SKIPPED ";
 /// test's own thread (libtest names it after the test), then return.
 pub fn skip(reason: impl Display) {
     let log = std::env::var_os(SKIP_LOG_ENV);
-    skip_to(log.as_deref().map(Path::new), reason);
+    skip_to(
+        &mut std::io::stderr(),
+        log.as_deref().map(Path::new),
+        reason,
+    );
 }
 
-/// [`skip`], recording to `log` if given.
-fn skip_to(log: Option<&Path>, reason: impl Display) {
+/// [`skip`], its line to `out` (stderr; the helper's own test keeps it, or
+/// the VM suite, which collects those lines, would list a skip that is none),
+/// recording to `log` if given.
+fn skip_to(out: &mut impl std::io::Write, log: Option<&Path>, reason: impl Display) {
     let test = current_test();
     let reason = reason.to_string().replace(['\n', '\t'], " ");
     // One write per line: lines of tests running at once do not interleave.
     let line = format!("{SKIPPED}{test}: {reason}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    let _ = out.write_all(line.as_bytes());
     if let Some(log) = log {
         let record = format!("{test}\t{reason}\n");
         let appended = std::fs::OpenOptions::new()
@@ -105,8 +111,9 @@ mod tests {
     fn records_reach_the_log_and_the_summary_groups_them() {
         let log = std::env::temp_dir().join(format!("ofi-xdp-skip-test-{}", std::process::id()));
         let _ = std::fs::remove_file(&log);
-        skip_to(Some(&log), "no widget\tat all");
-        skip_to(Some(&log), "no widget\tat all");
+        let mut lines = Vec::new();
+        skip_to(&mut lines, Some(&log), "no widget\tat all");
+        skip_to(&mut lines, Some(&log), "no widget\tat all");
         let records = read_log(&log);
         let _ = std::fs::remove_file(&log);
         let me =
@@ -114,6 +121,9 @@ mod tests {
         assert_eq!(records.len(), 2);
         assert!(records[0].0.ends_with(me), "{records:?}");
         assert_eq!(records[0].1, "no widget at all");
+        let lines = String::from_utf8(lines).unwrap();
+        assert_eq!(lines.lines().count(), 2);
+        assert!(lines.starts_with(SKIPPED) && lines.contains(me), "{lines}");
         let s = summary(&records);
         assert!(
             s.starts_with("2 test(s) skipped\n  2 skipped: no widget at all"),
