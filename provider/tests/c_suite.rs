@@ -16,7 +16,7 @@ use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
 
 mod common;
 use common::{
-    chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
+    assert_passed, chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
     remove_shm_leftovers, wait_running, work_dir,
 };
 
@@ -33,17 +33,6 @@ fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &s
         cmd.env(k, v);
     }
     cmd.output().expect("run C test")
-}
-
-fn assert_passed(name: &str, out: &Output) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{name} failed ({}):\n{}\nstdout:\n{stdout}",
-        out.status,
-        failure_digest(&out.stderr)
-    );
 }
 
 /// Compile and run one C program in a new namespace pair, on host `a`.

@@ -25,10 +25,10 @@ mod common;
 mod debian;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::{compile, failure_digest, wait_running, work_dir};
+use common::{assert_passed, compile, failure_digest, wait_running, work_dir};
 use ofi_xdp_testhosts::{Host, HostPair};
 
 /// What the root holds besides Debian's essential set: libfabric 2.1 and
@@ -95,17 +95,6 @@ fn command(host: &Host, side: Side, program: &str) -> Command {
             cmd
         }
     }
-}
-
-fn assert_passed(name: &str, out: &Output) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{name} failed ({}):\n{}\nstdout:\n{stdout}",
-        out.status,
-        failure_digest(&out.stderr)
-    );
 }
 
 fn pair() -> HostPair {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 use ofi_xdp_testhosts::HostPair;
@@ -285,4 +285,18 @@ pub fn fi_pingpong_all(cmd: &mut Command) {
         "-P",
         &port,
     ]);
+}
+
+/// Fails the test unless `out`, the run of `name`, exited successfully: its
+/// stdout, and its log with the lines of the libfabric core and the other
+/// providers left out ([`failure_digest`]).
+pub fn assert_passed(name: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{name} failed ({}):\n{}\nstdout:\n{stdout}",
+        out.status,
+        failure_digest(&out.stderr)
+    );
 }
