@@ -81,6 +81,19 @@ pub struct Snapshot {
     pub groups: Vec<(u32, u32, Result<GroupSummary, String>)>,
 }
 
+impl Snapshot {
+    /// The endpoints whose interface is not among those shown (their
+    /// statistics file names an interface out of scope or gone).
+    fn unlisted_endpoints(&self) -> impl Iterator<Item = &EndpointStats> {
+        self.endpoints.iter().filter(|e| {
+            !self
+                .interfaces
+                .iter()
+                .any(|(i, _)| i.ifindex == e.identity.ifindex)
+        })
+    }
+}
+
 /// Every XDP program on the interfaces in scope, and how each is held.
 pub fn attachments(scope: &Scope) -> Result<Vec<(InterfaceXdp, Vec<Attached>)>, String> {
     let interfaces = inspect::interfaces().map_err(|e| e.to_string())?;
@@ -253,16 +266,7 @@ fn render(snap: &Snapshot, before: Option<&Before<'_>>) -> String {
             render_group(&mut o, *queue, g);
         }
     }
-    let unlisted: Vec<&EndpointStats> = snap
-        .endpoints
-        .iter()
-        .filter(|e| {
-            !snap
-                .interfaces
-                .iter()
-                .any(|(i, _)| i.ifindex == e.identity.ifindex)
-        })
-        .collect();
+    let unlisted: Vec<&EndpointStats> = snap.unlisted_endpoints().collect();
     if !unlisted.is_empty() {
         let _ = writeln!(o, "endpoints on interfaces not listed above:");
         render_endpoints(&mut o, &unlisted, before);
@@ -648,17 +652,7 @@ fn json(snap: &Snapshot, before: Option<&Before<'_>>) -> serde_json::Value {
             })
         })
         .collect();
-    let unlisted: Vec<Value> = snap
-        .endpoints
-        .iter()
-        .filter(|e| {
-            !snap
-                .interfaces
-                .iter()
-                .any(|(i, _)| i.ifindex == e.identity.ifindex)
-        })
-        .map(endpoint)
-        .collect();
+    let unlisted: Vec<Value> = snap.unlisted_endpoints().map(endpoint).collect();
     json!({
         "schema": "ofi-xdp-status",
         "version": 1,
