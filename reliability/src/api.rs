@@ -93,6 +93,14 @@ pub struct Config {
     /// `min_rtt + max(min_rtt, cc_delay_floor)` shrinks the window
     /// (PROTOCOL.md §12.2). Zero: no delay signal (loss and ECN only).
     pub cc_delay_floor: Nanos,
+    /// A second UDP port of this endpoint that takes bulk datagrams, the
+    /// segments of large transfers, through the kernel's receive offload
+    /// (PROTOCOL.md §2.5); stated to peers in HELLO and HELLO_ACK (§4.1).
+    /// Zero: none. The engine only states it: the caller chooses where
+    /// each datagram goes ([`Engine::peer_bulk_port`]).
+    ///
+    /// [`Engine::peer_bulk_port`]: crate::Engine::peer_bulk_port
+    pub bulk_port: u16,
 }
 
 /// Packet authentication (PROTOCOL.md §11).
@@ -147,6 +155,7 @@ impl Default for Config {
             unexpected_peer_budget: 4 << 20,
             unexpected_peer_max: 1 << 16,
             cc_delay_floor: Nanos::from_micros(100),
+            bulk_port: 0,
         }
     }
 }

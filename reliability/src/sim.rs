@@ -59,6 +59,13 @@ pub struct Faults {
     pub split: f64,
     /// A bottleneck link in front of every node.
     pub bottleneck: Option<Bottleneck>,
+    /// Probability a datagram is joined with the later ones of its flow
+    /// (same sender and receiver) due at the same step into one read, as
+    /// the kernel's UDP receive offload joins them on the bulk path
+    /// (PROTOCOL.md §2.5): while they are as long as the first, and one
+    /// shorter ends the read. The receiver cuts the read back with
+    /// [`crate::wire::bulk::Segments`]; how they were sent plays no part.
+    pub coalesce: f64,
 }
 
 impl Default for Faults {
@@ -72,6 +79,7 @@ impl Default for Faults {
             mtu: usize::MAX,
             split: 0.0,
             bottleneck: None,
+            coalesce: 0.0,
         }
     }
 }
@@ -154,6 +162,9 @@ pub struct NetCounts {
     pub ce_marked: u64,
     /// Bytes delivered to each node (the bottleneck's throughput).
     pub delivered_bytes: u64,
+    /// Delivered in one read after an earlier datagram of their flow
+    /// ([`Faults::coalesce`]).
+    pub joined: u64,
 }
 
 impl<A: SendBuffers + RecvBuffers> Sim<A> {
@@ -394,6 +405,10 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             let Some(Reverse(d)) = self.queue.pop() else {
                 break;
             };
+            if !d.ce && self.chance(self.faults.coalesce) {
+                self.deliver_coalesced(d);
+                continue;
+            }
             self.counts.delivered += 1;
             self.counts.delivered_bytes += d.bytes.len() as u64;
             let now = self.now;
@@ -423,6 +438,49 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             }
         }
         true
+    }
+
+    /// Delivers `first` and the later datagrams of its flow due now as one
+    /// read of the receive offload ([`Faults::coalesce`]), cut back into
+    /// datagrams as the provider's bulk path cuts it.
+    fn deliver_coalesced(&mut self, first: InFlight) {
+        let seg = first.bytes.len();
+        let mut due = Vec::new();
+        while self.queue.peek().is_some_and(|Reverse(d)| d.at <= self.now) {
+            if let Some(Reverse(d)) = self.queue.pop() {
+                due.push(d);
+            }
+        }
+        let mut read = first.bytes.clone();
+        let mut joined = vec![first];
+        let mut rest = Vec::new();
+        let mut ended = false;
+        for d in due {
+            let same_flow = (d.src, d.dst) == (joined[0].src, joined[0].dst);
+            if !ended && same_flow && !d.ce && d.bytes.len() <= seg {
+                ended = d.bytes.len() < seg;
+                read.extend_from_slice(&d.bytes);
+                joined.push(d);
+            } else {
+                rest.push(d);
+            }
+        }
+        // The others wait for the next step at this same time, in order.
+        for d in rest {
+            self.queue.push(Reverse(d));
+        }
+        self.counts.joined += joined.len() as u64 - 1;
+        for d in &joined {
+            self.counts.delivered += 1;
+            self.counts.delivered_bytes += d.bytes.len() as u64;
+            self.attack(d);
+        }
+        let (src, dst, now) = (joined[0].src, joined[0].dst, self.now);
+        let node = &mut self.nodes[dst];
+        for datagram in crate::wire::bulk::Segments::new(&read, seg) {
+            node.engine
+                .handle_datagram(now, src, datagram, &mut node.app);
+        }
     }
 
     /// The adversary sees `d` and injects what it will, at once, straight

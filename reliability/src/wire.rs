@@ -13,6 +13,7 @@ pub use rma::{
     status,
 };
 pub mod auth;
+pub mod bulk;
 pub mod pack;
 
 pub use auth::HandshakeExt;

@@ -138,6 +138,14 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         Some(self.peers[self.peers.get(peer)?].describe())
     }
 
+    /// The UDP port where `peer` takes bulk datagrams, as its handshake
+    /// stated (PROTOCOL.md §2.5); `None` when it stated none or no session is
+    /// established.
+    pub fn peer_bulk_port(&self, peer: P) -> Option<u16> {
+        let port = self.peers[self.peers.get(peer)?].bulk_port();
+        (port != 0).then_some(port)
+    }
+
     /// Largest payload of one DATA packet with the configured MTU.
     pub fn max_payload(&self) -> usize {
         self.shared.cfg.mtu - self.shared.data_overhead

@@ -71,6 +71,7 @@ impl<P: Copy> Session<P> {
             m => m.clamp(MIN_MTU as u32, mtu),
         };
         self.peer_packs = features & crate::wire::pack::features::PACK != 0;
+        self.peer_bulk_port = crate::wire::bulk::features::port(features);
         self.conn = Conn::Established;
         self.keys = sh
             .auth

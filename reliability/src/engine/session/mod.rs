@@ -166,6 +166,9 @@ pub(crate) struct Session<P> {
     peer_mtu: u32,
     /// The peer accepts PACK datagrams (its HELLO/HELLO_ACK said so, §6.8).
     peer_packs: bool,
+    /// The UDP port where the peer takes bulk datagrams (its HELLO/HELLO_ACK
+    /// said so, §2.5); 0: none.
+    peer_bulk_port: u16,
     hello_retries: u32,
     /// TX: next sequence number to assign.
     next_seq: u32,
@@ -225,6 +228,7 @@ impl<P: Copy> Session<P> {
             remote_inc: 0,
             peer_mtu: cfg.mtu as u32,
             peer_packs: false,
+            peer_bulk_port: 0,
             hello_retries: 0,
             next_seq: 0,
             una: 0,
@@ -254,6 +258,15 @@ impl<P: Copy> Session<P> {
 
     pub(crate) fn is_idle(&self) -> bool {
         self.conn == Conn::Idle
+    }
+
+    /// The peer's bulk port (§2.5) while the session is established; 0: none.
+    pub(crate) fn bulk_port(&self) -> u16 {
+        if self.is_established() {
+            self.peer_bulk_port
+        } else {
+            0
+        }
     }
 
     pub(crate) fn is_established(&self) -> bool {

@@ -3,6 +3,7 @@
 
 mod acks;
 mod auth;
+mod bulk;
 mod congestion;
 mod direct;
 mod limits;
