@@ -31,6 +31,20 @@ pub enum ZeroCopy {
     Off,
 }
 
+/// Whether segments of large transfers take the kernel's UDP offloads
+/// (`xdp/port/bulk.rs`, PROTOCOL.md §2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkPath {
+    /// Where the endpoint's AF_XDP socket copies every frame (copy mode) or
+    /// it has none (kernel UDP path): there the kernel's 64 KiB batches
+    /// beat one frame at a time.
+    Auto,
+    /// Also in zero-copy mode.
+    On,
+    /// Never: every datagram through the endpoint's own port.
+    Off,
+}
+
 /// The provider's configuration, read from `FI_XDP_*` each time an object
 /// that needs it is created (so tests can vary it per process).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +130,10 @@ pub struct Config {
     /// long while its protocol has work (a retransmission, an ack) gets a
     /// pass from a helper thread (0 = never).
     pub progress_ms: u32,
+    /// Segments of large transfers through the kernel's UDP offloads.
+    pub bulk_path: BulkPath,
+    /// Transfers of at least this many bytes take the bulk path.
+    pub bulk_min: usize,
 }
 
 impl Default for Config {
@@ -151,6 +169,8 @@ impl Default for Config {
             ecn: true,
             pack: true,
             progress_ms: 10,
+            bulk_path: BulkPath::Auto,
+            bulk_min: DEFAULT_BULK_MIN,
         }
     }
 }
@@ -163,6 +183,10 @@ struct ParamDef {
 
 /// The largest UMEM group `FI_XDP_QUEUE_MEMBERS` may ask for (the group
 /// file's member table).
+/// Smallest transfer whose segments take the bulk path by default
+/// (`FI_XDP_BULK_MIN`); see docs/performance.md for the sweep behind it.
+pub const DEFAULT_BULK_MIN: usize = 16 << 10;
+
 pub const MAX_QUEUE_MEMBERS: u32 = ofi_xdp_link::group::MAX_MEMBERS as u32;
 
 const PARAMS: &[ParamDef] = &[
@@ -303,6 +327,16 @@ const PARAMS: &[ParamDef] = &[
         name: c"progress_ms",
         ty: FI_PARAM_INT,
         help: c"When the application has not called into the provider for this long while a retransmission or acknowledgement is due, a helper thread makes the progress (default: 10; 0 = only the application's calls progress)",
+    },
+    ParamDef {
+        name: c"bulk_path",
+        ty: FI_PARAM_STRING,
+        help: c"Segments of large messages, RMA writes and reads (FI_XDP_BULK_MIN bytes and more) to other hosts go through the kernel's UDP segmentation and receive offloads (64 KiB per system call) instead of one AF_XDP frame each: auto (where AF_XDP runs in copy mode or not at all), on, off (default: auto)",
+    },
+    ParamDef {
+        name: c"bulk_min",
+        ty: FI_PARAM_SIZE_T,
+        help: c"Smallest transfer, in bytes, whose segments take the bulk path (default: 16384)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -541,6 +575,17 @@ impl Config {
         }
         if let Some(v) = get_bool(c"pack") {
             c.pack = v;
+        }
+        if let Some(s) = get_str(c"bulk_path") {
+            match s.to_ascii_lowercase().as_str() {
+                "auto" => c.bulk_path = BulkPath::Auto,
+                "on" | "1" | "yes" => c.bulk_path = BulkPath::On,
+                "off" | "0" | "no" => c.bulk_path = BulkPath::Off,
+                _ => warn("BULK_PATH", &s),
+            }
+        }
+        if let Some(n) = get_size(c"bulk_min") {
+            c.bulk_min = n;
         }
         if let Some(n) = get_int(c"progress_ms") {
             match u32::try_from(n) {

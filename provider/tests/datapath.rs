@@ -81,6 +81,11 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
     let pair = HostPair::new().unwrap();
     let mut a = open(&pair.a, ep_type, 11);
     let mut b = open(&pair.b, ep_type, 22);
+    send_and_check(&mut a, &mut b, len, inject);
+}
+
+/// Sends `len` bytes from `a` to `b` and checks they arrived intact, from `a`.
+fn send_and_check(a: &mut Side, b: &mut Side, len: usize, inject: bool) {
     let mut rbuf = vec![0u8; len + 16];
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
     // An injected send's buffer is the caller's again once the post returns.
@@ -121,7 +126,7 @@ fn exchange_with(ep_type: i32, len: usize, inject: bool) {
     };
     let t0 = Instant::now();
     while !done(&got) {
-        for s in [&mut a, &mut b] {
+        for s in [&mut *a, &mut *b] {
             s.dp.progress(&mut |c| got.push(c));
         }
         assert!(
@@ -156,6 +161,73 @@ fn rdm_large_message() {
 #[test]
 fn rdm_inject() {
     exchange_with(FI_EP_RDM, 64, true);
+}
+
+/// Counter `name` of `side`'s statistics file (endpoints publish them every
+/// 10 ms of progress).
+fn published(side: &mut Side, name: &str) -> u64 {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(30) {
+        side.dp.progress(&mut |_| {});
+    }
+    let address = side.addr.socket_addr().to_string();
+    ofi_xdp_epstats::read_dir(std::path::Path::new(ofi_xdp_epstats::DEFAULT_DIR))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.pid == std::process::id() && e.identity.address == address)
+        .and_then(|e| e.value(name))
+        .unwrap()
+}
+
+/// On veth AF_XDP copies every frame: the segments of transfers of
+/// `FI_XDP_BULK_MIN` bytes and more go to the receiver's bulk port in
+/// batches through the kernel's UDP offloads (PROTOCOL.md §2.5), smaller
+/// messages through AF_XDP; `FI_XDP_BULK_PATH=off` keeps all on AF_XDP.
+#[test]
+fn rdm_large_messages_take_the_bulk_path_in_copy_mode() {
+    use xdp_fi::params::BulkPath;
+    for (path, bulk) in [(BulkPath::Auto, true), (BulkPath::Off, false)] {
+        let pair = HostPair::new().unwrap();
+        let cfg = Config {
+            bulk_path: path,
+            ..Config::default()
+        };
+        let mut a = open_with(&pair.a, FI_EP_RDM, 11, cfg.clone());
+        let mut b = open_with(&pair.b, FI_EP_RDM, 22, cfg.clone());
+        let small_tx = published(&mut a, "link_tx_packets");
+        for len in [64, 1 << 20, 100_003, cfg.bulk_min, cfg.bulk_min - 1] {
+            send_and_check(&mut a, &mut b, len, false);
+        }
+        let through_xsk = published(&mut a, "link_tx_packets") - small_tx;
+        let (tx, sends) = (
+            published(&mut a, "bulk_tx"),
+            published(&mut a, "bulk_tx_sends"),
+        );
+        let (rx, reads) = (
+            published(&mut b, "bulk_rx"),
+            published(&mut b, "bulk_rx_reads"),
+        );
+        let report = format!(
+            "{path:?}: {tx} bulk datagrams sent in {sends} sends, {rx} received in {reads} \
+             reads, {through_xsk} through AF_XDP"
+        );
+        println!("{report}");
+        if bulk {
+            // 1 MiB + 100,003 B + 16 KiB in 1,404-byte segments, each
+            // retransmission counted again.
+            assert!(
+                tx > ((1 << 20) + 100_003 + cfg.bulk_min as u64) / 1404,
+                "{report}"
+            );
+            assert!(rx >= tx * 9 / 10 && rx <= tx, "{report}");
+            assert!(sends * 8 < tx && reads * 4 < rx, "not batched: {report}");
+            // The small messages, the message just below the threshold and
+            // the handshake went through AF_XDP.
+            assert!(through_xsk > 12, "{report}");
+        } else {
+            assert_eq!((tx, rx), (0, 0), "{report}");
+        }
+    }
 }
 
 #[test]

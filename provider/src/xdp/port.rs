@@ -28,6 +28,10 @@
 //!   socket alone: slower, but the same protocol and wire format, and its
 //!   port is not steered, so the kernel delivers its datagrams.
 //!   FI_XDP_KERNEL_PATH=1 asks for that.
+//! - **The bulk path** (`bulk`): segments of large transfers to other
+//!   hosts go in 64 KiB batches through the kernel's UDP offloads, to a
+//!   second socket of the peer that the steering program leaves to the
+//!   kernel (PROTOCOL.md §2.5), where AF_XDP would copy frame by frame.
 //! - **Shared memory** (`local`) carries the engine's datagrams (RDM,
 //!   MSG) to and from peers on this host whose area we can open; the
 //!   kernel socket stays for the others (FI_XDP_LOCAL_SHM=0: for all).
@@ -46,15 +50,18 @@ use ofi_xdp_link::{IfAddrKind, Link, LinkAddr, LinkError, LinkStats, TxFrame};
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
 use crate::datapath::OpenArgs;
-use crate::params::AttachMode;
+use crate::params::{AttachMode, BulkPath};
 use crate::sys::*;
 use crate::wait::Epoll;
 use crate::xdp_warn;
 
+mod bulk;
 mod kernel;
 pub(super) mod local;
 mod open;
 
+use bulk::Bulk;
+pub use bulk::BulkCounts;
 use kernel::*;
 use local::LocalPath;
 use open::XskError::{Busy, Failed};
@@ -247,6 +254,8 @@ pub struct PathCounts {
     /// Direct messages in our rings that we did not take (malformed, or
     /// sent while we took none): dropped.
     pub direct_refused: u64,
+    /// The bulk path's datagrams and system calls.
+    pub bulk: BulkCounts,
 }
 
 /// What came in for an endpoint.
@@ -294,6 +303,9 @@ pub struct Port {
     /// Rings in shared memory to and from peers on this host (engine
     /// endpoints only).
     local: Option<LocalPath>,
+    /// Segments of large transfers through the kernel's UDP offloads
+    /// (engine endpoints, where `FI_XDP_BULK_PATH` says so).
+    bulk: Option<Bulk>,
     /// Every address of this host (network namespace): peers there are
     /// reached through shared memory or the kernel socket.
     local_ips: Vec<IpAddr>,
@@ -399,10 +411,32 @@ impl Port {
         } else {
             None
         };
+        let copies = xsk
+            .as_ref()
+            .is_none_or(|x| x.link.bind_mode() == ofi_xdp_link::BindMode::Copy);
+        let wants_bulk = match args.cfg.bulk_path {
+            BulkPath::Auto => copies,
+            BulkPath::On => true,
+            BulkPath::Off => false,
+        };
+        let bulk = if args.reliable() && wants_bulk {
+            Bulk::open(args.local.ip)
+                .inspect_err(|e| {
+                    xdp_warn!(
+                        FI_LOG_EP_CTRL,
+                        "bulk socket on {}: {e}; large transfers take the endpoint's own port",
+                        args.local.ip
+                    )
+                })
+                .ok()
+        } else {
+            None
+        };
         Ok(Port {
             xsk,
             udp,
             local,
+            bulk,
             local_ips,
             max_payload,
             macs: HashMap::new(),
@@ -429,7 +463,57 @@ impl Port {
             c.shm_malformed = l.malformed;
             c.shm_ring_full = l.ring_full;
         }
+        if let Some(b) = &self.bulk {
+            c.bulk = b.counts();
+        }
         c
+    }
+
+    /// The UDP port where peers may send us bulk datagrams (PROTOCOL.md
+    /// §2.5), 0 without the bulk path: the engine states it in its
+    /// handshake.
+    pub fn bulk_port(&self) -> u16 {
+        self.bulk.as_ref().map_or(0, Bulk::port)
+    }
+
+    /// Whether we send bulk datagrams to peers that take them.
+    pub fn sends_bulk(&self) -> bool {
+        self.bulk.is_some()
+    }
+
+    /// Sends the datagram in the first `len` bytes of `b` to the bulk port
+    /// `bulk_port` of `to` (batched: it leaves at the next [`Port::flush`]
+    /// at the latest) and gives `b` back. A peer on this host takes the
+    /// ordinary way ([`Port::send`]): shared memory beats any socket.
+    pub fn send_bulk(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        bulk_port: u16,
+        len: usize,
+    ) -> std::result::Result<(), LinkError> {
+        if self.bulk.is_none() || self.is_local(&to.ip) {
+            return self.send(b, to, len);
+        }
+        let Port {
+            xsk,
+            scratch,
+            udp,
+            bulk,
+            ..
+        } = self;
+        let buf = match (b, &mut *xsk) {
+            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
+            _ => Some(&mut scratch[..]),
+        };
+        let r = match (buf.and_then(|buf| buf.get(..len)), bulk.as_mut()) {
+            (Some(d), Some(bulk)) => {
+                bulk.send(udp, SocketAddr::new(to.ip, bulk_port), to.socket_addr(), d)
+            }
+            _ => Err(LinkError::NoTxFrame),
+        };
+        self.release_tx(b);
+        r
     }
 
     /// Called before the endpoint's wait fd is slept on: publishes that in
@@ -498,6 +582,7 @@ impl Port {
         out.extend(self.xsk.as_ref().map(|x| x.link.fd()));
         out.push(self.udp.as_raw_fd());
         out.extend(self.local.as_ref().map(LocalPath::fd));
+        out.extend(self.bulk.as_ref().map(Bulk::fd));
     }
 
     /// The local senders writing to our shared-memory area (`None`
@@ -692,6 +777,17 @@ impl Port {
     /// Frames still in flight are reaped then, or by `alloc_tx` when no
     /// frame is free.
     pub fn flush(&mut self) -> std::result::Result<(), LinkError> {
+        let bulk = match self.bulk.as_mut() {
+            Some(b) => b.flush(&self.udp),
+            None => Ok(()),
+        };
+        self.kick()?;
+        bulk
+    }
+
+    /// [`Port::flush`] but for the bulk path's batch, which fills on: what a
+    /// transmit loop calls every few datagrams.
+    pub fn kick(&mut self) -> std::result::Result<(), LinkError> {
         self.flush_local();
         let Some(x) = self.xsk.as_mut() else {
             return Ok(());
@@ -792,10 +888,23 @@ impl Port {
         self.pass = self.pass.wrapping_add(1);
         // With shared memory or AF_XDP carrying the traffic, the kernel
         // socket is polled now and then only (a system call each time).
+        let now_and_then = self.pass.is_multiple_of(KERNEL_POLL_EVERY);
+        if let Some(b) = self.bulk.as_mut()
+            && b.due(woke || now_and_then)
+        {
+            b.recv(max, |from, d| {
+                let one = [d];
+                let a = Arrival::Datagram {
+                    pieces: &one,
+                    ce: false,
+                };
+                f(sender(from.ip(), from.port(), None), a);
+            });
+        }
         let poll_kernel = (self.xsk.is_none() && self.local.is_none())
             || woke
             || self.kernel_busy > 0
-            || self.pass.is_multiple_of(KERNEL_POLL_EVERY);
+            || now_and_then;
         if !poll_kernel {
             return;
         }
@@ -857,7 +966,11 @@ impl Port {
         }
         for _ in 0..64 {
             match read_refused(&self.udp) {
-                Ok(Some(sa)) => f(sa),
+                Ok(Some(sa)) => f(self
+                    .bulk
+                    .as_ref()
+                    .and_then(|b| b.peer_of(&sa))
+                    .unwrap_or(sa)),
                 Ok(None) => continue,
                 Err(_) => return,
             }
@@ -921,6 +1034,17 @@ impl Port {
                 ", {} through shared memory from this host ({} sent, {} malformed, {} ring full, \
                  {} chunks of peers' pulls copied for them, {} direct messages refused)",
                 l.rx, l.tx, l.malformed, l.ring_full, l.helped, c.direct_refused
+            ));
+        }
+        if let Some(b) = &self.bulk {
+            let b = b.counts();
+            kernel.push_str(&format!(
+                ", bulk path on port {}: {} datagrams received in {} reads, {} sent in {} sends",
+                self.bulk_port(),
+                b.rx_datagrams,
+                b.rx_reads,
+                b.tx_datagrams,
+                b.tx_sends
             ));
         }
         match self.xsk.as_mut() {

@@ -108,8 +108,9 @@ impl Published {
 /// UDP path), then what its kernel UDP socket received: from this host, and
 /// from other hosts (on the AF_XDP path: datagrams that arrived on another
 /// receive queue than the socket's), then what shared memory carried to and
-/// from peers on this host.
-const LINK_COUNTERS: [&str; 13] = [
+/// from peers on this host, then the bulk path's datagrams and the reads
+/// and sends that carried them (`port/bulk.rs`).
+const LINK_COUNTERS: [&str; 17] = [
     "link_rx_packets",
     "link_tx_packets",
     "link_rx_malformed",
@@ -123,6 +124,10 @@ const LINK_COUNTERS: [&str; 13] = [
     "shm_tx",
     "shm_rx_malformed",
     "shm_tx_ring_full",
+    "bulk_rx",
+    "bulk_rx_reads",
+    "bulk_tx",
+    "bulk_tx_sends",
 ];
 
 fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len()] {
@@ -151,6 +156,10 @@ fn link_values(l: Option<&LinkStats>, c: PathCounts) -> [u64; LINK_COUNTERS.len(
         c.shm_tx,
         c.shm_malformed,
         c.shm_ring_full,
+        c.bulk.rx_datagrams,
+        c.bulk.rx_reads,
+        c.bulk.tx_datagrams,
+        c.bulk.tx_sends,
     ]
 }
 
@@ -197,6 +206,10 @@ pub const RDM_COUNTERS: [&str; 27 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[10],
     LINK_COUNTERS[11],
     LINK_COUNTERS[12],
+    LINK_COUNTERS[13],
+    LINK_COUNTERS[14],
+    LINK_COUNTERS[15],
+    LINK_COUNTERS[16],
 ];
 
 /// Which of [`RDM_COUNTERS`] are levels rather than counts.
@@ -260,6 +273,10 @@ pub const DGRAM_COUNTERS: [&str; 1 + LINK_COUNTERS.len()] = [
     LINK_COUNTERS[10],
     LINK_COUNTERS[11],
     LINK_COUNTERS[12],
+    LINK_COUNTERS[13],
+    LINK_COUNTERS[14],
+    LINK_COUNTERS[15],
+    LINK_COUNTERS[16],
 ];
 
 /// The values of [`DGRAM_COUNTERS`], in order.

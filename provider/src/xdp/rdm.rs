@@ -104,6 +104,9 @@ pub struct Rdm {
     /// Direct messages with peers on this host (FI_XDP_LOCAL_DIRECT,
     /// PROTOCOL.md §6.9).
     direct: Direct,
+    /// Transfers of at least this many bytes go to peers' bulk ports
+    /// (PROTOCOL.md §2.5); 0: our port sends none.
+    bulk_min: u32,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -210,6 +213,7 @@ impl Rdm {
             rx_capacity: port.rx_capacity().unwrap_or(0),
             cc_delay_floor: rel::Nanos::from_micros(u64::from(args.cfg.cc_delay_us)),
             pack: args.cfg.pack,
+            bulk_port: port.bulk_port(),
             ..rel::Config::default()
         };
         if cfg.auth.is_some() {
@@ -240,6 +244,10 @@ impl Rdm {
             .local_writers()
             .filter(|_| args.cfg.local_cma)
             .and_then(|w| Cma::new(w, args.cfg.local_shared_pull));
+        let bulk_min = match port.sends_bulk() {
+            true => u32::try_from(args.cfg.bulk_min.max(1)).unwrap_or(u32::MAX),
+            false => 0,
+        };
         let mut rdm = Rdm {
             port,
             engine: Engine::new(cfg),
@@ -260,6 +268,7 @@ impl Rdm {
             published,
             cma,
             direct,
+            bulk_min,
         };
         rdm.offer_direct();
         rdm
@@ -294,12 +303,13 @@ impl Rdm {
                 memory,
                 self_key,
                 cma,
+                bulk_min,
                 ..
             } = self;
             for n in 0..TX_BATCH {
                 if n > 0
                     && n % KICK_EVERY == 0
-                    && let Err(e) = port.flush()
+                    && let Err(e) = port.kick()
                 {
                     xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
                 }
@@ -334,10 +344,24 @@ impl Rdm {
                     port.release_tx(buf);
                     continue;
                 };
+                let mut bulk_port = None;
                 if let Some(b) = port.tx_payload_mut(buf) {
                     trace("tx", t.dst, &b[..t.len]);
+                    // Every segment of a large transfer, retransmissions
+                    // too (PROTOCOL.md §2.5): one path per transfer keeps
+                    // its segments in order.
+                    if *bulk_min > 0
+                        && rel::wire::bulk::transfer_len(&b[..t.len])
+                            .is_some_and(|n| n >= *bulk_min)
+                    {
+                        bulk_port = engine.peer_bulk_port(t.dst);
+                    }
                 }
-                match port.send(buf, &to, t.len) {
+                let sent = match bulk_port {
+                    Some(p) => port.send_bulk(buf, &to, p, t.len),
+                    None => port.send(buf, &to, t.len),
+                };
+                match sent {
                     // No room (ring or socket buffer full) or no MAC yet:
                     // lost like a dropped packet, the engine retransmits.
                     Ok(()) | Err(LinkError::TxRingFull | LinkError::NoTxFrame) => {}
