@@ -722,7 +722,7 @@ impl Port {
             _ => &mut scratch[..],
         };
         let payload = buf.get(..len).ok_or(LinkError::NoTxFrame)?;
-        match udp.send_to(payload, to.socket_addr()) {
+        match retry_icmp_errors(|| udp.send_to(payload, to.socket_addr())) {
             Ok(_) => Ok(()),
             // Socket buffer full: lost like a dropped frame.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(LinkError::TxRingFull),

@@ -87,7 +87,13 @@ impl Segment {
 
     /// A raw socket on host `i`'s bridge port: it sees every frame to and
     /// from host `i` (a port mirror), and a frame sent through it reaches
-    /// host `i` as if from the segment.
+    /// host `i` as if from the segment. The frames it sees are those a
+    /// wire would carry: the port cuts the kernel's segmentation-offload
+    /// batches (UDP `UDP_SEGMENT` sends, TCP) into frames of the MTU and
+    /// completes their checksums before they pass the mirror, as a NIC
+    /// would before they reach the switch (veth otherwise leaves both to
+    /// an offload that never runs, and a copy of such a frame is dropped by
+    /// the kernel it is sent to).
     pub fn tap(&self, i: usize) -> io::Result<crate::RawPort> {
         let letter = self.hosts.get(i).and_then(|h| h.ifname().chars().last());
         let Some(letter) = letter else {
@@ -95,6 +101,16 @@ impl Segment {
         };
         let base = self.hosts[i].ifname();
         let port = format!("{}{}", &base[..base.len() - 1], letter.to_ascii_uppercase());
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.bridge_ns, "ethtool", "-K", &port])
+            .args(["tx", "off", "tx-udp-segmentation", "off", "tso", "off"])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -K {port} tx off tx-udp-segmentation off tso off: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
         Ok(crate::RawPort::open(&self.bridge_ns, &port)?.seeing_outgoing())
     }
 

@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability::wire::bulk::Segments;
 
-use super::kernel::grow_receive_buffer;
+use super::kernel::{grow_receive_buffer, retry_icmp_errors};
 use crate::sys::FI_LOG_EP_DATA;
 use crate::xdp_warn;
 
@@ -181,7 +181,7 @@ impl Bulk {
             return Ok(());
         }
         let r = if self.gso || self.tx.count == 1 {
-            match send_segments(udp, &self.tx) {
+            match retry_icmp_errors(|| send_segments(udp, &self.tx)) {
                 // The route's device cannot take the offload (no checksum
                 // offload, IPsec: udp_send_skb's -EIO): one send per
                 // datagram from now on.
@@ -219,7 +219,7 @@ impl Bulk {
             return Ok(());
         };
         for d in Segments::new(&self.tx.buf, self.tx.seg) {
-            udp.send_to(d, to)?;
+            retry_icmp_errors(|| udp.send_to(d, to))?;
             self.counts.tx_sends += 1;
         }
         Ok(())

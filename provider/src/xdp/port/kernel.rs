@@ -88,6 +88,33 @@ pub(super) fn report_icmp_errors(udp: &UdpSocket, v6: bool) {
     }
 }
 
+/// Runs one send on the kernel UDP socket, again (a few times) while it
+/// fails with an error an ICMP message left pending on the socket: with
+/// IP_RECVERR the kernel also reports each such error to the next call
+/// that sends (ip(7)), failing it unsent, so that a flood of forged port
+/// unreachables would fail every send. The failed call consumed the error
+/// (the copy on the error queue stays for [`read_refused`]), so the next
+/// try goes out unless another came meanwhile. A peer that is really gone
+/// is found as before: no acknowledgement, then the error queue.
+pub(super) fn retry_icmp_errors<T>(mut send: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    const TRIES: usize = 4;
+    let mut r = send();
+    for _ in 1..TRIES {
+        match &r {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
+                ) =>
+            {
+                r = send();
+            }
+            _ => break,
+        }
+    }
+    r
+}
+
 /// One entry of the socket's error queue: `Ok(Some(dst))` for a port
 /// unreachable (ECONNREFUSED) about a datagram to `dst`, `Ok(None)` for
 /// another error, `Err` when the queue is empty.
