@@ -9,7 +9,8 @@
 //! - `provider-bench` — the provider's latency and bandwidth beside `tcp`, `udp;ofi_rxd` and
 //!   the raw link floor, with the ratios the targets compare.
 //! - `stream-bench` — streaming bandwidth and message rate with a window of messages in flight,
-//!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000.
+//!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000; RMA writes and reads
+//!   too with `--ops tagged,write,read`.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
 //! - `local-bench` — two processes on one host: `xdp` (shared memory) beside `shm`, `tcp`,
@@ -76,7 +77,8 @@ enum Command {
     ProviderBench(compare::BenchOpts),
     /// Streaming bandwidth (a window of tagged messages in flight, as fi_rdm_tagged_bw) and
     /// 64 B message rate of xdp beside tcp, udp;ofi_rxd and the raw link, at MTU 1500 and
-    /// 9000; tables, ratios, SVG plots and a CSV
+    /// 9000; RMA writes and reads too with `--ops tagged,write,read` (as fi_rma_bw); tables,
+    /// ratios, SVG plots and a CSV
     StreamBench(stream::Opts),
     /// Where a 64 B ping-pong's userspace time goes, in cycles per step (a provider built with
     /// the probes feature: cargo xtask bench latency-path)

@@ -2,7 +2,9 @@
 //! flight between two test hosts, every message's contents verified by the receiver, over the
 //! `xdp` provider and — as the reference the benchmark compares with — `tcp`, at MTU 1500 and
 //! 9000. A window of 1 MiB messages is the streaming case a ping-pong never exercises: many
-//! rendezvous transfers in flight at once, received in posting order.
+//! rendezvous transfers in flight at once, received in posting order. The RMA mode
+//! (`--ops write,read`) is checked the same way at MTU 1500: what the initiator wrote is what
+//! the target holds, and what it read is the target's pattern.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -68,5 +70,52 @@ fn windows_of_messages_arrive_whole_and_in_order_at_both_mtus() {
         let rows = stdout.lines().filter(|l| l.starts_with(row)).count();
         assert_eq!(rows, 2, "{row}:\n{stdout}");
     }
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+fn rma_writes_and_reads_move_the_data_they_say() {
+    let out_dir = std::env::temp_dir().join(format!("ofi-xdp-stream-rma-{}", std::process::id()));
+    let out = Command::new(EXE)
+        .args(["stream-bench", "--check", "--rounds", "1", "--mtus", "1500"])
+        .args(["--providers", "xdp,tcp", "--ops", "write,read"])
+        // A few messages each: a window of 4 puts every write and read in a slot of its own.
+        .args(["--sizes", "4096,1048576", "--windows", "4"])
+        .args(["--mib-per-run", "1", "--no-link"])
+        .arg("--out")
+        .arg(&out_dir)
+        .env("FI_PROVIDER_PATH", provider_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("fi_rma_bw -o write"), "{stdout}");
+    for op in ["write", "read"] {
+        for size in ["4 KiB", "1 MiB"] {
+            let row = format!("{op} {size} w4 ");
+            let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with(&row)).collect();
+            assert_eq!(rows.len(), 1, "{row}:\n{stdout}");
+            // A figure for both providers ("-" where a run failed).
+            assert_eq!(rows[0].matches('[').count(), 2, "{row}:\n{stdout}");
+        }
+    }
+    assert!(!stdout.contains("64 B w64"), "{stdout}");
+    let csv = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().extension().is_some_and(|x| x == "csv"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.ends_with(",write")).count(),
+        4,
+        "{csv}"
+    );
+    assert_eq!(
+        csv.lines().filter(|l| l.ends_with(",read")).count(),
+        4,
+        "{csv}"
+    );
     let _ = std::fs::remove_dir_all(&out_dir);
 }

@@ -2,6 +2,8 @@
 //! of tagged messages in flight, with the semantics of libfabric's `fi_rdm_tagged_bw` (see
 //! `stream_bw.c`) — for `xdp`, `tcp` and `udp;ofi_rxd`, beside the raw AF_XDP link's one-way
 //! packet rate, at MTU 1500 and 9000, in alternating rounds between the same two test hosts.
+//! With `--ops write,read` the same cases also run as windows of RMA writes and reads, with the
+//! semantics of `fi_rma_bw -o write` / `-o read`.
 //!
 //! The machines are shared and noisy: every ratio is taken within a round (both sides measured
 //! seconds apart) and the median over rounds is reported with its range, as `provider-bench`
@@ -39,19 +41,48 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 const CONTROL_PORT_BASE: u16 = 47_610;
 const CONTROL_PORTS: u16 = 200;
 
-/// One measured case: message size and window (messages in flight).
+/// How a case moves its data (`stream_bw.c`'s `-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Op {
+    /// Tagged messages, as `fi_rdm_tagged_bw` sends them.
+    Tagged,
+    /// RMA writes into the receiver's registered buffer, as `fi_rma_bw -o write`.
+    Write,
+    /// RMA reads from the receiver's registered buffer, as `fi_rma_bw -o read`.
+    Read,
+}
+
+impl Op {
+    /// The name `stream_bw.c`'s `-o` takes and the CSV carries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Tagged => "tagged",
+            Op::Write => "write",
+            Op::Read => "read",
+        }
+    }
+}
+
+/// One measured case: operation, message size and window (messages in flight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Case {
+    pub op: Op,
     pub bytes: usize,
     pub window: u32,
 }
 
 impl Case {
-    /// The message-rate case: 64 B, a window of 64.
-    pub const RATE: Case = Case {
-        bytes: 64,
-        window: 64,
-    };
+    /// The message-rate case: 64 B tagged messages, a window of 64.
+    pub const RATE: Case = Case::tagged(64, 64);
+
+    /// A case of tagged messages.
+    pub const fn tagged(bytes: usize, window: u32) -> Case {
+        Case {
+            op: Op::Tagged,
+            bytes,
+            window,
+        }
+    }
 
     /// Messages of one run of `mib` mebibytes' worth.
     fn iterations(self, mib: usize) -> usize {
@@ -62,18 +93,33 @@ impl Case {
         ((mib << 20) / self.bytes).max(window * MIN_WINDOWS)
     }
 
+    /// "1 MiB w16" for tagged messages, "write 1 MiB w16" for RMA.
     pub fn label(self) -> String {
-        format!("{} w{}", fmt_bytes(self.bytes), self.window)
+        let sized = format!("{} w{}", fmt_bytes(self.bytes), self.window);
+        match self.op {
+            Op::Tagged => sized,
+            op => format!("{} {sized}", op.name()),
+        }
     }
 }
 
-/// The bandwidth cases: every size with every window, then the message-rate case.
-pub fn cases(sizes: &[usize], windows: &[u32]) -> Vec<Case> {
-    let mut out: Vec<Case> = sizes
-        .iter()
-        .flat_map(|&bytes| windows.iter().map(move |&window| Case { bytes, window }))
-        .collect();
-    out.push(Case::RATE);
+/// The bandwidth cases: for every operation (in the order given, each once) every size with
+/// every window, then — when tagged messages are among them — the message-rate case.
+pub fn cases(ops: &[Op], sizes: &[usize], windows: &[u32]) -> Vec<Case> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for &op in ops {
+        if seen.contains(&op) {
+            continue;
+        }
+        seen.push(op);
+        for &bytes in sizes {
+            out.extend(windows.iter().map(|&window| Case { op, bytes, window }));
+        }
+    }
+    if seen.contains(&Op::Tagged) {
+        out.push(Case::RATE);
+    }
     out
 }
 
@@ -129,6 +175,10 @@ pub struct Opts {
     /// Messages in flight (comma-separated)
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     windows: Vec<u32>,
+    /// Operations (comma-separated), each its own set of cases in the same rounds: `tagged`
+    /// messages (fi_rdm_tagged_bw), RMA `write` and `read` (fi_rma_bw -o write / -o read)
+    #[arg(long, value_delimiter = ',', default_value = "tagged")]
+    ops: Vec<Op>,
     /// Where the SVG plots and the CSV go
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
@@ -169,7 +219,7 @@ pub fn main(o: &Opts) -> Result<(), String> {
     let cases = if o.only_rate {
         vec![Case::RATE]
     } else {
-        cases(&sizes, &windows)
+        cases(&o.ops, &sizes, &windows)
     };
 
     let mut all = Vec::new();
@@ -258,7 +308,8 @@ impl Tool {
         CONTROL_PORT_BASE + n
     }
 
-    /// One run: the receiver in `pair.a`, the sender in `pair.b`; the sender's figures.
+    /// One run: the receiver (RMA target) in `pair.a`, the sender (RMA initiator) in
+    /// `pair.b`; the sender's figures.
     /// `spec` is a provider name, optionally followed by `:NAME=VALUE+NAME=VALUE…`,
     /// environment settings for both processes.
     fn run(&self, pair: &HostPair, spec: &str, case: Case) -> Result<Sample, String> {
@@ -266,11 +317,14 @@ impl Tool {
         let port = self.port().to_string();
         let (bytes, window) = (case.bytes.to_string(), case.window.to_string());
         let iters = case.iterations(self.mib).to_string();
+        // Tagged runs keep the program's default, so their command line is as it always was.
+        let op = (case.op != Op::Tagged).then_some(["-o", case.op.name()]);
         let command = |host: &ofi_xdp_testhosts::Host| {
             let mut cmd = host.command(&self.prog.exe);
             cmd.args(["-p", provider, "-S", &bytes, "-W", &window, "-I", &iters])
                 .args(["-P", &port])
                 .args(self.check.then_some("-c"))
+                .args(op.iter().flatten())
                 .envs(env.iter().copied())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -375,27 +429,36 @@ mod tests {
 
     #[test]
     fn every_size_with_every_window_then_the_rate_case() {
-        let c = cases(&[4096, 1 << 20], &[1, 16]);
+        let c = cases(&[Op::Tagged], &[4096, 1 << 20], &[1, 16]);
         assert_eq!(c.len(), 5);
-        assert_eq!(
-            c[1],
-            Case {
-                bytes: 4096,
-                window: 16
-            }
-        );
+        assert_eq!(c[1], Case::tagged(4096, 16));
         assert_eq!(c[4], Case::RATE);
         assert_eq!(c[2].label(), "1 MiB w1");
     }
 
     #[test]
+    fn every_op_is_a_set_of_cases_and_the_rate_case_is_tagged() {
+        let c = cases(
+            &[Op::Write, Op::Tagged, Op::Write, Op::Read],
+            &[1 << 20],
+            &[16],
+        );
+        let labels: Vec<String> = c.iter().map(|c| c.label()).collect();
+        assert_eq!(
+            labels,
+            ["write 1 MiB w16", "1 MiB w16", "read 1 MiB w16", "64 B w64"]
+        );
+        let rma = cases(&[Op::Write, Op::Read], &[4096], &[1]);
+        assert!(!rma.contains(&Case::RATE));
+        assert_eq!(rma.len(), 2);
+    }
+
+    #[test]
     fn runs_move_enough_data_in_whole_windows() {
-        let big = Case {
-            bytes: 1 << 20,
-            window: 64,
-        };
+        let big = Case::tagged(1 << 20, 64);
         assert_eq!(big.iterations(48), 64 * MIN_WINDOWS);
         let small = Case {
+            op: Op::Read,
             bytes: 4096,
             window: 1,
         };

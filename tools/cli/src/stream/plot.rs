@@ -1,12 +1,12 @@
 //! An SVG plot of the stream benchmark: message size on a log₂ x axis, bandwidth (median over
 //! rounds) on y, one colour per provider, one dash pattern per window, and the raw link's
 //! one-way payload rate as a grey line — drawn by hand, as a handful of lines needs no plotting
-//! library.
+//! library. Tagged messages only: RMA cases (`--ops write,read`) are in the table and the CSV.
 
 use std::fmt::Write;
 
 use super::table::{Results, finite};
-use super::{Case, fmt_bytes};
+use super::{Case, Op, fmt_bytes};
 use crate::stats::median;
 
 const WIDTH: f64 = 760.0;
@@ -33,7 +33,7 @@ pub fn bandwidth(r: &Results) -> String {
         let mut s: Vec<usize> = r
             .cases
             .iter()
-            .filter(|&&c| c != Case::RATE)
+            .filter(|&&c| c.op == Op::Tagged && c != Case::RATE)
             .map(|c| c.bytes)
             .collect();
         s.sort_unstable();
@@ -44,7 +44,7 @@ pub fn bandwidth(r: &Results) -> String {
         let mut w: Vec<u32> = r
             .cases
             .iter()
-            .filter(|&&c| c != Case::RATE)
+            .filter(|&&c| c.op == Op::Tagged && c != Case::RATE)
             .map(|c| c.window)
             .collect();
         w.sort_unstable();
@@ -58,7 +58,7 @@ pub fn bandwidth(r: &Results) -> String {
             let points = sizes
                 .iter()
                 .filter_map(|&bytes| {
-                    let m = median(&finite(&r.mb_per_s(p, Case { bytes, window })))?;
+                    let m = median(&finite(&r.mb_per_s(p, Case::tagged(bytes, window))))?;
                     Some((bytes, m))
                 })
                 .collect();
@@ -194,13 +194,11 @@ mod tests {
     #[test]
     fn draws_one_line_per_provider_and_window_and_the_link() {
         let cases = [
+            Case::tagged(4096, 1),
+            Case::tagged(1 << 20, 1),
             Case {
-                bytes: 4096,
-                window: 1,
-            },
-            Case {
-                bytes: 1 << 20,
-                window: 1,
+                op: Op::Write,
+                ..Case::tagged(1 << 20, 1)
             },
             Case::RATE,
         ];

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{Case, Sample, udp_payload};
+use super::{Case, Op, Sample, udp_payload};
 use crate::stats::{ratios, spread};
 
-pub const CSV_HEADER: &str = "mtu,round,path,bytes,window,mb_per_s,msgs_per_s\n";
+pub const CSV_HEADER: &str = "mtu,round,path,bytes,window,mb_per_s,msgs_per_s,op\n";
 
 /// All figures of one MTU.
 pub struct Results {
@@ -74,30 +74,63 @@ impl Results {
             .collect()
     }
 
+    /// The operations measured, each once, in the order of the cases.
+    fn ops(&self) -> Vec<Op> {
+        let mut ops: Vec<Op> = Vec::new();
+        for c in &self.cases {
+            if !ops.contains(&c.op) {
+                ops.push(c.op);
+            }
+        }
+        ops
+    }
+
+    /// What the runs measured, as the table's heading says it.
+    fn semantics(&self) -> String {
+        let ops = self.ops();
+        if ops == [Op::Tagged] {
+            return "tagged messages in flight (fi_rdm_tagged_bw semantics)".into();
+        }
+        let what = |op: Op| match op {
+            Op::Tagged => "tagged messages (fi_rdm_tagged_bw)",
+            Op::Write => "RMA writes (fi_rma_bw -o write)",
+            Op::Read => "RMA reads (fi_rma_bw -o read)",
+        };
+        let list: Vec<&str> = ops.into_iter().map(what).collect();
+        format!("{} in flight", list.join(", "))
+    }
+
     pub fn print(&self, rounds: usize) {
         println!(
-            "\nMTU {}: a window of tagged messages in flight (fi_rdm_tagged_bw semantics); \
-             {rounds} rounds, median [min - max]",
-            self.mtu
+            "\nMTU {}: a window of {}; {rounds} rounds, median [min - max]",
+            self.mtu,
+            self.semantics()
         );
-        print!("{:<14}", "case");
+        let width = self
+            .cases
+            .iter()
+            .map(|c| c.label().len())
+            .fold(14, usize::max);
+        print!("{:<width$}", "case");
         for p in &self.providers {
             print!(" {:>28}", format!("{p} MB/s"));
         }
         println!();
         for &case in self.cases.iter().filter(|&&c| c != Case::RATE) {
-            print!("{:<14}", case.label());
+            print!("{:<width$}", case.label());
             for p in &self.providers {
                 print!(" {:>28}", spread(&finite(&self.mb_per_s(p, case))));
             }
             println!();
         }
-        print!("{:<14}", "64 B w64");
-        for p in &self.providers {
-            let rate = spread(&finite(&self.msgs_per_s(p, Case::RATE)));
-            print!(" {:>28}", format!("{rate} M/s"));
+        if self.cases.contains(&Case::RATE) {
+            print!("{:<width$}", "64 B w64");
+            for p in &self.providers {
+                let rate = spread(&finite(&self.msgs_per_s(p, Case::RATE)));
+                print!(" {:>28}", format!("{rate} M/s"));
+            }
+            println!();
         }
-        println!();
         let pps: Vec<f64> = self.link_pps.iter().map(|p| p / 1e6).collect();
         println!(
             "raw AF_XDP link one way, {} B datagrams: {} Mpps = {} MB/s of our payload ({} B \
@@ -115,10 +148,7 @@ impl Results {
         if !self.providers.iter().any(|p| p == xdp) {
             return;
         }
-        let big = |window| Case {
-            bytes: 1 << 20,
-            window,
-        };
+        let big = |window| Case::tagged(1 << 20, window);
         let line = |what: &str, v: Vec<f64>, target: &str| {
             println!("  {what:<44} {:<26} {target}", spread(&finite(&v)));
         };
@@ -142,6 +172,21 @@ impl Results {
                 "(>= 0.7)",
             );
         }
+        if self.providers.iter().any(|p| p == tcp) {
+            for op in self.ops().into_iter().filter(|&op| op != Op::Tagged) {
+                let case = Case { op, ..big(16) };
+                if self.cases.contains(&case) {
+                    line(
+                        &format!("1 MiB w16 {}: xdp / tcp", op.name()),
+                        ratios(&self.mb_per_s(xdp, case), &self.mb_per_s(tcp, case)),
+                        "",
+                    );
+                }
+            }
+        }
+        if !self.cases.contains(&Case::RATE) {
+            return;
+        }
         line(
             "64 B w64 message rate: xdp / tcp",
             ratios(
@@ -158,14 +203,14 @@ impl Results {
         );
     }
 
-    /// `mtu,round,path,bytes,window,mb_per_s,msgs_per_s` rows.
+    /// `mtu,round,path,bytes,window,mb_per_s,msgs_per_s,op` rows (`op` empty for the link).
     pub fn csv_rows(&self) -> String {
         let mut out = String::new();
         for (round, pps) in self.link_pps.iter().enumerate() {
             let bytes = udp_payload(self.mtu);
             let mbs = pps * bytes as f64 / 1e6;
             out.push_str(&format!(
-                "{},{},raw link,{bytes},,{mbs:.2},{pps:.0}\n",
+                "{},{},raw link,{bytes},,{mbs:.2},{pps:.0},\n",
                 self.mtu,
                 round + 1
             ));
@@ -174,13 +219,14 @@ impl Results {
             for (round, s) in rounds.iter().enumerate() {
                 if let Some(s) = s {
                     out.push_str(&format!(
-                        "{},{},{provider},{},{},{:.2},{:.0}\n",
+                        "{},{},{provider},{},{},{:.2},{:.0},{}\n",
                         self.mtu,
                         round + 1,
                         case.bytes,
                         case.window,
                         s.mb_per_s,
-                        s.msgs_per_s
+                        s.msgs_per_s,
+                        case.op.name()
                     ));
                 }
             }
@@ -212,7 +258,27 @@ mod tests {
         assert_eq!(v.len(), 3);
         assert!(v[1].is_nan());
         assert_eq!(finite(&v), vec![1.0, 3.0]);
-        assert!(r.csv_rows().contains("1500,3,xdp,64,64,3.00,3\n"));
+        assert!(r.csv_rows().contains("1500,3,xdp,64,64,3.00,3,tagged\n"));
+    }
+
+    #[test]
+    fn rma_rows_name_their_op() {
+        let write = Case {
+            op: Op::Write,
+            ..Case::tagged(1 << 20, 16)
+        };
+        let mut r = Results::new(1500, &["xdp".into()], &[write]);
+        let s = Sample {
+            mb_per_s: 5.0,
+            msgs_per_s: 5.0,
+        };
+        r.record("xdp", write, 1, s);
+        assert!(
+            r.csv_rows()
+                .contains("1500,1,xdp,1048576,16,5.00,5,write\n")
+        );
+        assert_eq!(r.ops(), [Op::Write]);
+        assert!(r.semantics().contains("fi_rma_bw -o write"));
     }
 
     #[test]
