@@ -1,6 +1,7 @@
 //! The ethtool ioctl (`SIOCETHTOOL`, include/uapi/linux/ethtool.h): one
 //! command struct handed to the driver through `ifreq.ifr_data`. Used for
-//! the interface's queue count (`ETHTOOL_GCHANNELS`) and, in
+//! the interface's queue count (`ETHTOOL_GCHANNELS`), its driver's name
+//! (`ETHTOOL_GDRVINFO`) and, in
 //! [`crate::ntuple`], for flow steering rules (`ETHTOOL_*RXCLS*`).
 //!
 //! Like the rest of the crate this acts on the calling thread's network
@@ -14,6 +15,8 @@ use crate::iface::dgram_socket;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 /// `ETHTOOL_GCHANNELS`: the queue (channel) counts.
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+/// `ETHTOOL_GDRVINFO`: the driver's name and version.
+const ETHTOOL_GDRVINFO: u32 = 0x3;
 
 /// `struct ifreq` with its union used as `ifr_data` (a pointer).
 #[repr(C)]
@@ -97,6 +100,38 @@ pub fn channels(ifname: &str) -> io::Result<Channels> {
     Ok(c)
 }
 
+/// `struct ethtool_drvinfo` (ethtool.h).
+#[repr(C)]
+struct DrvInfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// The name of `ifname`'s driver (`ethtool -i`), e.g. "veth", "virtio_net".
+pub fn driver(ifname: &str) -> io::Result<String> {
+    // SAFETY: DrvInfo is plain old data; all-zero is valid.
+    let mut d: DrvInfo = unsafe { std::mem::zeroed() };
+    d.cmd = ETHTOOL_GDRVINFO;
+    // SAFETY: GDRVINFO reads and writes one struct ethtool_drvinfo.
+    unsafe { ioctl(ifname, (&mut d as *mut DrvInfo).cast())? };
+    let end = d
+        .driver
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(d.driver.len());
+    Ok(String::from_utf8_lossy(&d.driver[..end]).into_owned())
+}
+
 /// How many receive queues `ifname` has, as its driver reports them; 1 when
 /// it cannot say (no `get_channels`).
 pub fn rx_queue_count(ifname: &str) -> io::Result<u32> {
@@ -118,6 +153,9 @@ mod tests {
         // struct ifreq is 40 bytes on 64-bit Linux; ifr_data at offset 16.
         assert_eq!(size_of::<IfReqData>(), 40);
         assert_eq!(std::mem::offset_of!(IfReqData, data), 16);
+        // struct ethtool_drvinfo: the command, five 32-byte names, 12
+        // reserved bytes, five __u32.
+        assert_eq!(size_of::<DrvInfo>(), 196);
     }
 
     #[test]
@@ -135,5 +173,6 @@ mod tests {
         // lo has no get_channels: one queue.
         assert_eq!(rx_queue_count("lo").unwrap(), 1);
         assert!(channels("no-such-if0").is_err());
+        assert!(driver("no-such-if0").is_err());
     }
 }

@@ -334,6 +334,23 @@ pub struct Port {
     local_port: u16,
 }
 
+/// Whether the bulk path (`bulk.rs`) moves large transfers faster than
+/// this AF_XDP socket: where the socket copies every frame, unless the
+/// steering program runs natively on veth. A veth peer hands its
+/// segmentation-offload batches over whole, and veth's native XDP path
+/// cuts them into frames again for the program: measured on veth at
+/// MTU 1500, 1 MiB window 16, 0.19 GB/s through the bulk path against
+/// 0.32 without it there, while in generic mode (our default) 1.0-2.0
+/// against 0.4. (A NIC's native path sees wire frames, which the kernel
+/// joins after the program passed them.)
+fn bulk_beats_af_xdp(x: &Xsk, ifname: &str) -> bool {
+    if x.link.bind_mode() != ofi_xdp_link::BindMode::Copy {
+        return false;
+    }
+    let native = lock(&x.shared).steering.mode() == BpfMode::Native;
+    !(native && ofi_xdp_link::ethtool::driver(ifname).is_ok_and(|d| d == "veth"))
+}
+
 /// A datagram's sender as either path saw it (a MAC only from AF_XDP).
 fn sender(ip: IpAddr, port: u16, mac: Option<[u8; 6]>) -> XdpAddr {
     XdpAddr {
@@ -411,11 +428,10 @@ impl Port {
         } else {
             None
         };
-        let copies = xsk
-            .as_ref()
-            .is_none_or(|x| x.link.bind_mode() == ofi_xdp_link::BindMode::Copy);
         let wants_bulk = match args.cfg.bulk_path {
-            BulkPath::Auto => copies,
+            BulkPath::Auto => xsk
+                .as_ref()
+                .is_none_or(|x| bulk_beats_af_xdp(x, &args.iface.name)),
             BulkPath::On => true,
             BulkPath::Off => false,
         };
