@@ -29,10 +29,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod impair;
 mod raw;
+mod routed;
 mod segment;
 
 pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
 pub use raw::RawPort;
+pub use routed::{MAX_ROUTED_HOSTS, Routed};
 pub use segment::Segment;
 pub mod nics;
 pub mod skip;

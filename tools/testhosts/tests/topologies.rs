@@ -6,7 +6,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, Segment, our_netns};
+use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, Routed, Segment, our_netns};
 
 /// One ICMP echo from `from` to `to`'s IPv4 address is answered.
 fn assert_pings(from: &Host, to: &Host) {
@@ -77,6 +77,57 @@ fn segment_hosts_reach_each_other_and_vanish_on_drop() {
     drop(seg);
     let left = our_netns();
     assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+}
+
+/// Hosts behind a router are in different subnets, reach each other over
+/// both families through it (a route lookup names the router as the
+/// gateway, and the ICMP echo's TTL arrives one less), and the topology
+/// vanishes on drop — also when the creating closure panics.
+#[test]
+fn routed_hosts_reach_each_other_through_the_router_and_vanish_on_drop() {
+    let net = Routed::new(3, 1500).unwrap();
+    let names = net.netns_names();
+    let (h0, h2) = (&net.hosts[0], &net.hosts[2]);
+    assert_ne!(h0.ipv4().octets()[3] & 0xc0, h2.ipv4().octets()[3] & 0xc0);
+    for h in &net.hosts[1..] {
+        assert_pings(h, &net.hosts[0]);
+        let v6 = h
+            .command("ping")
+            .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            v6.status.success(),
+            "{}",
+            String::from_utf8_lossy(&v6.stdout)
+        );
+    }
+    let route = h0.ip(&["route", "get", &h2.ipv4().to_string()]).unwrap();
+    let gw = net.gateway_of(0, false).unwrap().to_string();
+    assert!(route.contains(&format!("via {gw} ")), "{route}");
+    let ttl = h0
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &h2.ipv4().to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&ttl.stdout);
+    assert!(out.contains("ttl=63"), "one router on the way: {out}");
+    drop(net);
+    let left = our_netns();
+    assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+
+    let mut inner = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let net = Routed::new(2, 1500).unwrap();
+        inner = net.netns_names();
+        panic!("test failure inside");
+    }));
+    assert!(r.is_err());
+    let left = our_netns();
+    assert!(
+        !inner.is_empty() && inner.iter().all(|n| !left.contains(n)),
+        "{left:?}"
+    );
 }
 
 /// Counts UDP datagrams `n` sent a → b arrive as, with the impairment.
