@@ -12,12 +12,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
+use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment, Routed};
 
 mod common;
 use common::{
     assert_passed, chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
-    remove_shm_leftovers, wait_running, work_dir,
+    remote_paths, remove_shm_leftovers, wait_running, work_dir, xsk_counts,
 };
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -934,6 +934,78 @@ fn pingpong_rdm_tagged() {
 #[test]
 fn pingpong_dgram() {
     pingpong(&["-e", "dgram"]);
+}
+
+/// Two hosts in different subnets joined by a router (`Routed`): the
+/// client's getinfo finds the interface its route to the server leaves by,
+/// and every datagram goes through AF_XDP to the router's MAC — each
+/// side's AF_XDP socket received no more than the other's sent (a datagram
+/// sent through the kernel socket would arrive there too), and none came
+/// through the kernel socket.
+fn pingpong_routed(args: &[&str]) {
+    let net = Routed::new(2, 1500).expect("routed test hosts");
+    let env = [("FI_LOG_LEVEL", "info")];
+    let (server, client) = pingpong_outputs(&net.hosts[0], &net.hosts[1], args, &env, &env);
+    assert_no_peer_lost("fi_pingpong", &[&client, &server]);
+    let counts = |o: &Output| {
+        let log = String::from_utf8_lossy(&o.stderr);
+        let xsk = xsk_counts(&log);
+        assert!(!xsk.is_empty(), "no AF_XDP closing line:\n{log}");
+        for (af_xdp, from_other_hosts) in remote_paths(&log) {
+            assert!(
+                af_xdp && from_other_hosts == 0,
+                "kernel socket used:\n{log}"
+            );
+        }
+        xsk.iter().fold((0, 0), |(r, t), (rx, tx)| (r + rx, t + tx))
+    };
+    let (s_rx, s_tx) = counts(&server);
+    let (c_rx, c_tx) = counts(&client);
+    println!("AF_XDP datagrams: server {s_rx} in, {s_tx} out; client {c_rx} in, {c_tx} out");
+    assert!(s_rx > 0 && c_rx > 0, "both sides received through AF_XDP");
+    assert!(
+        s_rx <= c_tx && c_rx <= s_tx,
+        "every datagram was sent through AF_XDP"
+    );
+}
+
+#[test]
+fn routed_pingpong_rdm_tagged() {
+    pingpong_routed(&["-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn routed_pingpong_rdm_msg() {
+    pingpong_routed(&["-e", "rdm", "-m", "msg"]);
+}
+
+/// `fi_info -n <host in another subnet>` lists our interface when the
+/// kernel routes there through it; without a route it is -FI_ENODATA
+/// (-61), as before.
+#[test]
+fn routed_fi_info_answers_for_another_subnet() {
+    let net = Routed::new(2, 1500).expect("routed test hosts");
+    let (a, b) = (&net.hosts[0], &net.hosts[1]);
+    let fi_info = |h: &Host, node: String| {
+        h.command("fi_info")
+            .args(["-p", "xdp", "-t", "FI_EP_RDM", "-n", &node])
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env_remove("FI_PROVIDER")
+            .output()
+            .unwrap()
+    };
+    for node in [b.ipv4().to_string(), b.ipv6().to_string()] {
+        let out = fi_info(a, node.clone());
+        assert_passed(&format!("fi_info -n {node}"), &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(a.ifname()), "{node}: {text}");
+    }
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let out = fi_info(&pair.a, "198.51.100.7".into());
+    assert!(!out.status.success(), "no route, no entry");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("-61"), "{text}");
 }
 
 /// The real-path impairment element: the hosts joined through a forwarder

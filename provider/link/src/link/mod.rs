@@ -226,7 +226,15 @@ impl Link {
         timeout: Duration,
     ) -> Result<LinkAddr, LinkError> {
         let hop = self.next_hop(ip)?;
-        let mac = iface::resolve_mac(&self.iface, hop, timeout).map_err(LinkError::Neighbour)?;
+        let mac = self.resolve_neighbour(hop, timeout)?;
         Ok(LinkAddr { mac, ip, port })
+    }
+
+    /// The MAC of `ip` on this link's interface, from the kernel neighbour
+    /// table (triggering ARP / neighbour discovery when absent, waiting at
+    /// most `timeout`), whatever the routes say: `ip` is taken to be on the
+    /// link.
+    pub fn resolve_neighbour(&self, ip: IpAddr, timeout: Duration) -> Result<MacAddr, LinkError> {
+        iface::resolve_mac(&self.iface, ip, timeout).map_err(LinkError::Neighbour)
     }
 }
