@@ -1,6 +1,7 @@
 //! Test hosts: pairs of network namespaces joined by a veth pair; several
-//! hosts on one bridged segment ([`Segment`]); two hosts joined through a
-//! forwarding host that impairs what it forwards ([`ImpairedPair`]).
+//! hosts on one bridged segment ([`Segment`]); hosts in their own subnets
+//! behind a router ([`Routed`]); two hosts joined through a forwarding host
+//! that impairs what it forwards ([`ImpairedPair`]).
 //!
 //! Everything is created with the `ip` command (iproute2) under names that
 //! embed the creating process's PID and a per-process counter, and removed on
