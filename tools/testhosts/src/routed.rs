@@ -110,6 +110,13 @@ impl Routed {
             .map(|&(g4, g6)| if v6 { g6.into() } else { g4.into() })
     }
 
+    /// The router's interface on host `i`'s subnet (in [`Routed::router_netns`]).
+    pub fn router_ifname(&self, i: usize) -> Option<String> {
+        let h = self.hosts.get(i)?.ifname();
+        let (base, letter) = h.split_at(h.len() - 1);
+        Some(format!("{base}{}", letter.to_ascii_uppercase()))
+    }
+
     /// The router's namespace.
     pub fn router_netns(&self) -> &str {
         &self.router_ns
