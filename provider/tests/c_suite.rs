@@ -902,7 +902,12 @@ fn pingpong_outputs(
     let mut c = b.command("env");
     both(&mut c);
     c.envs(client_env.iter().copied());
-    c.arg(a.ipv4().to_string());
+    // `-6`: fi_pingpong over IPv6 (its control connection too).
+    if args.contains(&"-6") {
+        c.arg(a.ipv6().to_string());
+    } else {
+        c.arg(a.ipv4().to_string());
+    }
     let client = c.output().unwrap();
     let server = server.wait_with_output().unwrap();
     if !server.status.success() {
@@ -978,6 +983,16 @@ fn routed_pingpong_rdm_tagged() {
 #[test]
 fn routed_pingpong_rdm_msg() {
     pingpong_routed(&["-e", "rdm", "-m", "msg"]);
+}
+
+#[test]
+fn routed_pingpong_rdm_tagged_ipv6() {
+    pingpong_routed(&["-e", "rdm", "-m", "tagged", "-6"]);
+}
+
+#[test]
+fn routed_pingpong_dgram() {
+    pingpong_routed(&["-e", "dgram"]);
 }
 
 /// A route that changes while fi_pingpong runs is followed: once 20000 of
