@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment, Routed};
+use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment, LeafSpine, Routed};
 
 mod common;
 use common::{
@@ -950,8 +950,14 @@ fn pingpong_dgram() {
 /// through the kernel socket.
 fn pingpong_routed(args: &[&str]) {
     let net = Routed::new(2, 1500).expect("routed test hosts");
+    pingpong_through_routers(&net.hosts[0], &net.hosts[1], args);
+}
+
+/// fi_pingpong between `a` and `b`, hosts of a routed topology, every
+/// datagram through AF_XDP (see [`pingpong_routed`]).
+fn pingpong_through_routers(a: &Host, b: &Host, args: &[&str]) {
     let env = [("FI_LOG_LEVEL", "info")];
-    let (server, client) = pingpong_outputs(&net.hosts[0], &net.hosts[1], args, &env, &env);
+    let (server, client) = pingpong_outputs(a, b, args, &env, &env);
     assert_no_peer_lost("fi_pingpong", &[&client, &server]);
     let counts = |o: &Output| {
         let log = String::from_utf8_lossy(&o.stderr);
@@ -983,6 +989,14 @@ fn routed_pingpong_rdm_tagged() {
 #[test]
 fn routed_pingpong_rdm_msg() {
     pingpong_routed(&["-e", "rdm", "-m", "msg"]);
+}
+
+/// The same across a leaf–spine fabric (`LeafSpine`: leaf, spine, leaf;
+/// the leaves' routes have both spines as next hops).
+#[test]
+fn leaf_spine_pingpong_rdm_tagged() {
+    let net = LeafSpine::new(1, 1500).expect("leaf-spine test hosts");
+    pingpong_through_routers(&net.hosts[0], &net.hosts[1], &["-e", "rdm", "-m", "tagged"]);
 }
 
 #[test]

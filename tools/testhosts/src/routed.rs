@@ -56,6 +56,7 @@ impl Routed {
                 let ns = format!("oxt-{pid}-{k}-h{i}");
                 new_netns(&ns)?;
                 created.push(ns.clone());
+                no_dad_in(&ns)?;
                 let letter = (b'a' + i as u8) as char;
                 let mac = topology_mac((pid, k), x, 0x30, i);
                 let (ifname, port) = veth_to((pid, k), letter, (&ns, &rns), mac, mtu)?;
@@ -140,16 +141,47 @@ impl Drop for Routed {
     }
 }
 
-/// IPv4 and IPv6 forwarding on in namespace `ns` (its own `net.*` sysctls,
-/// written from a thread that joined it: /proc/sys/net is the opener's).
+/// IPv4 and IPv6 forwarding on in namespace `ns`, and [`no_dad_in`].
 pub(crate) fn forward_in(ns: &str) -> io::Result<()> {
+    no_dad_in(ns)?;
+    sysctls_in(
+        ns,
+        &[
+            ("net/ipv4/ip_forward", "1"),
+            ("net/ipv6/conf/all/forwarding", "1"),
+        ],
+    )
+}
+
+/// No duplicate address detection on interfaces made in namespace `ns`
+/// from now on: their link-local addresses, which neighbour discovery and
+/// router answers are sent from, are usable at once (not ~1 s later, when
+/// the first datagrams would be dropped); the global ones are added
+/// `nodad` anyway.
+pub(crate) fn no_dad_in(ns: &str) -> io::Result<()> {
+    sysctls_in(
+        ns,
+        &[
+            ("net/ipv6/conf/default/accept_dad", "0"),
+            ("net/ipv6/conf/all/accept_dad", "0"),
+        ],
+    )
+}
+
+/// Writes `net.*` sysctls (paths under /proc/sys) of namespace `ns`, from a
+/// thread that joined it: /proc/sys/net is the opener's namespace's.
+pub(crate) fn sysctls_in(ns: &str, settings: &[(&str, &str)]) -> io::Result<()> {
     std::thread::scope(|s| {
         s.spawn(|| {
             crate::raw::enter_netns(ns)?;
-            std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
-            std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1")
+            for (path, value) in settings {
+                std::fs::write(format!("/proc/sys/{path}"), value).map_err(|e| {
+                    io::Error::new(e.kind(), format!("{ns}: /proc/sys/{path} = {value}: {e}"))
+                })?;
+            }
+            Ok(())
         })
         .join()
-        .unwrap_or_else(|_| Err(io::Error::other("forwarding thread panicked")))
+        .unwrap_or_else(|_| Err(io::Error::other("sysctl thread panicked")))
     })
 }
