@@ -1004,6 +1004,12 @@ fn routed_pingpong_rdm_tagged_ipv6() {
     pingpong_routed(&["-e", "rdm", "-m", "tagged", "-6"]);
 }
 
+/// FI_EP_MSG: the connection's requests and its data across the router.
+#[test]
+fn routed_pingpong_msg_ep() {
+    pingpong_routed(&["-e", "msg"]);
+}
+
 #[test]
 fn routed_pingpong_dgram() {
     pingpong_routed(&["-e", "dgram"]);

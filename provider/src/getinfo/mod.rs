@@ -149,8 +149,6 @@ fn wanted(
     Ok(w)
 }
 
-/// Copy a candidate into core-owned memory, for an application that asked
-/// for API `version`.
 /// The kernel's route to a destination no interface holds on its subnets
 /// (`ip route get`); `None` when it has none (-FI_ENODATA for it then).
 fn routed_by(dest: std::net::IpAddr) -> Option<ofi_xdp_link::Route> {
@@ -179,6 +177,8 @@ fn routed_src(
     }
 }
 
+/// Copy a candidate into core-owned memory, for an application that asked
+/// for API `version`.
 fn dup(o: &mut Owned, version: u32) -> Result<*mut fi_info> {
     o.dom.name = o.dom_name.as_ptr().cast_mut();
     o.fab.name = o.fab_name.as_ptr().cast_mut();
