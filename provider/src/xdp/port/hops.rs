@@ -11,6 +11,7 @@
 //! once a hop is a router or changed, sends take the MAC from here
 //! ([`Hops::steering`]).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -40,6 +41,10 @@ pub(super) struct Hop {
 #[derive(Default)]
 pub(super) struct Hops {
     by_ip: HashMap<IpAddr, Hop>,
+    /// The last IP looked up and its hop: a send's lookup is then a
+    /// comparison while traffic goes to one peer at a time (emptied when a
+    /// hop changes).
+    last: Cell<Option<(IpAddr, Hop)>>,
     /// Some hop is a router or changed since it was resolved: the MAC a
     /// peer's address carries may not be its frames' any more.
     steering: bool,
@@ -55,8 +60,16 @@ impl Hops {
         self.steering
     }
 
+    #[inline]
     pub fn get(&self, ip: &IpAddr) -> Option<Hop> {
-        self.by_ip.get(ip).copied()
+        if let Some((last, hop)) = self.last.get()
+            && last == *ip
+        {
+            return Some(hop);
+        }
+        let hop = self.by_ip.get(ip).copied()?;
+        self.last.set(Some((*ip, hop)));
+        Some(hop)
     }
 
     /// Records `ip`'s hop.
@@ -64,6 +77,7 @@ impl Hops {
         if hop.via != ip {
             self.steering = true;
         }
+        self.last.set(None);
         self.by_ip.insert(ip, hop);
     }
 
@@ -130,8 +144,83 @@ impl Hops {
                     old.mac
                 );
                 self.steering = true;
+                self.last.set(None);
                 self.by_ip.insert(ip, new);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn on_link_hops_leave_sends_to_the_address_mac_a_router_does_not() {
+        let mut h = Hops::default();
+        let peer = ip("10.0.0.2");
+        h.set(
+            peer,
+            Hop {
+                via: peer,
+                mac: Some([2, 0, 0, 0, 0, 2]),
+            },
+        );
+        assert!(
+            !h.steering(),
+            "on the link: the address's MAC is the frame's"
+        );
+        let far = ip("10.9.0.2");
+        let router = Hop {
+            via: ip("10.0.0.1"),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+        };
+        h.set(far, router);
+        assert!(h.steering());
+        assert_eq!(h.get(&far), Some(router));
+        assert_eq!(h.get(&ip("10.9.0.3")), None);
+    }
+
+    #[test]
+    fn the_last_lookup_is_forgotten_when_a_hop_changes() {
+        let mut h = Hops::default();
+        let far = ip("fd00:9::2");
+        let old = Hop {
+            via: ip("fd00::1"),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+        };
+        h.set(far, old);
+        assert_eq!(h.get(&far), Some(old));
+        let new = Hop {
+            via: ip("fd00::3"),
+            mac: None,
+        };
+        h.set(far, new);
+        assert_eq!(h.get(&far), Some(new));
+    }
+
+    #[test]
+    fn rechecks_are_due_after_their_interval_and_only_with_hops() {
+        let mut h = Hops::default();
+        let t0 = Instant::now();
+        assert!(!h.due(t0, true), "nothing to re-check");
+        let peer = ip("10.0.0.2");
+        h.set(
+            peer,
+            Hop {
+                via: peer,
+                mac: None,
+            },
+        );
+        assert!(h.due(t0, false), "never checked");
+        h.last_check = Some(t0);
+        assert!(!h.due(t0 + URGENT_EVERY / 2, true));
+        assert!(h.due(t0 + URGENT_EVERY, true));
+        assert!(!h.due(t0 + URGENT_EVERY, false));
+        assert!(h.due(t0 + PERIODIC_EVERY, false));
     }
 }
