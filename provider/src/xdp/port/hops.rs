@@ -1,7 +1,7 @@
 //! Next hops: whose MAC an AF_XDP frame to a remote IP carries. The kernel's
 //! route to the IP (`Link::next_hop`, `RTM_GETROUTE`) names the gateway, or
 //! the IP itself when it is on the link; the neighbour table gives that
-//! hop's MAC. Resolved when a peer is first addressed ([`Hops::resolve`]),
+//! hop's MAC. Resolved when a peer is first addressed (`Port::resolve`),
 //! kept per IP, and re-checked a batch at a time ([`Hops::recheck`]): soon
 //! after the engine's retransmission timer fired (the old way may be gone),
 //! and every second otherwise — never per datagram.
@@ -105,8 +105,9 @@ impl Hops {
     /// without one (kernel socket) until the table has it; an unchanged
     /// one keeps its MAC when the table lost the entry (aged out, or being
     /// re-resolved), since the kernel only drops entries it does not use.
-    /// A routed IP whose route is gone goes through the kernel socket; one
-    /// addressed as on the link without a route stays so.
+    /// A routed IP whose route is gone goes through the kernel socket; an
+    /// IP on the link keeps its MAC without one (as `Port::resolve` takes an
+    /// IP without a route through our interface).
     pub fn recheck(&mut self, link: &Link, now: Instant) {
         self.last_check = Some(now);
         if self.cursor >= self.by_ip.len() {
