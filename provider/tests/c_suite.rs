@@ -12,12 +12,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment};
+use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment, LeafSpine, Routed};
 
 mod common;
 use common::{
     assert_passed, chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
-    remove_shm_leftovers, wait_running, work_dir,
+    remote_paths, remove_shm_leftovers, wait_running, work_dir, xsk_counts,
 };
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -902,7 +902,12 @@ fn pingpong_outputs(
     let mut c = b.command("env");
     both(&mut c);
     c.envs(client_env.iter().copied());
-    c.arg(a.ipv4().to_string());
+    // `-6`: fi_pingpong over IPv6 (its control connection too).
+    if args.contains(&"-6") {
+        c.arg(a.ipv6().to_string());
+    } else {
+        c.arg(a.ipv4().to_string());
+    }
     let client = c.output().unwrap();
     let server = server.wait_with_output().unwrap();
     if !server.status.success() {
@@ -911,7 +916,8 @@ fn pingpong_outputs(
     assert_passed(&format!("fi_pingpong server {args:?}"), &server);
     assert_passed(&format!("fi_pingpong client {args:?}"), &client);
     let table = String::from_utf8_lossy(&client.stdout);
-    assert!(table.lines().count() > 3, "no results:\n{table}");
+    let sizes = if args.contains(&"-S") { 1 } else { 2 };
+    assert!(table.lines().count() > sizes, "no results:\n{table}");
     (server, client)
 }
 
@@ -936,6 +942,190 @@ fn pingpong_dgram() {
     pingpong(&["-e", "dgram"]);
 }
 
+/// Two hosts in different subnets joined by a router (`Routed`): the
+/// client's getinfo finds the interface its route to the server leaves by,
+/// and every datagram goes through AF_XDP to the router's MAC — each
+/// side's AF_XDP socket received no more than the other's sent (a datagram
+/// sent through the kernel socket would arrive there too), and none came
+/// through the kernel socket.
+fn pingpong_routed(args: &[&str]) {
+    let net = Routed::new(2, 1500).expect("routed test hosts");
+    pingpong_through_routers(&net.hosts[0], &net.hosts[1], args);
+}
+
+/// fi_pingpong between `a` and `b`, hosts of a routed topology, every
+/// datagram through AF_XDP (see [`pingpong_routed`]).
+fn pingpong_through_routers(a: &Host, b: &Host, args: &[&str]) {
+    let env = [("FI_LOG_LEVEL", "info")];
+    let (server, client) = pingpong_outputs(a, b, args, &env, &env);
+    assert_no_peer_lost("fi_pingpong", &[&client, &server]);
+    let counts = |o: &Output| {
+        let log = String::from_utf8_lossy(&o.stderr);
+        let xsk = xsk_counts(&log);
+        assert!(!xsk.is_empty(), "no AF_XDP closing line:\n{log}");
+        for (af_xdp, from_other_hosts) in remote_paths(&log) {
+            assert!(
+                af_xdp && from_other_hosts == 0,
+                "kernel socket used:\n{log}"
+            );
+        }
+        xsk.iter().fold((0, 0), |(r, t), (rx, tx)| (r + rx, t + tx))
+    };
+    let (s_rx, s_tx) = counts(&server);
+    let (c_rx, c_tx) = counts(&client);
+    println!("AF_XDP datagrams: server {s_rx} in, {s_tx} out; client {c_rx} in, {c_tx} out");
+    assert!(s_rx > 0 && c_rx > 0, "both sides received through AF_XDP");
+    assert!(
+        s_rx <= c_tx && c_rx <= s_tx,
+        "every datagram was sent through AF_XDP"
+    );
+}
+
+#[test]
+fn routed_pingpong_rdm_tagged() {
+    pingpong_routed(&["-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn routed_pingpong_rdm_msg() {
+    pingpong_routed(&["-e", "rdm", "-m", "msg"]);
+}
+
+/// The same across a leaf–spine fabric (`LeafSpine`: leaf, spine, leaf;
+/// the leaves' routes have both spines as next hops).
+#[test]
+fn leaf_spine_pingpong_rdm_tagged() {
+    let net = LeafSpine::new(1, 1500).expect("leaf-spine test hosts");
+    pingpong_through_routers(&net.hosts[0], &net.hosts[1], &["-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn routed_pingpong_rdm_tagged_ipv6() {
+    pingpong_routed(&["-e", "rdm", "-m", "tagged", "-6"]);
+}
+
+/// FI_EP_MSG: the connection's requests and its data across the router.
+#[test]
+fn routed_pingpong_msg_ep() {
+    pingpong_routed(&["-e", "msg"]);
+}
+
+#[test]
+fn routed_pingpong_dgram() {
+    pingpong_routed(&["-e", "dgram"]);
+}
+
+/// A route that changes while fi_pingpong runs is followed: once 20000 of
+/// the client's datagrams went through the router, its default route moves
+/// to another address of the router (the same MAC, a new next hop), and
+/// the next periodic re-check (about a second) logs the new next hop; the
+/// datagrams take the kernel socket until the kernel has resolved it, then
+/// AF_XDP again. Nothing is lost.
+#[test]
+fn routed_pingpong_follows_a_new_gateway() {
+    let net = Routed::new(2, 1500).expect("routed test hosts");
+    let b = &net.hosts[1];
+    let Some(std::net::IpAddr::V4(gw)) = net.gateway_of(1, false) else {
+        panic!("no gateway")
+    };
+    let new_gw = std::net::Ipv4Addr::from(u32::from(gw) - 1);
+    let port = net.router_ifname(1).unwrap();
+    ofi_xdp_testhosts::ip(&[
+        "-n",
+        net.router_netns(),
+        "addr",
+        "add",
+        &format!("{new_gw}/26"),
+        "dev",
+        &port,
+    ])
+    .unwrap();
+    let env = [("FI_LOG_LEVEL", "info")];
+    let started = std::time::Instant::now();
+    let (server, client) = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Once the client's datagrams flow (its next hop resolved).
+            let forwarded = || {
+                let out = std::process::Command::new("ip")
+                    .args(["netns", "exec", net.router_netns(), "cat"])
+                    .arg(format!("/sys/class/net/{port}/statistics/rx_packets"))
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            };
+            let t0 = std::time::Instant::now();
+            while forwarded() < 20_000 && t0.elapsed().as_secs() < 60 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            b.ip(&["route", "replace", "default", "via", &new_gw.to_string()])
+                .unwrap();
+        });
+        pingpong_outputs(
+            &net.hosts[0],
+            b,
+            &["-e", "rdm", "-m", "tagged", "-S", "64", "-I", "300000"],
+            &env,
+            &env,
+        )
+    });
+    println!("ran {:?}", started.elapsed());
+    let log = String::from_utf8_lossy(&client.stderr);
+    for l in log
+        .lines()
+        .filter(|l| l.contains("next hop") || l.contains(" closed: "))
+    {
+        println!("{l}");
+    }
+    assert!(log.contains(&format!("next hop {new_gw}")), "{log}");
+    assert_no_peer_lost("fi_pingpong", &[&client, &server]);
+    // A few datagrams took the kernel socket while the kernel resolved the
+    // new next hop; the rest AF_XDP.
+    let sent = log
+        .lines()
+        .find_map(|l| {
+            let at = l.find("tx_datagrams: ")? + "tx_datagrams: ".len();
+            l[at..].split(',').next()?.parse::<u64>().ok()
+        })
+        .expect("engine stats");
+    let through_xsk: u64 = xsk_counts(&log).iter().map(|(_, tx)| tx).sum();
+    assert!(
+        through_xsk < sent && sent - through_xsk <= 1000,
+        "{sent} sent, {through_xsk} through AF_XDP"
+    );
+}
+
+/// `fi_info -n <host in another subnet>` lists our interface when the
+/// kernel routes there through it; without a route it is -FI_ENODATA
+/// (-61), as before.
+#[test]
+fn routed_fi_info_answers_for_another_subnet() {
+    let net = Routed::new(2, 1500).expect("routed test hosts");
+    let (a, b) = (&net.hosts[0], &net.hosts[1]);
+    let fi_info = |h: &Host, node: String| {
+        h.command("fi_info")
+            .args(["-p", "xdp", "-t", "FI_EP_RDM", "-n", &node])
+            .env("FI_PROVIDER_PATH", work_dir())
+            .env_remove("FI_PROVIDER")
+            .output()
+            .unwrap()
+    };
+    for node in [b.ipv4().to_string(), b.ipv6().to_string()] {
+        let out = fi_info(a, node.clone());
+        assert_passed(&format!("fi_info -n {node}"), &out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(a.ifname()), "{node}: {text}");
+    }
+    let pair = HostPair::new().expect("test hosts");
+    wait_running(&pair);
+    let out = fi_info(&pair.a, "198.51.100.7".into());
+    assert!(!out.status.success(), "no route, no entry");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("-61"), "{text}");
+}
+
 /// The real-path impairment element: the hosts joined through a forwarder
 /// dropping 5 %, duplicating 2 %, corrupting 1 %, reordering 25 % and
 /// delaying 1 ms (`Impairment::harsh`), with the job key or without. The
@@ -952,11 +1142,15 @@ fn impaired_iters() -> String {
     std::env::var("IMPAIRED_ITERS").unwrap_or_else(|_| "2".into())
 }
 
+/// No side logged a lost session. A peer that closed (its CLOSE notice,
+/// PROTOCOL.md §4.5, logged at info as `lost: PeerClosed`, e.g. at the end
+/// of an FI_EP_MSG connection) lost nothing.
 fn assert_no_peer_lost(what: &str, outs: &[&Output]) {
     for o in outs {
         let log = String::from_utf8_lossy(&o.stderr);
         assert!(
-            !log.contains(" lost: "),
+            !log.lines()
+                .any(|l| l.contains(" lost: ") && !l.contains(" lost: PeerClosed")),
             "{what}: a session was lost\n{log}"
         );
     }

@@ -126,7 +126,10 @@ echo "nic-pingpong: client exit $client_rc, server exit $server_rc"
 /// - copy, four queues: copy mode, native XDP, sockets on queue 1;
 /// - zero-copy, the same queues;
 /// - zero-copy with busy polling (`FI_XDP_BUSY_POLL=50`, `napi_defer_hard_irqs=2`,
-///   `gro_flush_timeout=200000`).
+///   `gro_flush_timeout=200000`);
+/// - the bulk path (segments of large messages through the kernel's UDP offloads, PROTOCOL.md
+///   §2.5) against AF_XDP alone, in copy mode (where `FI_XDP_BULK_PATH=auto` takes it) and in
+///   zero-copy (where auto does not): the rows that say which path `auto` picks.
 ///
 /// The devices have no RSS (see `nics.rs`): the host's multi-queue tap puts a flow on the
 /// queue the guest last sent it from, so once the endpoints send through AF_XDP on queue 1
@@ -175,7 +178,9 @@ nics_down
 queues {queues}
 nics_up
 both "copy, {queues} queues, socket on queue 1, native" $CP
+both "copy, {queues} queues, socket on queue 1, native, bulk path off" $CP FI_XDP_BULK_PATH=off
 both "zero-copy, {queues} queues, socket on queue 1, native" $ZC
+both "zero-copy, {queues} queues, socket on queue 1, native, bulk path on" $ZC FI_XDP_BULK_PATH=on
 irq 2 200000
 both "zero-copy + busy poll 50us, socket on queue 1" $ZC FI_XDP_BUSY_POLL=50
 irq 0 0

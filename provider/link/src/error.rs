@@ -84,6 +84,8 @@ pub enum LinkError {
     FamilyMismatch,
     /// Peer MAC address could not be resolved.
     Neighbour(io::Error),
+    /// The kernel has no route to the peer through this link's interface.
+    Route(io::Error),
     /// Any other system call failure, with the step that failed.
     Io {
         /// The step that failed.
@@ -168,6 +170,7 @@ impl fmt::Display for LinkError {
                 write!(f, "peer and local address are of different IP families")
             }
             LinkError::Neighbour(e) => write!(f, "peer MAC resolution failed: {e}"),
+            LinkError::Route(e) => write!(f, "no route through this interface: {e}"),
             LinkError::Io { op, source } => write!(f, "{op}: {source}"),
         }
     }
@@ -179,7 +182,8 @@ impl std::error::Error for LinkError {
             LinkError::Permission { source, .. }
             | LinkError::Unsupported { source }
             | LinkError::Io { source, .. }
-            | LinkError::Neighbour(source) => Some(source),
+            | LinkError::Neighbour(source)
+            | LinkError::Route(source) => Some(source),
             _ => None,
         }
     }

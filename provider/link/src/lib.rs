@@ -37,8 +37,11 @@
 //! when it runs dry) and issues the `need_wakeup` wakeup when the ring is
 //! empty. [`Link::wait_readable`] blocks in `poll()`.
 //!
-//! Peers are [`LinkAddr`] (MAC, IP, UDP port); [`Link::resolve_peer`] gets the
-//! MAC from the kernel neighbour table, triggering resolution when absent.
+//! Peers are [`LinkAddr`] (MAC, IP, UDP port); the MAC is the next hop's:
+//! [`Link::resolve_peer`] asks the kernel for its route to the peer's IP
+//! ([`route_get`], `RTM_GETROUTE`) and takes the gateway's MAC, or the
+//! peer's own when it is on the link, from the kernel neighbour table,
+//! triggering resolution when absent.
 //!
 //! Everything that touches the kernel uses the calling thread's network
 //! namespace: open the link (and resolve peers) in the namespace that owns
@@ -49,7 +52,8 @@
 //! processes' links on the queue), `group/` (the shared group file),
 //! `umem.rs` and `frames.rs` (the UMEM and
 //! who owns each frame), `ring.rs` (the four rings), `wire.rs` (framing and
-//! checksums), `iface.rs` (interfaces, addresses, neighbours), `ethtool.rs`
+//! checksums), `iface.rs` (interfaces, addresses, neighbours), `route.rs`
+//! (the kernel's route to a destination: output interface and gateway), `ethtool.rs`
 //! (the ethtool ioctl: queue counts), `ntuple/` (flow steering rules that
 //! send a port to a queue, and who owns them), `error.rs`.
 
@@ -62,6 +66,7 @@ mod iface;
 mod link;
 pub mod ntuple;
 mod ring;
+mod route;
 mod umem;
 pub mod wire;
 
@@ -73,4 +78,5 @@ pub use error::LinkError;
 pub use frames::FrameError;
 pub use iface::{IfAddr, IfAddrKind, addr_rank, if_addrs};
 pub use link::{GroupJoin, Link, LinkStats, RxDatagram, SharedOpen, Tidy, TxFrame, XdpStatistics};
+pub use route::{Route, route_get};
 pub use wire::{LinkAddr, MacAddr};

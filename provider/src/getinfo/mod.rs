@@ -149,6 +149,34 @@ fn wanted(
     Ok(w)
 }
 
+/// The kernel's route to a destination no interface holds on its subnets
+/// (`ip route get`); `None` when it has none (-FI_ENODATA for it then).
+fn routed_by(dest: std::net::IpAddr) -> Option<ofi_xdp_link::Route> {
+    ofi_xdp_link::route_get(dest)
+        .inspect_err(|e| xdp_info!(FI_LOG_CORE, "no route to {dest}: {e}"))
+        .ok()
+}
+
+/// The local address for a destination reached through `route`: the one
+/// asked for, else the source the kernel would pick when it is on `iface`.
+fn routed_src(
+    route: &ofi_xdp_link::Route,
+    iface: &Iface,
+    asked: &Option<SocketAddr>,
+    picked: std::net::IpAddr,
+) -> std::net::IpAddr {
+    match route.pref_src {
+        Some(p)
+            if asked.is_none_or(|s| s.ip().is_unspecified())
+                && iface.has_ip(&p)
+                && p.is_ipv4() == picked.is_ipv4() =>
+        {
+            p
+        }
+        _ => picked,
+    }
+}
+
 /// Copy a candidate into core-owned memory, for an application that asked
 /// for API `version`.
 fn dup(o: &mut Owned, version: u32) -> Result<*mut fi_info> {
@@ -313,6 +341,9 @@ pub fn candidates(
         tail: null_mut(),
     };
     let mut out = Vec::new();
+    // The kernel's route to the destination, asked once and only when an
+    // interface does not hold it on one of its subnets.
+    let mut route = None;
     for iface in usable {
         // Pick the local address: the one asked for, else one of the
         // destination's family (and on its subnet), else the format's family.
@@ -335,12 +366,16 @@ pub fn candidates(
                 None => continue,
             },
         };
-        if let Some(d) = &w.dest
-            && !iface.on_link(&d.ip())
-            && !iface.has_ip(&d.ip())
-        {
-            continue;
-        }
+        let src_ip = match &w.dest {
+            Some(d) if !iface.on_link(&d.ip()) && !iface.has_ip(&d.ip()) => {
+                let r = route.get_or_insert_with(|| routed_by(d.ip()));
+                match r {
+                    Some(r) if r.oif == iface.index => routed_src(r, iface, &w.src, src_ip),
+                    _ => continue,
+                }
+            }
+            _ => src_ip,
+        };
         if !format.fits(&src_ip) {
             continue;
         }

@@ -41,7 +41,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
 use ofi_xdp_link::ntuple::{self, InstalledRule};
@@ -56,12 +56,14 @@ use crate::wait::Epoll;
 use crate::xdp_warn;
 
 mod bulk;
+mod hops;
 mod kernel;
 pub(super) mod local;
 mod open;
 
 use bulk::Bulk;
 pub use bulk::BulkCounts;
+use hops::{Hop, Hops};
 use kernel::*;
 use local::LocalPath;
 use open::XskError::{Busy, Failed};
@@ -294,6 +296,9 @@ const KERNEL_BUSY_PASSES: u32 = 1 << 16;
 /// Flushes after an AF_XDP send that still kick and reap when nothing more
 /// was sent (a kick the kernel refused for now, completions still coming).
 const XSK_BUSY_FLUSHES: u32 = 64;
+/// Passes between two looks at the clock for the periodic re-check of next
+/// hops ([`Port::recheck_routes`]).
+const ROUTE_CHECK_EVERY: u32 = 1 << 14;
 /// Largest datagram taken from a shared-memory ring: the engine's largest.
 const LOCAL_MAX_DATAGRAM: usize = u16::MAX as usize;
 
@@ -316,6 +321,8 @@ pub struct Port {
     /// through the kernel socket, from another queue), with how many sends
     /// to them went through the kernel socket meanwhile.
     unresolved: HashMap<SocketAddr, u32>,
+    /// Remote IPs' next hops as the kernel routes them (`port/hops.rs`).
+    hops: Hops,
     scratch: Vec<u8>,
     rx_buf: Vec<u8>,
     pass: u32,
@@ -457,6 +464,7 @@ impl Port {
             max_payload,
             macs: HashMap::new(),
             unresolved: HashMap::new(),
+            hops: Hops::default(),
             scratch: vec![0; max_payload],
             rx_buf: vec![0; 1 << 16],
             pass: 0,
@@ -669,14 +677,15 @@ impl Port {
     /// this many, look the neighbour table up again (a netlink dump).
     const NEIGHBOUR_RETRY: u32 = 64;
 
-    /// Whether AF_XDP can address `to`: its MAC is given or learnt, or the
-    /// neighbour table has it by now (asked every [`Self::NEIGHBOUR_RETRY`]
-    /// sends, never waited for).
+    /// Whether AF_XDP can address `to`: its next hop's MAC is known
+    /// ([`Port::frame_mac`]), or the neighbour table has it by now (route
+    /// and table asked every [`Self::NEIGHBOUR_RETRY`] sends, never waited
+    /// for).
     fn knows_mac(&mut self, to: &XdpAddr) -> bool {
-        let sa = to.socket_addr();
-        if to.mac.is_some() || self.macs.contains_key(&sa) {
+        if self.frame_mac(to).is_some() {
             return true;
         }
+        let sa = to.socket_addr();
         let tries = self.unresolved.entry(sa).or_insert(0);
         *tries = tries.wrapping_add(1);
         if *tries % Self::NEIGHBOUR_RETRY != 1 {
@@ -685,14 +694,42 @@ impl Port {
         let found = self
             .xsk
             .as_ref()
-            .and_then(|x| x.link.neighbour(to.ip).ok().flatten());
+            .and_then(|x| Hops::look_up(&x.link, to.ip).ok());
         match found {
-            Some(mac) => {
+            Some(hop @ Hop { mac: Some(mac), .. }) => {
                 self.unresolved.remove(&sa);
-                self.macs.insert(sa, mac);
+                if hop.via == to.ip {
+                    self.macs.insert(sa, mac);
+                }
+                self.hops.set(to.ip, hop);
                 true
             }
-            None => false,
+            _ => false,
+        }
+    }
+
+    /// The MAC an AF_XDP frame to `to` carries: its next hop's once some
+    /// hop is a router or changed ([`Hops::steering`]), else the one its
+    /// address carries or a learnt one (on one segment: the peer's own).
+    #[inline]
+    fn frame_mac(&self, to: &XdpAddr) -> Option<[u8; 6]> {
+        if self.hops.steering()
+            && let Some(hop) = self.hops.get(&to.ip)
+        {
+            return hop.mac;
+        }
+        to.mac.or_else(|| self.macs.get(&to.socket_addr()).copied())
+    }
+
+    /// Re-check a batch of next hops (`port/hops.rs`) if one is due:
+    /// `urgent` when a retransmission timer fired (the way to a peer may
+    /// have changed), else at most once a second.
+    pub fn recheck_routes(&mut self, urgent: bool) {
+        let now = Instant::now();
+        if let Some(x) = &self.xsk
+            && self.hops.due(now, urgent)
+        {
+            self.hops.recheck(&x.link, now);
         }
     }
 
@@ -758,7 +795,7 @@ impl Port {
         let TxBuf::Frame(frame) = b else {
             return Err(LinkError::NoTxFrame);
         };
-        let Some(mac) = to.mac.or_else(|| self.macs.get(&to.socket_addr()).copied()) else {
+        let Some(mac) = self.frame_mac(to) else {
             // Not resolvable here (post_send resolves); lost like a dropped frame.
             return Err(LinkError::NoTxFrame);
         };
@@ -902,6 +939,9 @@ impl Port {
         });
         self.counts.direct_refused += refused;
         self.pass = self.pass.wrapping_add(1);
+        if self.pass.is_multiple_of(ROUTE_CHECK_EVERY) {
+            self.recheck_routes(false);
+        }
         // With shared memory or AF_XDP carrying the traffic, the kernel
         // socket is polled now and then only (a system call each time).
         let now_and_then = self.pass.is_multiple_of(KERNEL_POLL_EVERY);
@@ -1003,29 +1043,55 @@ impl Port {
     }
 
     /// Make sure `a` can be sent to: a same-host peer (kernel path) needs
-    /// nothing; others need their MAC — their own, a learnt one, or the
-    /// neighbour table's (resolving it, which may take up to a second the
-    /// first time a peer is addressed). Returns the MAC when one applies.
+    /// nothing; others need their next hop's MAC (`port/hops.rs`): the
+    /// route to `a` is looked up the first time its IP is addressed, and
+    /// the MAC is the router's, or on the link `a`'s own — given, learnt,
+    /// or the neighbour table's (resolving it, which may take up to a
+    /// second). Returns the MAC when one is known.
     pub fn resolve(&mut self, a: &XdpAddr) -> Result<Option<[u8; 6]>> {
         if self.xsk.is_none() || self.is_local(&a.ip) {
             return Ok(None);
         }
-        let sa = a.socket_addr();
-        if let Some(mac) = a.mac.or_else(|| self.macs.get(&sa).copied()) {
-            return Ok(Some(mac));
+        if let Some(hop) = self.hops.get(&a.ip) {
+            return Ok(self.frame_mac(a).or(hop.mac));
         }
+        let sa = a.socket_addr();
         let Some(x) = self.xsk.as_mut() else {
             return Ok(None);
         };
-        let la = x
-            .link
-            .resolve_peer(a.ip, a.port, Duration::from_secs(1))
-            .map_err(|e| {
-                xdp_warn!(FI_LOG_EP_DATA, "no MAC for {sa}: {e}");
-                Errno(FI_EHOSTUNREACH)
-            })?;
-        self.macs.insert(sa, la.mac);
-        Ok(Some(la.mac))
+        let unreachable = |e: LinkError| {
+            xdp_warn!(FI_LOG_EP_DATA, "no MAC for {sa}: {e}");
+            Errno(FI_EHOSTUNREACH)
+        };
+        // No route through our interface: taken to be on the link, as
+        // before routes were asked (its frames go to its own MAC).
+        let via = x.link.next_hop(a.ip).unwrap_or_else(|e| {
+            crate::xdp_info!(FI_LOG_EP_DATA, "{sa}: {e}: addressed as on the link");
+            a.ip
+        });
+        let known = if via == a.ip {
+            a.mac.or_else(|| self.macs.get(&sa).copied())
+        } else {
+            None
+        };
+        let mac = match known {
+            Some(mac) => mac,
+            None => x
+                .link
+                .resolve_neighbour(via, Duration::from_secs(1))
+                .map_err(unreachable)?,
+        };
+        if via == a.ip {
+            self.macs.insert(sa, mac);
+        }
+        self.hops.set(
+            a.ip,
+            Hop {
+                via,
+                mac: Some(mac),
+            },
+        );
+        Ok(Some(mac))
     }
 
     /// Which path carries this port's datagrams, for the statistics file.

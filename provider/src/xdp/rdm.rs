@@ -864,6 +864,9 @@ impl Rdm {
             return;
         }
         self.timeouts_seen = timeouts;
+        // A retransmission: the way to the peer may have changed (a router
+        // gone, a new route): look again, soon.
+        self.port.recheck_routes(true);
         let Rdm {
             port,
             engine,

@@ -124,6 +124,19 @@ pub fn remote_paths(log: &str) -> Vec<(bool, u64)> {
         .collect()
 }
 
+/// From each AF_XDP port's closing line: datagrams received and sent
+/// through its AF_XDP socket.
+pub fn xsk_counts(log: &str) -> Vec<(u64, u64)> {
+    closing_lines(log)
+        .filter_map(|l| {
+            Some((
+                number_before(l, " datagrams received and")?,
+                number_before(l, " sent through AF_XDP")?,
+            ))
+        })
+        .collect()
+}
+
 /// From the RDM endpoint's closing line (at info level): messages it
 /// pulled from a local sender's memory, and pulls that fell back to the
 /// rings (PROTOCOL.md §6.7).

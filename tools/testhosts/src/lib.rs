@@ -1,6 +1,8 @@
 //! Test hosts: pairs of network namespaces joined by a veth pair; several
-//! hosts on one bridged segment ([`Segment`]); two hosts joined through a
-//! forwarding host that impairs what it forwards ([`ImpairedPair`]).
+//! hosts on one bridged segment ([`Segment`]); hosts in their own subnets
+//! behind a router ([`Routed`]) or under the leaves of a leaf–spine fabric
+//! ([`LeafSpine`]); two hosts joined through a forwarding host
+//! that impairs what it forwards ([`ImpairedPair`]).
 //!
 //! Everything is created with the `ip` command (iproute2) under names that
 //! embed the creating process's PID and a per-process counter, and removed on
@@ -28,11 +30,15 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 mod impair;
+mod leafspine;
 mod raw;
+mod routed;
 mod segment;
 
 pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
+pub use leafspine::{LeafSpine, MAX_HOSTS_PER_LEAF};
 pub use raw::RawPort;
+pub use routed::{MAX_ROUTED_HOSTS, Routed};
 pub use segment::Segment;
 pub mod nics;
 pub mod skip;

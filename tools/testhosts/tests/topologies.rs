@@ -6,7 +6,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, Segment, our_netns};
+use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, LeafSpine, Routed, Segment, our_netns};
 
 /// One ICMP echo from `from` to `to`'s IPv4 address is answered.
 fn assert_pings(from: &Host, to: &Host) {
@@ -75,6 +75,125 @@ fn segment_hosts_reach_each_other_and_vanish_on_drop() {
         assert_eq!(h.mtu(), 9000);
     }
     drop(seg);
+    let left = our_netns();
+    assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+}
+
+/// Hosts behind a router are in different subnets, reach each other over
+/// both families through it (a route lookup names the router as the
+/// gateway, and the ICMP echo's TTL arrives one less), and the topology
+/// vanishes on drop — also when the creating closure panics.
+#[test]
+fn routed_hosts_reach_each_other_through_the_router_and_vanish_on_drop() {
+    let net = Routed::new(3, 1500).unwrap();
+    let names = net.netns_names();
+    let (h0, h2) = (&net.hosts[0], &net.hosts[2]);
+    assert_ne!(h0.ipv4().octets()[3] & 0xc0, h2.ipv4().octets()[3] & 0xc0);
+    for h in &net.hosts[1..] {
+        assert_pings(h, &net.hosts[0]);
+        let v6 = h
+            .command("ping")
+            .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            v6.status.success(),
+            "{}",
+            String::from_utf8_lossy(&v6.stdout)
+        );
+    }
+    let route = h0.ip(&["route", "get", &h2.ipv4().to_string()]).unwrap();
+    let gw = net.gateway_of(0, false).unwrap().to_string();
+    assert!(route.contains(&format!("via {gw} ")), "{route}");
+    let ttl = h0
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &h2.ipv4().to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&ttl.stdout);
+    assert!(out.contains("ttl=63"), "one router on the way: {out}");
+    drop(net);
+    let left = our_netns();
+    assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
+
+    let mut inner = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let net = Routed::new(2, 1500).unwrap();
+        inner = net.netns_names();
+        panic!("test failure inside");
+    }));
+    assert!(r.is_err());
+    let left = our_netns();
+    assert!(
+        !inner.is_empty() && inner.iter().all(|n| !left.contains(n)),
+        "{left:?}"
+    );
+}
+
+/// Datagrams the interfaces of namespace `ns` received (its veths).
+fn received_in(ns: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "sh", "-c"])
+        .arg("cat /sys/class/net/ox*/statistics/rx_packets")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// Hosts under different leaves reach each other over both families
+/// through leaf, spine, leaf (TTL 61 on arrival); 64 UDP flows from one
+/// to the other (64 source ports) cross both spines (ECMP, hashed on
+/// ports); the fabric vanishes on drop.
+#[test]
+fn leaf_spine_hosts_reach_each_other_over_both_spines() {
+    let net = LeafSpine::new(2, 1500).unwrap();
+    let names = net.netns_names();
+    assert_eq!(net.hosts.len(), 4);
+    let (h0, h3) = (&net.hosts[0], &net.hosts[3]);
+    assert_eq!((net.leaf_of(0), net.leaf_of(3)), (0, 1));
+    assert_pings(h0, &net.hosts[1]);
+    let out = h0
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &h3.ipv4().to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ttl=61"), "leaf, spine, leaf: {text}");
+    let v6 = h3
+        .command("ping")
+        .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        v6.status.success(),
+        "{}",
+        String::from_utf8_lossy(&v6.stdout)
+    );
+
+    let spines = [net.spine_netns(0).unwrap(), net.spine_netns(1).unwrap()];
+    let before = spines.map(received_in);
+    let rx = h3.run(|| UdpSocket::bind((h3.ipv4(), 0)).unwrap());
+    let to = rx.local_addr().unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let n = 64;
+    for _ in 0..n {
+        let tx = h0.run(|| UdpSocket::bind((h0.ipv4(), 0)).unwrap());
+        tx.send_to(b"flow", to).unwrap();
+    }
+    let mut buf = [0u8; 16];
+    for _ in 0..n {
+        rx.recv_from(&mut buf).unwrap();
+    }
+    let after = spines.map(received_in);
+    let per_spine = [after[0] - before[0], after[1] - before[1]];
+    assert!(
+        per_spine.iter().all(|&c| c > 0) && per_spine.iter().sum::<u64>() >= n,
+        "both spines carry flows: {per_spine:?}"
+    );
+    drop(net);
     let left = our_netns();
     assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
 }

@@ -185,24 +185,56 @@ impl Link {
         Ok(self.stats)
     }
 
-    /// A peer's MAC if the kernel neighbour table has it now (one
-    /// `RTM_GETNEIGH` dump, no resolution started, no waiting).
+    /// A neighbour's MAC if the kernel neighbour table has it now (one
+    /// `RTM_GETNEIGH` dump, no resolution started, no waiting). `ip` is a
+    /// next hop ([`Link::next_hop`]): a peer on the link, or a router.
     pub fn neighbour(&self, ip: IpAddr) -> Result<Option<MacAddr>, LinkError> {
         iface::neighbour_lookup(self.iface.index, ip).map_err(LinkError::Neighbour)
     }
 
-    /// Resolves a peer's MAC through the kernel neighbour table (triggering
-    /// ARP / neighbour discovery when absent, waiting at most `timeout`).
+    /// Whose MAC frames to `ip` carry, as the kernel routes it (one
+    /// `RTM_GETROUTE`, [`crate::route_get`]): the gateway of its route, or
+    /// `ip` itself when it is on the link. A destination the kernel routes
+    /// through another interface, or not at all, is [`LinkError::Route`].
+    pub fn next_hop(&self, ip: IpAddr) -> Result<IpAddr, LinkError> {
+        if ip.is_ipv4() != self.local.ip.is_ipv4() {
+            return Err(LinkError::FamilyMismatch);
+        }
+        let route = crate::route::route_get(ip).map_err(|e| {
+            LinkError::Route(std::io::Error::new(e.kind(), format!("to {ip}: {e}")))
+        })?;
+        if route.oif != self.iface.index {
+            return Err(LinkError::Route(std::io::Error::new(
+                std::io::ErrorKind::NetworkUnreachable,
+                format!(
+                    "the kernel routes {ip} through interface index {}, not {} ({})",
+                    route.oif, self.iface.index, self.iface.name
+                ),
+            )));
+        }
+        Ok(route.next_hop(ip))
+    }
+
+    /// Resolves a peer's link address: its route's next hop
+    /// ([`Link::next_hop`]) and that hop's MAC from the kernel neighbour
+    /// table (triggering ARP / neighbour discovery when absent, waiting at
+    /// most `timeout`). The MAC is the router's for a peer behind one.
     pub fn resolve_peer(
         &self,
         ip: IpAddr,
         port: u16,
         timeout: Duration,
     ) -> Result<LinkAddr, LinkError> {
-        if ip.is_ipv4() != self.local.ip.is_ipv4() {
-            return Err(LinkError::FamilyMismatch);
-        }
-        let mac = iface::resolve_mac(&self.iface, ip, timeout).map_err(LinkError::Neighbour)?;
+        let hop = self.next_hop(ip)?;
+        let mac = self.resolve_neighbour(hop, timeout)?;
         Ok(LinkAddr { mac, ip, port })
+    }
+
+    /// The MAC of `ip` on this link's interface, from the kernel neighbour
+    /// table (triggering ARP / neighbour discovery when absent, waiting at
+    /// most `timeout`), whatever the routes say: `ip` is taken to be on the
+    /// link.
+    pub fn resolve_neighbour(&self, ip: IpAddr, timeout: Duration) -> Result<MacAddr, LinkError> {
+        iface::resolve_mac(&self.iface, ip, timeout).map_err(LinkError::Neighbour)
     }
 }

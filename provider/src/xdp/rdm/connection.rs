@@ -29,9 +29,9 @@ impl Rdm {
     pub(super) fn conn_accept(&mut self, req: &ConnRequest, param: &[u8]) -> Result<()> {
         let now = self.now();
         let mut from = req.from;
-        if from.mac.is_none()
-            && let Some(mac) = self.port.resolve(&from)?
-        {
+        // The request carries the peer's own MAC; frames go to its next
+        // hop's (a router's, when it is behind one).
+        if let Some(mac) = self.port.resolve(&from)? {
             from.mac = Some(mac);
         }
         let req = ConnRequest {
