@@ -270,12 +270,14 @@ pub enum Arrival<'a> {
     Message(&'a [u8]),
 }
 
-/// Where one outgoing datagram is built: a UMEM frame, or (kernel path)
-/// the port's scratch buffer.
+/// Where one outgoing datagram is built: a UMEM frame, (kernel path) the
+/// port's scratch buffer, or the slot behind the bulk path's batch, where
+/// the last datagram went (`bulk.rs`).
 #[derive(Clone, Copy, Debug)]
 pub enum TxBuf {
     Frame(TxFrame),
     Scratch,
+    Bulk,
 }
 
 /// While AF_XDP or shared memory carries the traffic, the kernel socket
@@ -311,6 +313,9 @@ pub struct Port {
     /// Segments of large transfers through the kernel's UDP offloads
     /// (engine endpoints, where `FI_XDP_BULK_PATH` says so).
     bulk: Option<Bulk>,
+    /// The last datagram went to the bulk path: the next is built in its
+    /// batch's slot ([`TxBuf::Bulk`]).
+    bulk_next: bool,
     /// Every address of this host (network namespace): peers there are
     /// reached through shared memory or the kernel socket.
     local_ips: Vec<IpAddr>,
@@ -443,7 +448,7 @@ impl Port {
             BulkPath::Off => false,
         };
         let bulk = if args.reliable() && wants_bulk {
-            Bulk::open(args.local.ip)
+            Bulk::open(args.local.ip, max_payload)
                 .inspect_err(|e| {
                     xdp_warn!(
                         FI_LOG_EP_CTRL,
@@ -460,6 +465,7 @@ impl Port {
             udp,
             local,
             bulk,
+            bulk_next: false,
             local_ips,
             max_payload,
             macs: HashMap::new(),
@@ -519,6 +525,7 @@ impl Port {
         if self.bulk.is_none() || self.is_local(&to.ip) {
             return self.send(b, to, len);
         }
+        let (dest, peer) = (SocketAddr::new(to.ip, bulk_port), to.socket_addr());
         let Port {
             xsk,
             scratch,
@@ -526,18 +533,50 @@ impl Port {
             bulk,
             ..
         } = self;
-        let buf = match (b, &mut *xsk) {
+        let Some(bulk) = bulk.as_mut() else {
+            return Err(LinkError::NoTxFrame);
+        };
+        let r = match (b, &mut *xsk) {
+            // Built where it goes: no copy.
+            (TxBuf::Bulk, _) => bulk.send_slot(udp, dest, peer, len),
+            (TxBuf::Frame(f), Some(x)) => match x.link.tx_payload_mut(f).ok() {
+                Some(buf) => bulk.send(udp, dest, peer, &buf[..len.min(buf.len())]),
+                None => Err(LinkError::NoTxFrame),
+            },
+            _ => bulk.send(udp, dest, peer, &scratch[..len.min(scratch.len())]),
+        };
+        self.bulk_next = true;
+        self.release_tx(b);
+        r
+    }
+
+    /// A datagram built in the bulk slot ([`TxBuf::Bulk`]) that goes
+    /// another way after all (it is not a bulk segment, or to another
+    /// peer): copied into a UMEM frame, or (kernel path) the scratch
+    /// buffer. `None`: no frame free now (lost like a dropped frame).
+    fn out_of_slot(&mut self, len: usize) -> Option<TxBuf> {
+        let to = match &mut self.xsk {
+            Some(x) => TxBuf::Frame(x.link.alloc_tx()?),
+            None => TxBuf::Scratch,
+        };
+        let Port {
+            xsk, scratch, bulk, ..
+        } = self;
+        let from = bulk.as_ref()?.slot_bytes(len);
+        let dst = match (to, xsk) {
             (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
             _ => Some(&mut scratch[..]),
         };
-        let r = match (buf.and_then(|buf| buf.get(..len)), bulk.as_mut()) {
-            (Some(d), Some(bulk)) => {
-                bulk.send(udp, SocketAddr::new(to.ip, bulk_port), to.socket_addr(), d)
+        match dst {
+            Some(d) if d.len() >= from.len() => {
+                d[..from.len()].copy_from_slice(from);
+                Some(to)
             }
-            _ => Err(LinkError::NoTxFrame),
-        };
-        self.release_tx(b);
-        r
+            _ => {
+                self.release_tx(to);
+                None
+            }
+        }
     }
 
     /// Called before the endpoint's wait fd is slept on: publishes that in
@@ -627,6 +666,9 @@ impl Port {
 
     /// A buffer for one outgoing datagram (`None`: no TX frame free now).
     pub fn alloc_tx(&mut self) -> Option<TxBuf> {
+        if self.bulk_next && self.bulk.as_mut().is_some_and(|b| b.slot().is_some()) {
+            return Some(TxBuf::Bulk);
+        }
         match &mut self.xsk {
             Some(x) => x.link.alloc_tx().map(TxBuf::Frame),
             None => Some(TxBuf::Scratch),
@@ -636,6 +678,7 @@ impl Port {
     /// The payload area of `b`, at least [`Port::max_payload`] bytes.
     pub fn tx_payload_mut(&mut self, b: TxBuf) -> Option<&mut [u8]> {
         match (b, &mut self.xsk) {
+            (TxBuf::Bulk, _) => self.bulk.as_mut().and_then(Bulk::slot),
             (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
             _ => Some(&mut self.scratch[..]),
         }
@@ -661,6 +704,11 @@ impl Port {
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
+        self.bulk_next = false;
+        let b = match b {
+            TxBuf::Bulk => self.out_of_slot(len).ok_or(LinkError::NoTxFrame)?,
+            b => b,
+        };
         let local = self.is_local(&to.ip);
         let r = if local && let Some(r) = self.send_local(b, to, len) {
             r

@@ -55,8 +55,12 @@ pub struct BulkCounts {
 
 /// Datagrams to one destination waiting to leave in one send: every one
 /// `seg` bytes but the last, which may be shorter (udp(7) `UDP_SEGMENT`).
+/// `buf[..len]` holds them; behind them is room for one more datagram of
+/// the largest size, the slot the engine builds the next one in when it
+/// is likely to join them ([`Bulk::slot`]), so that it is not copied.
 struct Batch {
     buf: Vec<u8>,
+    len: usize,
     to: Option<SocketAddr>,
     /// `to`, encoded once per destination for sendmsg.
     name: Vec<u8>,
@@ -73,26 +77,31 @@ impl Batch {
                 && !self.ended
                 && len <= self.seg
                 && self.count < MAX_SEGMENTS
-                && self.buf.len() + len <= MAX_BATCH_BYTES)
+                && self.len + len <= MAX_BATCH_BYTES)
     }
 
-    fn push(&mut self, to: SocketAddr, datagram: &[u8]) {
+    /// Takes the `n` bytes in the slot (`buf[len..]`) as its next datagram.
+    fn commit(&mut self, to: SocketAddr, n: usize) {
         if self.count == 0 {
             if self.to != Some(to) {
                 self.name = crate::addr::encode_sockaddr(&to);
                 self.to = Some(to);
             }
-            self.seg = datagram.len();
+            self.seg = n;
         }
-        self.ended = datagram.len() < self.seg;
-        self.buf.extend_from_slice(datagram);
+        self.ended = n < self.seg;
+        self.len += n;
         self.count += 1;
     }
 
     fn clear(&mut self) {
-        self.buf.clear();
+        self.len = 0;
         self.count = 0;
         self.ended = false;
+    }
+
+    fn datagrams(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -115,8 +124,9 @@ pub(super) struct Bulk {
 }
 
 impl Bulk {
-    /// Opens the bulk socket on `ip` (port picked by the kernel).
-    pub(super) fn open(ip: std::net::IpAddr) -> io::Result<Bulk> {
+    /// Opens the bulk socket on `ip` (port picked by the kernel), for
+    /// datagrams of at most `max_datagram` bytes.
+    pub(super) fn open(ip: std::net::IpAddr, max_datagram: usize) -> io::Result<Bulk> {
         let rx_sock = UdpSocket::bind(SocketAddr::new(ip, 0))?;
         rx_sock.set_nonblocking(true)?;
         set_int(&rx_sock, libc::SOL_UDP, libc::UDP_GRO, 1)?;
@@ -128,7 +138,8 @@ impl Bulk {
             rx_buf: vec![0; MAX_READ],
             busy: 0,
             tx: Batch {
-                buf: Vec::with_capacity(MAX_BATCH_BYTES),
+                buf: vec![0; MAX_BATCH_BYTES + max_datagram],
+                len: 0,
                 to: None,
                 name: Vec::new(),
                 seg: 0,
@@ -154,6 +165,22 @@ impl Bulk {
         self.counts
     }
 
+    /// Where the next datagram is best built: the slot behind the batch,
+    /// while the batch could take one more of its size. `None`: build it
+    /// elsewhere and hand it to [`Bulk::send`].
+    pub(super) fn slot(&mut self) -> Option<&mut [u8]> {
+        let b = &mut self.tx;
+        let room =
+            b.count > 0 && !b.ended && b.count < MAX_SEGMENTS && b.len + b.seg <= MAX_BATCH_BYTES;
+        room.then(|| &mut b.buf[b.len..])
+    }
+
+    /// The first `n` bytes of the slot, as built.
+    pub(super) fn slot_bytes(&self, n: usize) -> &[u8] {
+        let b = &self.tx;
+        &b.buf[b.len..(b.len + n).min(b.buf.len())]
+    }
+
     /// Queues `datagram` for the bulk port `to` of the peer at `peer`,
     /// sending the batch first when it cannot take it.
     pub(super) fn send(
@@ -163,15 +190,47 @@ impl Bulk {
         peer: SocketAddr,
         datagram: &[u8],
     ) -> Result<(), LinkError> {
-        let mut r = Ok(());
-        if !self.tx.takes(to, datagram.len()) {
-            r = self.flush(udp);
+        let n = datagram.len();
+        let r = self.make_room(udp, to, n);
+        let at = self.tx.len;
+        self.tx.buf[at..at + n].copy_from_slice(datagram);
+        self.queue(to, peer, n);
+        r
+    }
+
+    /// Queues the `n` bytes built in the slot ([`Bulk::slot`]) for the
+    /// bulk port `to` of the peer at `peer`: in place when the batch takes
+    /// them, else after sending the batch (moved to the front then).
+    pub(super) fn send_slot(
+        &mut self,
+        udp: &UdpSocket,
+        to: SocketAddr,
+        peer: SocketAddr,
+        n: usize,
+    ) -> Result<(), LinkError> {
+        let from = self.tx.len;
+        let r = self.make_room(udp, to, n);
+        if self.tx.len != from {
+            self.tx.buf.copy_within(from..from + n, self.tx.len);
         }
+        self.queue(to, peer, n);
+        r
+    }
+
+    /// Sends the batch if it cannot take `n` more bytes to `to`.
+    fn make_room(&mut self, udp: &UdpSocket, to: SocketAddr, n: usize) -> Result<(), LinkError> {
+        if self.tx.takes(to, n) {
+            Ok(())
+        } else {
+            self.flush(udp)
+        }
+    }
+
+    fn queue(&mut self, to: SocketAddr, peer: SocketAddr, n: usize) {
         if self.tx.count == 0 && !self.dests.contains_key(&to) {
             self.dests.insert(to, peer);
         }
-        self.tx.push(to, datagram);
-        r
+        self.tx.commit(to, n);
     }
 
     /// Sends the batch. A full socket buffer or any other failure loses it
@@ -218,7 +277,7 @@ impl Bulk {
         let Some(to) = self.tx.to else {
             return Ok(());
         };
-        for d in Segments::new(&self.tx.buf, self.tx.seg) {
+        for d in Segments::new(self.tx.datagrams(), self.tx.seg) {
             retry_icmp_errors(|| udp.send_to(d, to))?;
             self.counts.tx_sends += 1;
         }
@@ -277,9 +336,10 @@ fn set_int(s: &UdpSocket, level: libc::c_int, name: libc::c_int, v: libc::c_int)
 /// One sendmsg of the whole batch; with more than one datagram, a
 /// `UDP_SEGMENT` control message states their size (udp(7)).
 fn send_segments(udp: &UdpSocket, b: &Batch) -> io::Result<()> {
+    let d = b.datagrams();
     let mut iov = libc::iovec {
-        iov_base: b.buf.as_ptr() as *mut libc::c_void,
-        iov_len: b.buf.len(),
+        iov_base: d.as_ptr() as *mut libc::c_void,
+        iov_len: d.len(),
     };
     // Room for one cmsghdr with a u16, aligned as cmsghdr wants.
     let mut control = [0u64; 4];
