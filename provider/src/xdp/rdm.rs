@@ -245,7 +245,13 @@ impl Rdm {
             .filter(|_| args.cfg.local_cma)
             .and_then(|w| Cma::new(w, args.cfg.local_shared_pull));
         let bulk_min = match port.sends_bulk() {
-            true => u32::try_from(args.cfg.bulk_min.max(1)).unwrap_or(u32::MAX),
+            true => {
+                let min = args
+                    .cfg
+                    .bulk_min
+                    .unwrap_or_else(|| crate::params::default_bulk_min(port.max_payload()));
+                u32::try_from(min.max(1)).unwrap_or(u32::MAX)
+            }
             false => 0,
         };
         let mut rdm = Rdm {
