@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability::wire::bulk::Segments;
 
-use super::kernel::{grow_receive_buffer, retry_icmp_errors};
+use super::kernel::{grow_receive_buffer, retry_icmp_errors, set_int_option, socket_addr_of};
 use crate::sys::FI_LOG_EP_DATA;
 use crate::xdp_warn;
 
@@ -129,7 +129,7 @@ impl Bulk {
     pub(super) fn open(ip: std::net::IpAddr, max_datagram: usize) -> io::Result<Bulk> {
         let rx_sock = UdpSocket::bind(SocketAddr::new(ip, 0))?;
         rx_sock.set_nonblocking(true)?;
-        set_int(&rx_sock, libc::SOL_UDP, libc::UDP_GRO, 1)?;
+        set_int_option(&rx_sock, libc::SOL_UDP, libc::UDP_GRO, 1)?;
         grow_receive_buffer(&rx_sock);
         let port = rx_sock.local_addr()?.port();
         Ok(Bulk {
@@ -315,24 +315,6 @@ impl Bulk {
     }
 }
 
-fn set_int(s: &UdpSocket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: setsockopt with a valid fd and a c_int option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// One sendmsg of the whole batch; with more than one datagram, a
 /// `UDP_SEGMENT` control message states their size (udp(7)).
 fn send_segments(udp: &UdpSocket, b: &Batch) -> io::Result<()> {
@@ -410,15 +392,7 @@ fn recv_coalesced(s: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, usize, So
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    // SAFETY: recvmsg wrote msg_namelen bytes of the sender's address.
-    let name = unsafe {
-        std::slice::from_raw_parts(
-            (&name as *const libc::sockaddr_storage).cast::<u8>(),
-            (msg.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>()),
-        )
-    };
-    let from = crate::addr::decode_any(name)
-        .map(|(a, _)| a.socket_addr())
+    let from = socket_addr_of(&name, msg.msg_namelen)
         .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
     // A read cut short (MSG_TRUNC) has lost its tail: only whole datagrams
     // before it are handed up; a cut one is rejected by its CRC.

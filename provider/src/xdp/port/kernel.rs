@@ -20,19 +20,33 @@ pub(super) const KERNEL_RCVBUF: libc::c_int = 8 << 20;
 /// capped by it, is the fallback (socket(7)).
 pub(super) fn grow_receive_buffer(udp: &UdpSocket) {
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt with a valid fd and a c_int option value.
-        let rc = unsafe {
-            libc::setsockopt(
-                udp.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&KERNEL_RCVBUF as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
+        if set_int_option(udp, libc::SOL_SOCKET, opt, KERNEL_RCVBUF).is_ok() {
             return;
         }
+    }
+}
+
+/// setsockopt(2) of an `int` option.
+pub(super) fn set_int_option(
+    udp: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt with a valid fd and a c_int option value.
+    let rc = unsafe {
+        libc::setsockopt(
+            udp.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -63,27 +77,15 @@ pub(super) fn kernel_rx_capacity(udp: &UdpSocket, max_payload: usize) -> Option<
 /// Ask the kernel to queue ICMP errors for our datagrams on the socket's
 /// error queue (ip(7) IP_RECVERR, ipv6(7) IPV6_RECVERR), unconnected as it is.
 pub(super) fn report_icmp_errors(udp: &UdpSocket, v6: bool) {
-    let on: libc::c_int = 1;
     let (level, name) = if v6 {
         (libc::SOL_IPV6, libc::IPV6_RECVERR)
     } else {
         (libc::SOL_IP, libc::IP_RECVERR)
     };
-    // SAFETY: setsockopt with a valid fd and a c_int option value.
-    let rc = unsafe {
-        libc::setsockopt(
-            udp.as_raw_fd(),
-            level,
-            name,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
+    if let Err(e) = set_int_option(udp, level, name, 1) {
         xdp_warn!(
             FI_LOG_EP_CTRL,
-            "IP_RECVERR: {}; dead peers are found by retries only",
-            io::Error::last_os_error()
+            "IP_RECVERR: {e}; dead peers are found by retries only"
         );
     }
 }
@@ -168,12 +170,20 @@ pub(super) fn read_refused(udp: &UdpSocket) -> io::Result<Option<SocketAddr>> {
     if !refused {
         return Ok(None);
     }
-    // SAFETY: recvmsg wrote msg_namelen bytes of the original destination.
-    let name = unsafe {
+    Ok(socket_addr_of(&name, msg.msg_namelen))
+}
+
+/// The address recvmsg(2) wrote into `name` (`len` bytes of it).
+pub(super) fn socket_addr_of(
+    name: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
+    // SAFETY: sockaddr_storage is plain old data, read as bytes within its size.
+    let bytes = unsafe {
         std::slice::from_raw_parts(
-            (&name as *const libc::sockaddr_storage).cast::<u8>(),
-            (msg.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>()),
+            (name as *const libc::sockaddr_storage).cast::<u8>(),
+            (len as usize).min(size_of::<libc::sockaddr_storage>()),
         )
     };
-    Ok(crate::addr::decode_any(name).map(|(a, _)| a.socket_addr()))
+    crate::addr::decode_any(bytes).map(|(a, _)| a.socket_addr())
 }
