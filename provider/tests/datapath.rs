@@ -442,3 +442,100 @@ fn rdm_peers_on_every_queue_reach_an_endpoint_on_one() {
         "{report}"
     );
 }
+
+/// The bulk path between several peers: one sender's segments to two
+/// receivers alternate (the engine serves its peers in turn), so its batch
+/// changes destination datagram by datagram; one receiver takes batches
+/// from two senders at once. Every message arrives whole and once.
+#[test]
+fn rdm_bulk_transfers_to_and_from_several_peers_arrive_whole() {
+    use ofi_xdp_testhosts::Segment;
+    let seg = Segment::new(3, 1500).unwrap();
+    let mut sides: Vec<Side> = (0..3)
+        .map(|i| open(&seg.hosts[i], FI_EP_RDM, 40 + i as u32))
+        .collect();
+    // (sender, receiver, length): host 0 to hosts 1 and 2 interleaved,
+    // host 1 to host 2 beside it.
+    let plan: Vec<(usize, usize, usize)> = (0..6)
+        .flat_map(|i| {
+            let len = [1 << 20, 100_003, 40_000][i % 3];
+            [
+                (0, 1 + i % 2, len),
+                (0, 2 - i % 2, len / 2 + 1),
+                (1, 2, len),
+            ]
+        })
+        .collect();
+    let payload = |k: usize| -> Vec<u8> {
+        (0..plan[k].2)
+            .map(|b| (b * 13 + k * 101 + (b >> 10)) as u8)
+            .collect()
+    };
+    let payloads: Vec<Vec<u8>> = (0..plan.len()).map(payload).collect();
+    let mut rbufs: Vec<Vec<u8>> = plan.iter().map(|_| vec![0u8; (1 << 20) + 16]).collect();
+    for (k, &(_, to, _)) in plan.iter().enumerate() {
+        let rb = &mut rbufs[k];
+        sides[to]
+            .dp
+            .post_recv(RxOp {
+                src: None,
+                iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
+                tag: None,
+                context: 1000 + k,
+                flags: 0,
+                multi_recv: false,
+                report: true,
+                peek: Default::default(),
+            })
+            .unwrap();
+    }
+    for (k, &(from, to, len)) in plan.iter().enumerate() {
+        let dest = sides[to].addr;
+        sides[from]
+            .dp
+            .post_send(TxOp {
+                dest,
+                dest_fi_addr: 0,
+                payload: Payload::Iov(vec![(payloads[k].as_ptr() as usize, len)].into()),
+                tag: None,
+                data: None,
+                context: k,
+                flags: 0,
+                report: true,
+            })
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    let count = |g: &[DpCompletion], d: Direction| g.iter().filter(|c| c.dir == d).count();
+    while count(&got, Direction::Rx) < plan.len() || count(&got, Direction::Tx) < plan.len() {
+        for s in sides.iter_mut() {
+            s.dp.progress(&mut |c| got.push(c));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "timed out with {} received, {} sent of {}",
+            count(&got, Direction::Rx),
+            count(&got, Direction::Tx),
+            plan.len()
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for c in got.iter().filter(|c| c.dir == Direction::Rx) {
+        assert!(c.completion.error.is_none(), "{c:?}");
+        let buf = &rbufs[c.completion.op_context - 1000][..c.completion.len];
+        let k = payloads
+            .iter()
+            .position(|p| p[..] == *buf)
+            .unwrap_or_else(|| panic!("a {}-byte message nobody sent", buf.len()));
+        assert!(seen.insert(k), "message {k} twice");
+        let from = c.src.unwrap().socket_addr();
+        assert_eq!(from, sides[plan[k].0].addr.socket_addr(), "message {k}");
+    }
+    assert_eq!(seen.len(), plan.len());
+    let tx: Vec<u64> = (0..2)
+        .map(|i| published(&mut sides[i], "bulk_tx"))
+        .collect();
+    let rx = published(&mut sides[2], "bulk_rx");
+    assert!(tx[0] > 1000 && tx[1] > 1000 && rx > 1000, "{tx:?} {rx}");
+}
