@@ -24,6 +24,10 @@ use crate::time::{Instant, Nanos};
 mod adversary;
 pub use adversary::{Adversary, AdversaryConfig, AdversaryCounts};
 
+/// How far behind the first datagram of a joined read ([`Faults::coalesce`])
+/// the others of its flow may be due.
+pub const JOIN_WINDOW: Nanos = Nanos(50_000);
+
 /// The link into each node: `rate` bytes per second behind a FIFO queue of
 /// `queue` bytes (a switch port); datagrams that find it full are dropped,
 /// and those that find more than `ecn_threshold` bytes queued are marked CE
@@ -60,10 +64,11 @@ pub struct Faults {
     /// A bottleneck link in front of every node.
     pub bottleneck: Option<Bottleneck>,
     /// Probability a datagram is joined with the later ones of its flow
-    /// (same sender and receiver) due at the same step into one read, as
-    /// the kernel's UDP receive offload joins them on the bulk path
-    /// (PROTOCOL.md §2.5): while they are as long as the first, and one
-    /// shorter ends the read. The receiver cuts the read back with
+    /// (same sender and receiver) due within [`JOIN_WINDOW`] of it into one
+    /// read, as the kernel's UDP receive offload joins what one poll of
+    /// the NIC brings on the bulk path (PROTOCOL.md §2.5): while they are
+    /// as long as the first, and one shorter ends the read. The read
+    /// arrives with the first; the receiver cuts it back with
     /// [`crate::wire::bulk::Segments`]; how they were sent plays no part.
     pub coalesce: f64,
 }
@@ -440,13 +445,15 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
         true
     }
 
-    /// Delivers `first` and the later datagrams of its flow due now as one
-    /// read of the receive offload ([`Faults::coalesce`]), cut back into
-    /// datagrams as the provider's bulk path cuts it.
+    /// Delivers `first` and the later datagrams of its flow due within
+    /// [`JOIN_WINDOW`] as one read of the receive offload
+    /// ([`Faults::coalesce`]), cut back into datagrams as the provider's
+    /// bulk path cuts it.
     fn deliver_coalesced(&mut self, first: InFlight) {
         let seg = first.bytes.len();
+        let until = self.now + JOIN_WINDOW;
         let mut due = Vec::new();
-        while self.queue.peek().is_some_and(|Reverse(d)| d.at <= self.now) {
+        while self.queue.peek().is_some_and(|Reverse(d)| d.at <= until) {
             if let Some(Reverse(d)) = self.queue.pop() {
                 due.push(d);
             }
@@ -465,7 +472,7 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 rest.push(d);
             }
         }
-        // The others wait for the next step at this same time, in order.
+        // The others arrive when they were due, in order.
         for d in rest {
             self.queue.push(Reverse(d));
         }
