@@ -60,6 +60,39 @@ fn open_with(host: &Host, ep_type: i32, incarnation: u32, cfg: Config) -> Side {
     })
 }
 
+/// Posts `buf` as a plain receive (any source, untagged, reported) with
+/// `context`.
+fn post_recv_into(side: &mut Side, buf: &mut [u8], context: usize) {
+    side.dp
+        .post_recv(RxOp {
+            src: None,
+            iov: vec![(buf.as_mut_ptr() as usize, buf.len())].into(),
+            tag: None,
+            context,
+            flags: 0,
+            multi_recv: false,
+            report: true,
+            peek: Default::default(),
+        })
+        .unwrap();
+}
+
+/// Posts an untagged send of `payload` to `dest` with `context`.
+fn post_send_to(side: &mut Side, dest: XdpAddr, payload: Payload, context: usize, report: bool) {
+    side.dp
+        .post_send(TxOp {
+            dest,
+            dest_fi_addr: 0,
+            payload,
+            tag: None,
+            data: None,
+            context,
+            flags: 0,
+            report,
+        })
+        .unwrap();
+}
+
 fn wait_for(sides: &mut [&mut Side], want: usize, got: &mut Vec<DpCompletion>) {
     let t0 = Instant::now();
     while got.len() < want {
@@ -90,32 +123,13 @@ fn send_and_check(a: &mut Side, b: &mut Side, len: usize, inject: bool) {
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
     // An injected send's buffer is the caller's again once the post returns.
     let mut inject_buf = data.clone();
-    b.dp.post_recv(RxOp {
-        src: None,
-        iov: vec![(rbuf.as_mut_ptr() as usize, rbuf.len())].into(),
-        tag: None,
-        context: 2,
-        flags: 0,
-        multi_recv: false,
-        report: true,
-        peek: Default::default(),
-    })
-    .unwrap();
-    a.dp.post_send(TxOp {
-        dest: b.addr,
-        dest_fi_addr: 0,
-        payload: if inject {
-            Payload::Inject(vec![(inject_buf.as_ptr() as usize, len)].into())
-        } else {
-            Payload::Iov(vec![(data.as_ptr() as usize, len)].into())
-        },
-        tag: None,
-        data: None,
-        context: 1,
-        flags: 0,
-        report: !inject,
-    })
-    .unwrap();
+    post_recv_into(b, &mut rbuf, 2);
+    let payload = if inject {
+        Payload::Inject(vec![(inject_buf.as_ptr() as usize, len)].into())
+    } else {
+        Payload::Iov(vec![(data.as_ptr() as usize, len)].into())
+    };
+    post_send_to(a, b.addr, payload, 1, !inject);
     inject_buf.fill(0xee);
     let mut got = Vec::new();
     // The receive, and the send's completion (reported, or unreported but
@@ -243,30 +257,12 @@ fn rdm_self_unreported_sends_complete() {
     let data = [7u8; 64];
     let mut rbufs = vec![vec![0u8; 128]; 4];
     for (i, rb) in rbufs.iter_mut().enumerate() {
-        a.dp.post_recv(RxOp {
-            src: None,
-            iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
-            tag: None,
-            context: 100 + i,
-            flags: 0,
-            multi_recv: false,
-            report: true,
-            peek: Default::default(),
-        })
-        .unwrap();
+        post_recv_into(&mut a, rb, 100 + i);
     }
     for i in 0..4 {
-        a.dp.post_send(TxOp {
-            dest: a.addr,
-            dest_fi_addr: 0,
-            payload: Payload::Iov(vec![(data.as_ptr() as usize, 64)].into()),
-            tag: None,
-            data: None,
-            context: i,
-            flags: 0,
-            report: i % 2 == 1,
-        })
-        .unwrap();
+        let payload = Payload::Iov(vec![(data.as_ptr() as usize, 64)].into());
+        let to = a.addr;
+        post_send_to(&mut a, to, payload, i, i % 2 == 1);
     }
     let mut got = Vec::new();
     wait_for(&mut [&mut a], 8, &mut got);
@@ -308,19 +304,7 @@ fn rdm_peers_on_every_queue_reach_an_endpoint_on_one() {
     let total = QUEUES as usize * PER_CLIENT;
     let mut rbufs = vec![vec![0u8; 9100]; total];
     for (k, rb) in rbufs.iter_mut().enumerate() {
-        server
-            .dp
-            .post_recv(RxOp {
-                src: None,
-                iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
-                tag: None,
-                context: 1000 + k,
-                flags: 0,
-                multi_recv: false,
-                report: true,
-                peek: Default::default(),
-            })
-            .unwrap();
+        post_recv_into(&mut server, rb, 1000 + k);
     }
     let payloads: Vec<Vec<Vec<u8>>> = (0..QUEUES as usize)
         .map(|c| (0..PER_CLIENT).map(|i| message(c, i)).collect())
@@ -328,18 +312,8 @@ fn rdm_peers_on_every_queue_reach_an_endpoint_on_one() {
     let to = server.addr;
     for (c, side) in clients.iter_mut().enumerate() {
         for (i, p) in payloads[c].iter().enumerate() {
-            side.dp
-                .post_send(TxOp {
-                    dest: to,
-                    dest_fi_addr: 0,
-                    payload: Payload::Iov(vec![(p.as_ptr() as usize, p.len())].into()),
-                    tag: None,
-                    data: None,
-                    context: c * PER_CLIENT + i,
-                    flags: 0,
-                    report: true,
-                })
-                .unwrap();
+            let payload = Payload::Iov(vec![(p.as_ptr() as usize, p.len())].into());
+            post_send_to(side, to, payload, c * PER_CLIENT + i, true);
         }
     }
     let mut got = Vec::new();
@@ -474,36 +448,12 @@ fn rdm_bulk_transfers_to_and_from_several_peers_arrive_whole() {
     let payloads: Vec<Vec<u8>> = (0..plan.len()).map(payload).collect();
     let mut rbufs: Vec<Vec<u8>> = plan.iter().map(|_| vec![0u8; (1 << 20) + 16]).collect();
     for (k, &(_, to, _)) in plan.iter().enumerate() {
-        let rb = &mut rbufs[k];
-        sides[to]
-            .dp
-            .post_recv(RxOp {
-                src: None,
-                iov: vec![(rb.as_mut_ptr() as usize, rb.len())].into(),
-                tag: None,
-                context: 1000 + k,
-                flags: 0,
-                multi_recv: false,
-                report: true,
-                peek: Default::default(),
-            })
-            .unwrap();
+        post_recv_into(&mut sides[to], &mut rbufs[k], 1000 + k);
     }
     for (k, &(from, to, len)) in plan.iter().enumerate() {
+        let payload = Payload::Iov(vec![(payloads[k].as_ptr() as usize, len)].into());
         let dest = sides[to].addr;
-        sides[from]
-            .dp
-            .post_send(TxOp {
-                dest,
-                dest_fi_addr: 0,
-                payload: Payload::Iov(vec![(payloads[k].as_ptr() as usize, len)].into()),
-                tag: None,
-                data: None,
-                context: k,
-                flags: 0,
-                report: true,
-            })
-            .unwrap();
+        post_send_to(&mut sides[from], dest, payload, k, true);
     }
     let mut got = Vec::new();
     let t0 = Instant::now();
