@@ -363,6 +363,20 @@ fn bulk_beats_af_xdp(x: &Xsk, ifname: &str) -> bool {
     !(native && ofi_xdp_link::ethtool::driver(ifname).is_ok_and(|d| d == "veth"))
 }
 
+/// The bytes of `b` when it is a UMEM frame, else the port's scratch
+/// buffer (the kernel path's; a bulk slot is `bulk.rs`'s: the callers
+/// that meet one look there first).
+fn frame_or_scratch<'a>(
+    b: TxBuf,
+    xsk: &'a mut Option<Xsk>,
+    scratch: &'a mut [u8],
+) -> std::result::Result<&'a mut [u8], LinkError> {
+    match (b, xsk) {
+        (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f),
+        _ => Ok(scratch),
+    }
+}
+
 /// A datagram's sender as either path saw it (a MAC only from AF_XDP).
 fn sender(ip: IpAddr, port: u16, mac: Option<[u8; 6]>) -> XdpAddr {
     XdpAddr {
@@ -536,14 +550,13 @@ impl Port {
         let Some(bulk) = bulk.as_mut() else {
             return Err(LinkError::NoTxFrame);
         };
-        let r = match (b, &mut *xsk) {
+        let r = match b {
             // Built where it goes: no copy.
-            (TxBuf::Bulk, _) => bulk.send_slot(udp, dest, peer, len),
-            (TxBuf::Frame(f), Some(x)) => match x.link.tx_payload_mut(f).ok() {
-                Some(buf) => bulk.send(udp, dest, peer, &buf[..len.min(buf.len())]),
-                None => Err(LinkError::NoTxFrame),
+            TxBuf::Bulk => bulk.send_slot(udp, dest, peer, len),
+            b => match frame_or_scratch(b, xsk, scratch) {
+                Ok(buf) => bulk.send(udp, dest, peer, &buf[..len.min(buf.len())]),
+                Err(_) => Err(LinkError::NoTxFrame),
             },
-            _ => bulk.send(udp, dest, peer, &scratch[..len.min(scratch.len())]),
         };
         self.bulk_next = true;
         self.release_tx(b);
@@ -563,12 +576,8 @@ impl Port {
             xsk, scratch, bulk, ..
         } = self;
         let from = bulk.as_ref()?.slot_bytes(len);
-        let dst = match (to, xsk) {
-            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
-            _ => Some(&mut scratch[..]),
-        };
-        match dst {
-            Some(d) if d.len() >= from.len() => {
+        match frame_or_scratch(to, xsk, scratch) {
+            Ok(d) if d.len() >= from.len() => {
                 d[..from.len()].copy_from_slice(from);
                 Some(to)
             }
@@ -677,10 +686,9 @@ impl Port {
 
     /// The payload area of `b`, at least [`Port::max_payload`] bytes.
     pub fn tx_payload_mut(&mut self, b: TxBuf) -> Option<&mut [u8]> {
-        match (b, &mut self.xsk) {
-            (TxBuf::Bulk, _) => self.bulk.as_mut().and_then(Bulk::slot),
-            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok(),
-            _ => Some(&mut self.scratch[..]),
+        match b {
+            TxBuf::Bulk => self.bulk.as_mut().and_then(Bulk::slot),
+            b => frame_or_scratch(b, &mut self.xsk, &mut self.scratch).ok(),
         }
     }
 
@@ -796,10 +804,7 @@ impl Port {
             ..
         } = self;
         let local = local.as_mut()?;
-        let buf = match (b, xsk) {
-            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f).ok()?,
-            _ => &mut scratch[..],
-        };
+        let buf = frame_or_scratch(b, xsk, scratch).ok()?;
         let payload = buf.get(..len)?;
         match local.send(to.socket_addr(), payload)? {
             true => Some(Ok(())),
@@ -818,10 +823,7 @@ impl Port {
         let Port {
             xsk, scratch, udp, ..
         } = self;
-        let buf = match (b, xsk) {
-            (TxBuf::Frame(f), Some(x)) => x.link.tx_payload_mut(f)?,
-            _ => &mut scratch[..],
-        };
+        let buf = frame_or_scratch(b, xsk, scratch)?;
         let payload = buf.get(..len).ok_or(LinkError::NoTxFrame)?;
         match retry_icmp_errors(|| udp.send_to(payload, to.socket_addr())) {
             Ok(_) => Ok(()),

@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use ofi_xdp_link::LinkError;
 use ofi_xdp_reliability::wire::bulk::Segments;
 
-use super::kernel::{grow_receive_buffer, retry_icmp_errors, set_int_option, socket_addr_of};
+use super::kernel::{grow_receive_buffer, recv_msg, retry_icmp_errors, set_int_option};
 use crate::sys::FI_LOG_EP_DATA;
 use crate::xdp_warn;
 
@@ -358,43 +358,16 @@ fn send_segments(udp: &UdpSocket, b: &Batch) -> io::Result<()> {
 /// One read of the bulk socket: its length, the size of the datagrams the
 /// receive offload joined in it (0: one datagram), and the sender.
 fn recv_coalesced(s: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, usize, SocketAddr)> {
-    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
-    let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = [0u64; 8];
-    // SAFETY: an all-zero msghdr is valid; pointers are filled in below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = size_of_val(&control);
-    // SAFETY: msg points at live buffers of the stated sizes.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
     let mut seg = 0usize;
-    // SAFETY: walking the control messages recvmsg just wrote with the
-    // kernel's CMSG macros; UDP_GRO's carries an int (udp(7)).
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let h = &*c;
-            if h.cmsg_level == libc::SOL_UDP && h.cmsg_type == libc::UDP_GRO {
-                let v = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned();
-                seg = usize::try_from(v).unwrap_or(0);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
+    let (n, from) = recv_msg(s, buf, libc::MSG_DONTWAIT, |level, ty, data| {
+        if level == libc::SOL_UDP && ty == libc::UDP_GRO {
+            // SAFETY: UDP_GRO's control message carries an int (udp(7)).
+            let v = unsafe { data.cast::<libc::c_int>().read_unaligned() };
+            seg = usize::try_from(v).unwrap_or(0);
         }
-    }
-    let from = socket_addr_of(&name, msg.msg_namelen)
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
+    })?;
+    let from = from.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
     // A read cut short (MSG_TRUNC) has lost its tail: only whole datagrams
     // before it are handed up; a cut one is rejected by its CRC.
-    Ok(((n as usize).min(buf.len()), seg, from))
+    Ok((n.min(buf.len()), seg, from))
 }

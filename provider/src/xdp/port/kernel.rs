@@ -121,13 +121,38 @@ pub(super) fn retry_icmp_errors<T>(mut send: impl FnMut() -> io::Result<T>) -> i
 /// unreachable (ECONNREFUSED) about a datagram to `dst`, `Ok(None)` for
 /// another error, `Err` when the queue is empty.
 pub(super) fn read_refused(udp: &UdpSocket) -> io::Result<Option<SocketAddr>> {
+    let mut data = [0u8; 64];
+    let mut refused = false;
+    let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+    let (_, dst) = recv_msg(udp, &mut data, flags, |level, ty, cmsg_data| {
+        let is_err = (level == libc::SOL_IP && ty == libc::IP_RECVERR)
+            || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR);
+        if is_err {
+            // SAFETY: an IP_RECVERR/IPV6_RECVERR control message starts
+            // with a sock_extended_err (ip(7)).
+            let ee = unsafe { cmsg_data.cast::<libc::sock_extended_err>().read_unaligned() };
+            refused |= ee.ee_errno == libc::ECONNREFUSED as u32;
+        }
+    })?;
+    Ok(dst.filter(|_| refused))
+}
+
+/// One recvmsg(2) on `udp` into `buf` with `flags`: how many bytes came
+/// (the datagram's length, which may exceed `buf`'s when MSG_TRUNC cut
+/// it) and the address in `msg_name`, each control message handed to
+/// `on_cmsg` as (level, type, a pointer to its data).
+pub(super) fn recv_msg(
+    udp: &UdpSocket,
+    buf: &mut [u8],
+    flags: libc::c_int,
+    mut on_cmsg: impl FnMut(libc::c_int, libc::c_int, *const u8),
+) -> io::Result<(usize, Option<SocketAddr>)> {
     // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
     let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut data = [0u8; 64];
     let mut control = [0u64; 64];
     let mut iov = libc::iovec {
-        iov_base: data.as_mut_ptr().cast(),
-        iov_len: data.len(),
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
     };
     // SAFETY: an all-zero msghdr is valid; pointers are filled in below.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -138,46 +163,25 @@ pub(super) fn read_refused(udp: &UdpSocket) -> io::Result<Option<SocketAddr>> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = size_of_val(&control);
     // SAFETY: msg points at live buffers of the stated sizes.
-    let n = unsafe {
-        libc::recvmsg(
-            udp.as_raw_fd(),
-            &mut msg,
-            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-        )
-    };
+    let n = unsafe { libc::recvmsg(udp.as_raw_fd(), &mut msg, flags) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut refused = false;
     // SAFETY: walking the control messages recvmsg just wrote, with the
-    // kernel's CMSG macros; each IP_RECVERR/IPV6_RECVERR one starts with a
-    // sock_extended_err (ip(7)).
+    // kernel's CMSG macros.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
             let h = &*c;
-            let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
-                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
-            if is_err {
-                let ee = libc::CMSG_DATA(c)
-                    .cast::<libc::sock_extended_err>()
-                    .read_unaligned();
-                refused |= ee.ee_errno == libc::ECONNREFUSED as u32;
-            }
+            on_cmsg(h.cmsg_level, h.cmsg_type, libc::CMSG_DATA(c).cast_const());
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    if !refused {
-        return Ok(None);
-    }
-    Ok(socket_addr_of(&name, msg.msg_namelen))
+    Ok((n as usize, socket_addr_of(&name, msg.msg_namelen)))
 }
 
 /// The address recvmsg(2) wrote into `name` (`len` bytes of it).
-pub(super) fn socket_addr_of(
-    name: &libc::sockaddr_storage,
-    len: libc::socklen_t,
-) -> Option<SocketAddr> {
+fn socket_addr_of(name: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
     // SAFETY: sockaddr_storage is plain old data, read as bytes within its size.
     let bytes = unsafe {
         std::slice::from_raw_parts(
