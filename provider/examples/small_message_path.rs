@@ -12,7 +12,9 @@
 //! AF_XDP path that needs no socket: Ethernet/IPv4/UDP headers written in
 //! front of the engine's datagram in the frame (`ofi_xdp_link::wire`,
 //! options as `provider/src/xdp/port/open.rs` sets them for RDM), and parsed
-//! and checked against the local address on receipt. Each side's progress
+//! and checked against the local address on receipt, and the datagram's
+//! peer found by the session it names (`provider/src/xdp/peers.rs`,
+//! PROTOCOL.md §4.6). Each side's progress
 //! pass runs in the order of `provider/src/xdp/rdm.rs`: receive, due timers,
 //! transmit, events; a post is followed by a transmit, as there. Frames go
 //! from one side to the other in place (what the kernel or NIC does between
@@ -33,6 +35,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ofi_xdp_link::LinkAddr;
 use ofi_xdp_link::wire::{self, EncodeOptions};
+use ofi_xdp_reliability::wire::named_session;
 use ofi_xdp_reliability::{
     AuthConfig, CompletionLevel, Config, Engine, Event, Flags, Instant, Nanos, Payload,
     RecvBuffers, RecvOp, SendBuffers, SendOp, TagMatch,
@@ -262,12 +265,17 @@ impl Side {
             assert!(d.dst_port == self.addr.port && d.dst_ip == self.addr.ip);
             assert_eq!(d.src, self.peer, "a datagram from an unknown source");
             let datagram = &frame[d.payload_offset..d.payload_offset + d.payload_len];
+            // `xdp/peers.rs`: the peer of the session the datagram names
+            // (PROTOCOL.md §4.6), else the one at its source address.
+            let key = named_session(datagram)
+                .and_then(|s| self.engine.peer_of_session(s))
+                .unwrap_or(PEER_KEY);
             if d.ecn == wire::CE {
                 self.engine
-                    .handle_datagram_marked(now, PEER_KEY, &[datagram], true, &mut self.rx);
+                    .handle_datagram_marked(now, key, &[datagram], true, &mut self.rx);
             } else {
                 self.engine
-                    .handle_datagram(now, PEER_KEY, datagram, &mut self.rx);
+                    .handle_datagram(now, key, datagram, &mut self.rx);
             }
         }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {

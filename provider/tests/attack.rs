@@ -5,7 +5,9 @@
 //! as fast as it can, one kind of attack per test: forged DATA, forged
 //! ACKs (receiver-not-ready), forged HELLOs, forged CLOSE and RESET on the
 //! live session's ids, ICMP port unreachable about host 1, and replays of
-//! every datagram it captured. Each must change nothing: the transfer
+//! every datagram it captured; and forged DATA from host 1's IP but other
+//! UDP source ports, which a receiver takes as host 1's session by the ids
+//! it names (PROTOCOL.md §4.6) and must reject all the same. Each must change nothing: the transfer
 //! completes with its data verified, no session is lost, and every
 //! datagram host 0's engine received was either host 1's or counted as
 //! rejected.
@@ -33,6 +35,8 @@ const KEY: &str = "00112233445566778899aabbccddeeff0123456789abcdef";
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Attack {
     Data,
+    /// DATA from other source ports than host 1's (path entropy's).
+    DataOtherPorts,
     Ack,
     Hello,
     Close,
@@ -246,6 +250,12 @@ fn attacker(
                         let Some(q) = to_h1.as_ref() else { break };
                         icmp_unreachable(&h0, &h1, &att, q)
                     }
+                    Attack::DataOtherPorts => {
+                        let mut f = spoofed(&h0, &h1, &att, &s, &forge(Attack::Data, &s, n));
+                        let port = 49152 + (n % 16384) as u16;
+                        f[34..36].copy_from_slice(&port.to_be_bytes());
+                        f
+                    }
                     k => spoofed(&h0, &h1, &att, &s, &forge(k, &s, n)),
                 };
                 out.send(&frame);
@@ -390,6 +400,11 @@ fn attacked(kind: Attack) {
 #[test]
 fn attack_forged_data() {
     attacked(Attack::Data);
+}
+
+#[test]
+fn attack_forged_data_from_other_ports() {
+    attacked(Attack::DataOtherPorts);
 }
 
 #[test]

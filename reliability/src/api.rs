@@ -101,6 +101,14 @@ pub struct Config {
     ///
     /// [`Engine::peer_bulk_port`]: crate::Engine::peer_bulk_port
     pub bulk_port: u16,
+    /// The caller finds each datagram's peer by the session it names
+    /// ([`Engine::peer_of_session`], PROTOCOL.md §4.6), so peers may send a
+    /// session's datagrams from any UDP source port; stated to them in
+    /// HELLO and HELLO_ACK (feature ANY_PORT, §4.1). Off: the caller knows
+    /// peers by source address, and peers send from theirs.
+    ///
+    /// [`Engine::peer_of_session`]: crate::Engine::peer_of_session
+    pub any_port: bool,
 }
 
 /// Packet authentication (PROTOCOL.md §11).
@@ -156,6 +164,7 @@ impl Default for Config {
             unexpected_peer_max: 1 << 16,
             cc_delay_floor: Nanos::from_micros(100),
             bulk_port: 0,
+            any_port: false,
         }
     }
 }

@@ -363,6 +363,25 @@ fn rd64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// HELLO / HELLO_ACK feature bit (§4.1): the sender finds a datagram's
+/// session by the ids it carries ([`named_session`], §4.6), so the datagrams
+/// of a session may reach it from any UDP source port.
+pub const ANY_PORT: u64 = 1 << 2;
+
+/// The session of ours a datagram names (PROTOCOL.md §4.6): its `dst_sess`
+/// when non-zero, for every type but connection management (whose ids are
+/// connections', §9). `None`: HELLO (no session yet) or not a datagram of
+/// this protocol; the sender is known by its address then. Read before any
+/// check: the engine verifies the datagram once its peer is found.
+#[inline]
+pub fn named_session(first: &[u8]) -> Option<u32> {
+    if first.len() < COMMON_LEN || first[0] != VERSION || (24..=31).contains(&first[1]) {
+        return None;
+    }
+    let s = rd32(first, 8);
+    (s != 0).then_some(s)
+}
+
 /// Decode and verify a datagram.
 #[inline]
 pub fn decode(buf: &[u8]) -> Result<Packet<'_>, WireError> {

@@ -6,6 +6,9 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+use ofi_xdp_reliability::Engine;
+use ofi_xdp_reliability::wire::named_session;
+
 use crate::addr::XdpAddr;
 
 #[derive(Default)]
@@ -65,6 +68,41 @@ impl Peers {
     }
 }
 
+/// Who sent a datagram, by the session its header names (PROTOCOL.md
+/// §4.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Named {
+    /// One of our sessions, with the peer of this key, at the datagram's
+    /// source IP address: whatever its source port, the datagram is that
+    /// peer's (path entropy varies the port, §4.6).
+    Peer(u32),
+    /// One of our sessions, but its peer is at another IP address: not
+    /// that peer's, and no other peer's session either. Dropped.
+    OtherSource,
+    /// No session of ours (a HELLO, a stale or unknown id, connection
+    /// management): the sender is known by its source address.
+    None,
+}
+
+/// [`Named`] for a datagram whose first bytes are `first`, from `src`.
+/// `addrs` are the peers' addresses by key. O(1): a header read and one
+/// lookup of the engine's session index.
+#[inline]
+pub(super) fn of_session(
+    engine: &Engine<u32>,
+    addrs: &[XdpAddr],
+    first: &[u8],
+    src: &XdpAddr,
+) -> Named {
+    let Some(key) = named_session(first).and_then(|s| engine.peer_of_session(s)) else {
+        return Named::None;
+    };
+    match addrs.get(key as usize) {
+        Some(a) if a.ip == src.ip => Named::Peer(key),
+        _ => Named::OtherSource,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +114,87 @@ mod tests {
             mac: None,
             incarnation: 0,
         }
+    }
+
+    /// Engines A (key 0 for B) and B (key 0 for A) with a session, and
+    /// the last datagram A sent B in it (an ACK or DATA naming B's session).
+    fn session() -> (Engine<u32>, Vec<u8>) {
+        use ofi_xdp_reliability::{
+            CompletionLevel, Config, Instant, Payload, RecvBuffers, SendBuffers, SendOp,
+        };
+        /// Sends read sevens; received bytes go nowhere.
+        struct Bytes;
+        impl SendBuffers for Bytes {
+            fn read(&mut self, _: u64, _: usize, dst: &mut [u8]) {
+                dst.fill(7);
+            }
+        }
+        impl RecvBuffers for Bytes {
+            fn write(&mut self, _: u64, _: usize, _: &[u8]) {}
+        }
+        let cfg = |i: u32| Config {
+            incarnation: 10 + i,
+            seed: u64::from(i),
+            any_port: true,
+            ..Config::default()
+        };
+        let (mut a, mut b) = (Engine::<u32>::new(cfg(0)), Engine::<u32>::new(cfg(1)));
+        let now = Instant(0);
+        let op = SendOp {
+            token: 1,
+            dst: 0,
+            payload: Payload::Buffer { len: 100 },
+            tag: None,
+            data: None,
+            level: CompletionLevel::Transmit,
+            fence: false,
+        };
+        a.post_send(now, op).unwrap();
+        let mut frame = vec![0u8; 2048];
+        let mut last = Vec::new();
+        for _ in 0..4 {
+            while let Some(t) = a.poll_transmit(now, &mut frame, &mut Bytes) {
+                last = frame[..t.len].to_vec();
+                b.handle_datagram(now, 0, &last, &mut Bytes);
+            }
+            while let Some(t) = b.poll_transmit(now, &mut frame, &mut Bytes) {
+                let d = frame[..t.len].to_vec();
+                a.handle_datagram(now, 0, &d, &mut Bytes);
+            }
+        }
+        assert!(b.peer_takes_any_port(0), "established");
+        (b, last)
+    }
+
+    #[test]
+    fn a_datagram_naming_a_session_is_its_peers_from_any_port_of_its_ip() {
+        let (b, dgram) = session();
+        let addrs = [addr(5000)];
+        assert_eq!(of_session(&b, &addrs, &dgram, &addr(5000)), Named::Peer(0));
+        assert_eq!(of_session(&b, &addrs, &dgram, &addr(50123)), Named::Peer(0));
+        let elsewhere = XdpAddr {
+            ip: std::net::Ipv4Addr::new(10, 0, 0, 2).into(),
+            ..addr(5000)
+        };
+        assert_eq!(
+            of_session(&b, &addrs, &dgram, &elsewhere),
+            Named::OtherSource,
+            "another IP naming the session is not its peer's"
+        );
+        // An id that is no session of ours, and a HELLO: by address.
+        let mut stale = dgram.clone();
+        stale[8..12].copy_from_slice(
+            &(u32::from_le_bytes([dgram[8], dgram[9], dgram[10], dgram[11]]) ^ 1).to_le_bytes(),
+        );
+        assert_eq!(of_session(&b, &addrs, &stale, &addr(5000)), Named::None);
+        let mut hello = dgram.clone();
+        hello[1] = 1;
+        hello[8..12].fill(0);
+        assert_eq!(of_session(&b, &addrs, &hello, &addr(5000)), Named::None);
+        // Connection management's ids are connections'.
+        let mut cm = dgram;
+        cm[1] = 24;
+        assert_eq!(of_session(&b, &addrs, &cm, &addr(5000)), Named::None);
     }
 
     #[test]

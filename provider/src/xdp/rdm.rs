@@ -32,7 +32,7 @@ use direct::Direct;
 
 use super::connected::Connected;
 use super::pass_clock::PassClock;
-use super::peers::Peers;
+use super::peers::{Named, Peers, of_session};
 use super::port::{Arrival, Port, link_err};
 use super::published::{self, Published};
 use crate::abi::{Errno, Result};
@@ -90,8 +90,9 @@ pub struct Rdm {
     linger: std::time::Duration,
     /// Engine timeouts seen by the last [`Rdm::check_refused`].
     timeouts_seen: u64,
-    /// Datagrams dropped because their source was new and the address table
-    /// full (`MAX_PEER_ADDRS`).
+    /// Datagrams dropped for their source: new while the address table is
+    /// full (`MAX_PEER_ADDRS`), not an MSG endpoint's peer, or another IP
+    /// than that of the peer whose session they name (PROTOCOL.md §4.6).
     unknown_sources_dropped: u64,
     /// FI_EP_MSG: the connection, which admits engine datagrams from its
     /// peer only.
@@ -214,6 +215,8 @@ impl Rdm {
             cc_delay_floor: rel::Nanos::from_micros(u64::from(args.cfg.cc_delay_us)),
             pack: args.cfg.pack,
             bulk_port: port.bulk_port(),
+            // The receive path finds sessions by their ids (`peers.rs`).
+            any_port: true,
             ..rel::Config::default()
         };
         if cfg.auth.is_some() {
@@ -664,30 +667,54 @@ impl DataPath for Rdm {
                 };
                 probe::arrived();
                 let now = *arrived_at.get_or_insert_with(|| clock.exact());
-                if let Some(c) = conn.as_mut() {
-                    let first = pieces.first().copied().unwrap_or(&[]);
-                    if ofi_xdp_reliability::cm::is_cm(first) {
-                        match pieces {
-                            [one] => c.on_datagram(&src, one),
-                            _ => c.on_datagram(&src, &pieces.concat()),
-                        }
-                        return true;
+                let first = pieces.first().copied().unwrap_or(&[]);
+                if let Some(c) = conn.as_mut()
+                    && ofi_xdp_reliability::cm::is_cm(first)
+                {
+                    match pieces {
+                        [one] => c.on_datagram(&src, one),
+                        _ => c.on_datagram(&src, &pieces.concat()),
                     }
-                    if !c.admits(&src) {
+                    return true;
+                }
+                let key = match of_session(engine, &peers.addrs, first, &src) {
+                    // A datagram of one of our sessions (PROTOCOL.md §4.6),
+                    // from whichever source port: its peer is that
+                    // session's, and a connected endpoint judges it by
+                    // that peer's address (§9.2).
+                    Named::Peer(key) => {
+                        if let Some(c) = conn.as_mut()
+                            && !peers.addrs.get(key as usize).is_some_and(|a| c.admits(a))
+                        {
+                            *unknown_sources_dropped += 1;
+                            return true;
+                        }
+                        key
+                    }
+                    // It names a session of ours with another peer.
+                    Named::OtherSource => {
                         *unknown_sources_dropped += 1;
                         return true;
                     }
-                }
-                let known = peers.addrs.len();
-                let Some(key) = peers.key_of_source(&src) else {
-                    *unknown_sources_dropped += 1;
-                    return true;
+                    Named::None => {
+                        if conn.as_mut().is_some_and(|c| !c.admits(&src)) {
+                            *unknown_sources_dropped += 1;
+                            return true;
+                        }
+                        let known = peers.addrs.len();
+                        let Some(key) = peers.key_of_source(&src) else {
+                            *unknown_sources_dropped += 1;
+                            return true;
+                        };
+                        if peers.addrs.len() != known {
+                            // A new peer: the port learns its MAC too (no
+                            // allocation or second lookup per datagram
+                            // otherwise).
+                            learnt.push(src);
+                        }
+                        key
+                    }
                 };
-                if peers.addrs.len() != known {
-                    // A new peer: the port learns its MAC too (no
-                    // allocation or second lookup per datagram otherwise).
-                    learnt.push(src);
-                }
                 trace("rx", key, pieces.first().copied().unwrap_or(&[]));
                 match pieces {
                     _ if ce => {

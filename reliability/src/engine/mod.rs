@@ -27,6 +27,7 @@ mod rma;
 mod schedule;
 mod seam;
 mod session;
+mod sessions_index;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -144,6 +145,28 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     pub fn peer_bulk_port(&self, peer: P) -> Option<u16> {
         let port = self.peers[self.peers.get(peer)?].bulk_port();
         (port != 0).then_some(port)
+    }
+
+    /// The peer whose session has local id `local_sess` (HELLO_SENT or
+    /// established), or `None`: what a datagram's `dst_sess` names
+    /// (PROTOCOL.md §4.6). A caller that receives datagrams whose UDP
+    /// source port is not the sender's address (path entropy) finds their
+    /// peer with this; it must still check that the datagram came from
+    /// that peer's IP address.
+    #[inline]
+    pub fn peer_of_session(&self, local_sess: u32) -> Option<P> {
+        let id = self.shared.sessions.get(local_sess)?;
+        Some(self.peers[id].key())
+    }
+
+    /// Whether the session with `peer` is established and the peer said in
+    /// its handshake that it finds sessions by their ids (feature ANY_PORT,
+    /// PROTOCOL.md §4.6): then the session's datagrams other than
+    /// handshakes may leave from any UDP source port.
+    pub fn peer_takes_any_port(&self, peer: P) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|id| self.peers[id].takes_any_port())
     }
 
     /// Largest payload of one DATA packet with the configured MTU.

@@ -17,6 +17,11 @@ impl PeerId {
     fn index(self) -> usize {
         self.0 as usize
     }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(i: u32) -> Self {
+        PeerId(i)
+    }
 }
 
 /// Peers by [`PeerId`], and by the caller's key `P` through a hash map with a

@@ -8,6 +8,7 @@ use super::events::Events;
 use super::inject::InjectStore;
 use super::schedule::Schedule;
 use super::session::RxShare;
+use super::sessions_index::SessionIndex;
 use crate::api::{Config, Stats};
 use crate::rng::SplitMix64;
 
@@ -32,6 +33,8 @@ pub(crate) struct Shared<P> {
     pub(crate) data_overhead: usize,
     /// The peers sending to us now, among whom our capacity is shared (§12.1).
     pub(crate) rx_share: RxShare,
+    /// Whose session each local session id is (PROTOCOL.md §4.6).
+    pub(crate) sessions: SessionIndex,
 }
 
 impl<P> Shared<P> {
@@ -58,6 +61,7 @@ impl<P> Shared<P> {
             auth,
             data_overhead,
             rx_share: RxShare::default(),
+            sessions: SessionIndex::default(),
         }
     }
 

@@ -38,7 +38,7 @@ pub(crate) enum Admission {
 impl<P: Copy> Session<P> {
     /// Open a session (§4.1): a new local id, HELLO until answered.
     pub(super) fn start_handshake(&mut self, now: Instant, sh: &mut Shared<P>) {
-        self.local_sess = sh.rng.nonzero_u32();
+        self.local_sess = sh.sessions.fresh(&mut sh.rng, self.id, self.local_sess);
         self.conn = Conn::HelloSent;
         self.send_hello = true;
         self.hello_retries = 0;
@@ -72,6 +72,7 @@ impl<P: Copy> Session<P> {
         };
         self.peer_packs = features & crate::wire::pack::features::PACK != 0;
         self.peer_bulk_port = crate::wire::bulk::features::port(features);
+        self.peer_any_port = features & crate::wire::ANY_PORT != 0;
         self.conn = Conn::Established;
         self.keys = sh
             .auth
@@ -187,7 +188,7 @@ impl<P: Copy> Session<P> {
             Conn::Established => {}
             Conn::HelloSent => self.establish(sess, inc, mtu, sh),
             Conn::Idle => {
-                self.local_sess = sh.rng.nonzero_u32();
+                self.local_sess = sh.sessions.fresh(&mut sh.rng, self.id, self.local_sess);
                 self.establish(sess, inc, mtu, sh);
             }
         }

@@ -169,6 +169,9 @@ pub(crate) struct Session<P> {
     /// The UDP port where the peer takes bulk datagrams (its HELLO/HELLO_ACK
     /// said so, §2.5); 0: none.
     peer_bulk_port: u16,
+    /// The peer finds sessions by their ids (its HELLO/HELLO_ACK said so,
+    /// §4.6): our datagrams to it may leave from any source port.
+    peer_any_port: bool,
     hello_retries: u32,
     /// TX: next sequence number to assign.
     next_seq: u32,
@@ -229,6 +232,7 @@ impl<P: Copy> Session<P> {
             peer_mtu: cfg.mtu as u32,
             peer_packs: false,
             peer_bulk_port: 0,
+            peer_any_port: false,
             hello_retries: 0,
             next_seq: 0,
             una: 0,
@@ -267,6 +271,10 @@ impl<P: Copy> Session<P> {
         } else {
             0
         }
+    }
+
+    pub(crate) fn takes_any_port(&self) -> bool {
+        self.is_established() && self.peer_any_port
     }
 
     pub(crate) fn is_established(&self) -> bool {
@@ -405,6 +413,7 @@ impl<P: Copy> Session<P> {
             incoming = q.incoming;
         }
         self.conn = Conn::Idle;
+        sh.sessions.remove(self.local_sess);
         self.local_sess = 0;
         self.remote_sess = 0;
         self.send_hello = false;

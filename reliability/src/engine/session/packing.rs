@@ -30,7 +30,12 @@ impl<P: Copy> Session<P> {
     /// What our HELLO and HELLO_ACK say we accept besides DATA (§4.1).
     pub(super) fn features(&self, cfg: &Config) -> u64 {
         let pack = if cfg.pack { pack::features::PACK } else { 0 };
-        pack | crate::wire::bulk::features::encode(cfg.bulk_port)
+        let any_port = if cfg.any_port {
+            crate::wire::ANY_PORT
+        } else {
+            0
+        };
+        pack | any_port | crate::wire::bulk::features::encode(cfg.bulk_port)
     }
 
     /// A PACK of the messages at the head of the send queue, if at least

@@ -6,6 +6,7 @@ mod auth;
 mod bulk;
 mod congestion;
 mod direct;
+mod identity;
 mod limits;
 mod matching;
 mod packing;
