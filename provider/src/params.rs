@@ -135,7 +135,14 @@ pub struct Config {
     /// Transfers of at least this many bytes take the bulk path; `None`:
     /// [`default_bulk_min`] of the datagram size.
     pub bulk_min: Option<usize>,
+    /// Source ports per session of RDM and MSG endpoints' AF_XDP datagrams
+    /// (path entropy, PROTOCOL.md §4.6), 1 to [`MAX_PATHS`]; 1: the
+    /// endpoint's own port only.
+    pub paths: u16,
 }
+
+/// Most source ports a session's datagrams take (`FI_XDP_PATHS`).
+pub const MAX_PATHS: u16 = 256;
 
 impl Default for Config {
     fn default() -> Self {
@@ -172,6 +179,7 @@ impl Default for Config {
             progress_ms: 10,
             bulk_path: BulkPath::Auto,
             bulk_min: None,
+            paths: 1,
         }
     }
 }
@@ -346,6 +354,11 @@ const PARAMS: &[ParamDef] = &[
         name: c"bulk_min",
         ty: FI_PARAM_SIZE_T,
         help: c"Smallest transfer, in bytes, whose segments take the bulk path (default: 16384, or three datagrams where those are larger: 26,916 at MTU 9000)",
+    },
+    ParamDef {
+        name: c"paths",
+        ty: FI_PARAM_INT,
+        help: c"Path entropy: the UDP source ports each session's datagrams through AF_XDP take in turn, so that routers spreading flows over equal-cost paths (ECMP) use up to this many paths; 1 to 256. More than 1 reorders datagrams, which today's loss detection takes for loss (default: 1, the endpoint's own port)",
     },
     ParamDef {
         name: c"fault_drop",
@@ -595,6 +608,12 @@ impl Config {
         }
         if let Some(n) = get_size(c"bulk_min") {
             c.bulk_min = Some(n);
+        }
+        if let Some(n) = get_int(c"paths") {
+            match u16::try_from(n) {
+                Ok(n @ 1..=MAX_PATHS) => c.paths = n,
+                _ => warn("PATHS", &n),
+            }
         }
         if let Some(n) = get_int(c"progress_ms") {
             match u32::try_from(n) {

@@ -399,6 +399,20 @@ fn c_msg_ep_authenticated() {
     run_pair("msg_ep", &[key], &[("FI_XDP_PEER_TIMEOUT", "2"), key]);
 }
 
+/// Connected endpoints with path entropy (FI_XDP_PATHS=4) and a job key:
+/// the connection admits its peer's session datagrams from any source
+/// port (the connection messages keep the endpoint's own).
+#[test]
+fn c_msg_ep_paths_authenticated() {
+    let key = ("FI_XDP_AUTH_KEY", AUTH_KEY);
+    let paths = ("FI_XDP_PATHS", "4");
+    run_pair(
+        "msg_ep",
+        &[key, paths],
+        &[("FI_XDP_PEER_TIMEOUT", "2"), key, paths],
+    );
+}
+
 /// FI_PROGRESS_AUTO: a receiver that makes no libfabric call for 3 s still
 /// answers a rendezvous and acknowledges it; a MUTEX_COND CQ's waiter is
 /// woken by the progress thread.
@@ -420,6 +434,14 @@ fn c_source_err() {
     run_pair("source_err", &[], &[]);
 }
 
+/// The same with path entropy (FI_XDP_PATHS=4): the address reported is
+/// the sender's endpoint address, whatever source ports its datagrams had.
+#[test]
+fn c_source_err_paths() {
+    let paths = [("FI_XDP_PATHS", "4")];
+    run_pair("source_err", &paths, &paths);
+}
+
 /// The same with both processes on one host (shared-memory path for RDM).
 #[test]
 fn c_source_err_one_host() {
@@ -434,6 +456,24 @@ fn c_source_err_one_host() {
 fn c_data_rdm_kernel_path_peer() {
     let kernel = [("FI_XDP_KERNEL_PATH", "1")];
     run_data_with("rdm", &[], &kernel, &[], Where::TwoHosts, 1500);
+}
+
+/// Path entropy (FI_XDP_PATHS=4, PROTOCOL.md §4.6) between two hosts: each
+/// side's session datagrams come from four source ports, and FI_SOURCE,
+/// directed receives and every data check see the peer's own address.
+#[test]
+fn c_data_rdm_paths() {
+    let paths = [("FI_XDP_PATHS", "4")];
+    run_data_with("rdm", &paths, &[], &[], Where::TwoHosts, 1500);
+}
+
+/// The same to a peer on its kernel UDP socket, which receives the
+/// datagrams from the varying source ports (it sends from its socket's).
+#[test]
+fn c_data_rdm_paths_kernel_path_peer() {
+    let paths = [("FI_XDP_PATHS", "4")];
+    let kernel = [("FI_XDP_KERNEL_PATH", "1")];
+    run_data_with("rdm", &paths, &kernel, &[], Where::TwoHosts, 1500);
 }
 
 #[test]
@@ -956,7 +996,13 @@ fn pingpong_routed(args: &[&str]) {
 /// fi_pingpong between `a` and `b`, hosts of a routed topology, every
 /// datagram through AF_XDP (see [`pingpong_routed`]).
 fn pingpong_through_routers(a: &Host, b: &Host, args: &[&str]) {
-    let env = [("FI_LOG_LEVEL", "info")];
+    pingpong_through_routers_with(a, b, args, &[]);
+}
+
+/// [`pingpong_through_routers`] with `env` for both sides.
+fn pingpong_through_routers_with(a: &Host, b: &Host, args: &[&str], env: &[(&str, &str)]) {
+    let mut env = env.to_vec();
+    env.push(("FI_LOG_LEVEL", "info"));
     let (server, client) = pingpong_outputs(a, b, args, &env, &env);
     assert_no_peer_lost("fi_pingpong", &[&client, &server]);
     let counts = |o: &Output| {
@@ -997,6 +1043,94 @@ fn routed_pingpong_rdm_msg() {
 fn leaf_spine_pingpong_rdm_tagged() {
     let net = LeafSpine::new(1, 1500).expect("leaf-spine test hosts");
     pingpong_through_routers(&net.hosts[0], &net.hosts[1], &["-e", "rdm", "-m", "tagged"]);
+}
+
+/// Packets leaf `l` of `net` sent on its link to each spine: what its
+/// hosts sent across the fabric, by the spine their flow hashed to.
+fn leaf_uplinks_tx(net: &LeafSpine, l: usize) -> [u64; 2] {
+    let ns = net.leaf_netns(l).unwrap();
+    let out = Command::new("ip")
+        .args(["-n", ns, "-o", "-4", "addr", "show"])
+        .output()
+        .unwrap();
+    let mut tx = [0u64; 2];
+    // "3: NAME@ifN    inet 198.19.X.Y/30 …": the links to the spines have
+    // Y = 128 + 4 j + 1, link j = 2 l + s (`LeafSpine`).
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(name), Some(addr)) = (f.get(1), f.get(3)) else {
+            continue;
+        };
+        let name = name.split('@').next().unwrap();
+        let Some(y) = addr
+            .split('/')
+            .next()
+            .and_then(|a| a.rsplit('.').next())
+            .and_then(|y| y.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if y < 128 {
+            continue;
+        }
+        let s = (y - 128) / 4 - 2 * l;
+        let path = format!("/sys/class/net/{name}/statistics/tx_packets");
+        let n = Command::new("ip")
+            .args(["netns", "exec", ns, "cat", &path])
+            .output()
+            .unwrap();
+        tx[s] = String::from_utf8_lossy(&n.stdout).trim().parse().unwrap();
+    }
+    tx
+}
+
+/// Path entropy (FI_XDP_PATHS=4, PROTOCOL.md §4.6) across the leaf–spine
+/// fabric: each session's datagrams leave from four source ports, which the
+/// leaves' ECMP hash spreads over both spines, and the receivers find the
+/// session by its ids. fi_pingpong of 64 B messages (its TCP control
+/// connection then carries a few dozen packets against thousands of
+/// datagrams), every datagram through AF_XDP. A flow with one source port
+/// takes one spine per direction; here at least one direction must put a
+/// twentieth of its packets on each spine (four ports of one session all
+/// hash to one spine with probability 1/8 per direction, so up to three
+/// runs, each with new session ids).
+#[test]
+fn leaf_spine_pingpong_rdm_tagged_paths() {
+    let net = LeafSpine::new(1, 1500).expect("leaf-spine test hosts");
+    let mut spread = false;
+    for _ in 0..3 {
+        let before = [leaf_uplinks_tx(&net, 0), leaf_uplinks_tx(&net, 1)];
+        pingpong_through_routers_with(
+            &net.hosts[0],
+            &net.hosts[1],
+            &["-e", "rdm", "-m", "tagged", "-S", "64", "-I", "4000"],
+            &[("FI_XDP_PATHS", "4")],
+        );
+        let after = [leaf_uplinks_tx(&net, 0), leaf_uplinks_tx(&net, 1)];
+        let sent: Vec<[u64; 2]> = (0..2)
+            .map(|l| [0, 1].map(|s| after[l][s] - before[l][s]))
+            .collect();
+        println!(
+            "packets per spine, from leaf 0: {:?}, from leaf 1: {:?}",
+            sent[0], sent[1]
+        );
+        spread = sent
+            .iter()
+            .any(|d| d[0] + d[1] >= 4000 && d.iter().all(|&n| n * 20 >= d[0] + d[1]));
+        if spread {
+            break;
+        }
+    }
+    assert!(spread, "no direction used both spines");
+}
+
+/// The same with the data checks of `tests/c/data.c` (FI_SOURCE, directed
+/// receives, multi-recv, rendezvous, RDM over several endpoints).
+#[test]
+fn leaf_spine_data_rdm_paths() {
+    let net = LeafSpine::new(1, 1500).expect("leaf-spine test hosts");
+    let paths = [("FI_XDP_PATHS", "4")];
+    data_between(&net.hosts[0], &net.hosts[1], "rdm", &paths, &[], &[]);
 }
 
 #[test]

@@ -16,6 +16,7 @@
 
 mod connected;
 pub mod dgram;
+mod entropy;
 mod pass_clock;
 mod peers;
 pub mod port;

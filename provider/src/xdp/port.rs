@@ -712,6 +712,19 @@ impl Port {
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
+        self.send_from(b, to, len, None)
+    }
+
+    /// [`Port::send`], from UDP source port `entropy` if the datagram goes
+    /// through AF_XDP (path entropy, PROTOCOL.md §4.6); the kernel socket
+    /// and the shared-memory path send from the endpoint's own port.
+    pub fn send_from(
+        &mut self,
+        b: TxBuf,
+        to: &XdpAddr,
+        len: usize,
+        entropy: Option<u16>,
+    ) -> std::result::Result<(), LinkError> {
         self.bulk_next = false;
         let b = match b {
             TxBuf::Bulk => self.out_of_slot(len).ok_or(LinkError::NoTxFrame)?,
@@ -723,7 +736,7 @@ impl Port {
         } else if self.xsk.is_none() || local || !self.knows_mac(to) {
             self.send_kernel(b, to, len)
         } else {
-            self.send_xsk(b, to, len)
+            self.send_xsk(b, to, len, entropy)
         };
         self.release_tx(b);
         r
@@ -841,6 +854,7 @@ impl Port {
         b: TxBuf,
         to: &XdpAddr,
         len: usize,
+        entropy: Option<u16>,
     ) -> std::result::Result<(), LinkError> {
         let TxBuf::Frame(frame) = b else {
             return Err(LinkError::NoTxFrame);
@@ -859,11 +873,12 @@ impl Port {
         };
         self.xsk_busy = XSK_BUSY_FLUSHES;
         let link = &mut x.link;
-        match link.send(frame, &la, len) {
+        let sport = entropy.unwrap_or_else(|| link.local_addr().port);
+        match link.send_from_port(frame, &la, len, sport) {
             Err(LinkError::TxRingFull) => {
                 let _ = link.flush();
                 link.reap_completions();
-                link.send(frame, &la, len)
+                link.send_from_port(frame, &la, len, sport)
             }
             r => r,
         }

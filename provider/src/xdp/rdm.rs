@@ -31,6 +31,7 @@ use codes::{completion_level, fabric_flags, op_errno, post_errno};
 use direct::Direct;
 
 use super::connected::Connected;
+use super::entropy::Entropy;
 use super::pass_clock::PassClock;
 use super::peers::{Named, Peers, of_session};
 use super::port::{Arrival, Port, link_err};
@@ -108,6 +109,8 @@ pub struct Rdm {
     /// Transfers of at least this many bytes go to peers' bulk ports
     /// (PROTOCOL.md §2.5); 0: our port sends none.
     bulk_min: u32,
+    /// Source ports of session datagrams (FI_XDP_PATHS, PROTOCOL.md §4.6).
+    entropy: Entropy,
 }
 
 /// One-line summary of a datagram of ours for FI_LOG_LEVEL=debug traces:
@@ -278,6 +281,7 @@ impl Rdm {
             cma,
             direct,
             bulk_min,
+            entropy: Entropy::new(args.cfg.paths, args.local.port),
         };
         rdm.offer_direct();
         rdm
@@ -313,6 +317,7 @@ impl Rdm {
                 self_key,
                 cma,
                 bulk_min,
+                entropy,
                 ..
             } = self;
             for n in 0..TX_BATCH {
@@ -353,7 +358,7 @@ impl Rdm {
                     port.release_tx(buf);
                     continue;
                 };
-                let mut bulk_port = None;
+                let (mut bulk_port, mut source_port) = (None, None);
                 if let Some(b) = port.tx_payload_mut(buf) {
                     trace("tx", t.dst, &b[..t.len]);
                     // Every segment of a large transfer, retransmissions
@@ -365,10 +370,15 @@ impl Rdm {
                     {
                         bulk_port = engine.peer_bulk_port(t.dst);
                     }
+                    // Path entropy (§4.6), to peers that find sessions by
+                    // their ids; the bulk socket keeps its port.
+                    if bulk_port.is_none() && entropy.on() && engine.peer_takes_any_port(t.dst) {
+                        source_port = Some(entropy.source_port(&b[..t.len]));
+                    }
                 }
                 let sent = match bulk_port {
                     Some(p) => port.send_bulk(buf, &to, p, t.len),
-                    None => port.send(buf, &to, t.len),
+                    None => port.send_from(buf, &to, t.len, source_port),
                 };
                 match sent {
                     // No room (ring or socket buffer full) or no MAC yet:

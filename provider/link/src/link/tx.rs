@@ -48,6 +48,19 @@ impl Link {
         to: &LinkAddr,
         payload_len: usize,
     ) -> Result<(), LinkError> {
+        self.send_from_port(frame, to, payload_len, self.local.port)
+    }
+
+    /// [`Link::send`] with UDP source port `source_port` instead of the
+    /// socket's own: routers that spread flows over equal-cost paths by a
+    /// hash of addresses and ports take a path per source port.
+    pub fn send_from_port(
+        &mut self,
+        frame: TxFrame,
+        to: &LinkAddr,
+        payload_len: usize,
+        source_port: u16,
+    ) -> Result<(), LinkError> {
         self.umem.pool.check_submit(frame.0)?;
         if payload_len > self.max_payload {
             return Err(LinkError::PayloadTooLarge {
@@ -62,7 +75,8 @@ impl Link {
             return Err(LinkError::TxRingFull);
         }
         self.opts.ipv4_id = self.opts.ipv4_id.wrapping_add(1);
-        let (local, opts, hl) = (self.local, self.opts, self.header_len);
+        let (mut local, opts, hl) = (self.local, self.opts, self.header_len);
+        local.port = source_port;
         let buf = self
             .umem
             .slice_mut(frame.0, hl + payload_len)
