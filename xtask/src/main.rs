@@ -38,13 +38,15 @@ commands:
   vm-test [--kernel 6.1|6.12|all] [--shell]  the end-to-end suite inside QEMU on Debian kernels
   sim-full                  the full 1,000,000-message engine simulation
   fuzz [seconds]            bounded-time fuzzing of the engine's input surfaces
-  fabtests --src DIR [--mtu N] [--one-host] [--complex [FILE]] [-- runfabtests.sh options]
-                            build libfabric's fabtests from the libfabric 1.17 source tree
-                            DIR (outside the repository) and run them over xdp between two
-                            test hosts, or in one (--one-host: shared memory) (default: the
-                            short and functional sets; --complex: fi_ubertest with
-                            xtask/fabtests/ubertest.xdp or FILE, one entry per run);
-                            skipped, saying why, without DIR
+  fabtests --src DIR [--libfabric PREFIX] [--mtu N] [--one-host] [--complex [FILE]] [-- runfabtests.sh options]
+                            build libfabric's fabtests from the libfabric source tree DIR
+                            (outside the repository; release 1.17 for Debian's libfabric,
+                            or --libfabric PREFIX: the release installed there, built from
+                            its sources, which the tests then run with) and run them over
+                            xdp between two test hosts, or in one (--one-host: shared
+                            memory) (default: the short and functional sets; --complex:
+                            fi_ubertest with xtask/fabtests/ubertest.xdp or FILE, one entry
+                            per run); skipped, saying why, without DIR
 ";
 
 /// `--prefix DIR` and the flags in `flags`, or an error naming what is not understood.

@@ -72,14 +72,7 @@ pub fn build() -> Result<(), String> {
     let built = target_dir().join("release").join("libxdp_fi.so");
     let dir = provider_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let installed = dir.join("libxdp-fi.so");
-    std::fs::copy(&built, &installed).map_err(|e| {
-        format!(
-            "cannot copy {} to {}: {e}",
-            built.display(),
-            installed.display()
-        )
-    })?;
+    let installed = place_library(&built, &dir)?;
     eprintln!(
         "xtask: provider installed as {} (use FI_PROVIDER_PATH={})",
         installed.display(),
@@ -108,9 +101,28 @@ fn build_with_probes() -> Result<PathBuf, String> {
     let dir = target.join("libfabric");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let built = target.join("release").join("libxdp_fi.so");
-    std::fs::copy(&built, dir.join("libxdp-fi.so"))
-        .map_err(|e| format!("cannot copy {}: {e}", built.display()))?;
+    place_library(&built, &dir)?;
     Ok(dir)
+}
+
+/// Puts `built` into `dir` as `libxdp-fi.so` by copying it beside and
+/// renaming it over the old one: copying onto the old file would rewrite
+/// the pages every process still running with it has mapped, and they die
+/// of SIGBUS (another run's tests, in the same tree, may be using it).
+fn place_library(built: &Path, dir: &Path) -> Result<PathBuf, String> {
+    let installed = dir.join("libxdp-fi.so");
+    let fresh = dir.join(format!(".libxdp-fi.so.{}", std::process::id()));
+    std::fs::copy(built, &fresh)
+        .and_then(|_| std::fs::rename(&fresh, &installed))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&fresh);
+            format!(
+                "cannot copy {} to {}: {e}",
+                built.display(),
+                installed.display()
+            )
+        })?;
+    Ok(installed)
 }
 
 /// The project's tool binary, built by [`build`].

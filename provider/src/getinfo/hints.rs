@@ -7,6 +7,25 @@ use std::ffi::CStr;
 use super::attrs::*;
 use crate::sys::*;
 
+/// `caps` with the primary modifiers it implies, out of `ours`: "If no
+/// modifiers are specified for an applicable capability, all relevant
+/// modifiers are assumed" (fi_getinfo(3), "Capabilities"). They are
+/// spelled out in the answer, as libfabric's own providers do, because
+/// applications read them back: fabtests 2.x bind an endpoint counter for
+/// peers' RMA with `info->caps & (FI_REMOTE_WRITE | FI_REMOTE_READ)`.
+fn with_implied_modifiers(caps: u64, ours: u64) -> u64 {
+    const MSG_DIRECTIONS: u64 = FI_SEND | FI_RECV;
+    const RMA_DIRECTIONS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    let mut out = caps;
+    if caps & (FI_MSG | FI_TAGGED) != 0 && caps & MSG_DIRECTIONS == 0 {
+        out |= ours & MSG_DIRECTIONS;
+    }
+    if caps & (FI_RMA | FI_ATOMIC) != 0 && caps & RMA_DIRECTIONS == 0 {
+        out |= ours & RMA_DIRECTIONS;
+    }
+    out
+}
+
 /// Apply the hints to a candidate: refuse it (`Err(reason)`) or narrow it
 /// to what was asked for. Checks follow fi_getinfo(3) and the attribute
 /// sections of fi_endpoint(3) / fi_domain(3) / fi_fabric(3).
@@ -25,7 +44,7 @@ pub(super) fn apply_hints(
         if h.caps & FI_SOURCE_ERR != 0 && h.caps & FI_SOURCE == 0 {
             return Err("FI_SOURCE_ERR without FI_SOURCE".into());
         }
-        o.info.caps = h.caps | (ours & DEFAULT_SECONDARY);
+        o.info.caps = with_implied_modifiers(h.caps, ours) | (ours & DEFAULT_SECONDARY);
     }
     // We require no mode bits, so any hints->mode is acceptable (mode is
     // what the application can do for us, fi_getinfo(3) "Mode"). One is

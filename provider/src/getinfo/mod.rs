@@ -643,10 +643,24 @@ mod tests {
         let mut o = base(&e, API, &cfg);
         apply_hints(&mut o, &h, API).unwrap();
         assert_eq!(o.info.caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
+        // fi_getinfo(3): no modifier given means all relevant ones, and
+        // the answer says so; given ones narrow.
+        let rma_directions = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        assert_eq!(
+            o.info.caps & (FI_SEND | FI_RECV | rma_directions),
+            FI_SEND | FI_RECV | rma_directions
+        );
+        h.caps = FI_MSG | FI_RMA | FI_RMA_EVENT | FI_WRITE;
+        let mut o = base(&e, API, &cfg);
+        apply_hints(&mut o, &h, API).unwrap();
+        assert_eq!(o.info.caps & rma_directions, FI_WRITE);
         h.caps = FI_TAGGED;
         let mut o = base(&e, API, &cfg);
         apply_hints(&mut o, &h, API).unwrap();
-        assert_eq!(o.info.caps, FI_TAGGED | DEFAULT_SECONDARY);
+        assert_eq!(
+            o.info.caps,
+            FI_TAGGED | FI_SEND | FI_RECV | DEFAULT_SECONDARY
+        );
         let mut d: fi_domain_attr = zeroed();
         d.data_progress = FI_PROGRESS_AUTO;
         h.domain_attr = &mut d;

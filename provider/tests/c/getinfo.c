@@ -425,8 +425,10 @@ static void bad_args(void)
 	/* (info == NULL is dereferenced by the 1.17 core itself before any
 	 * provider is asked, so it cannot be tested here.) */
 	struct fi_info *info;
-	/* A future API version the provider (and core) do not know. */
-	CHECK(fi_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, xt_hints(FI_EP_RDM), &info) != 0);
+	/* A future API version the provider (and core) do not know: the next
+	 * major release after the headers built against (2.0 for 1.17's). */
+	CHECK(fi_getinfo(FI_VERSION(FI_MAJOR_VERSION + 1, 0), NULL, NULL, 0,
+			 xt_hints(FI_EP_RDM), &info) != 0);
 }
 
 /* Version 0, which no release had: MPICH 4's first fi_getinfo lists the

@@ -41,6 +41,17 @@ static void xt_rma_open(struct xt_rma *t, int mr_mode)
 	h->domain_attr->mr_mode = mr_mode;
 	int ret = fi_getinfo(XT_VERSION, NULL, NULL, 0, h, &t->info);
 	fi_freeinfo(h);
+	if (mr_mode == FI_MR_BASIC && XT_VERSION >= FI_VERSION(2, 0)) {
+		/* From API 2.0 FI_MR_BASIC is no registration mode, only a
+		 * deprecated bit, not granted (fi_xdp(7)): check that much;
+		 * the mode's transfers cannot be asked for. */
+		CHECK(ret == -FI_ENODATA ||
+		      (ret == 0 && !(t->info->domain_attr->mr_mode & FI_MR_BASIC)));
+		printf("FI_MR_BASIC under API %d.%d: not granted, transfers not run\n",
+		       FI_MAJOR(XT_VERSION), FI_MINOR(XT_VERSION));
+		fi_freeinfo(t->info);
+		exit(xt_done("basic registration"));
+	}
 	REQUIRE(ret == 0 && t->info);
 	t->virt = !!(t->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
 	t->prov_key = !!(t->info->domain_attr->mr_mode & FI_MR_PROV_KEY);

@@ -66,6 +66,15 @@ pub fn wait_running(pair: &HostPair) {
     }
 }
 
+/// `XDP_LIBFABRIC_PREFIX`: the install prefix of a libfabric built from
+/// its sources (e.g. release 2.6) that [`compile`] builds the C programs
+/// against, instead of Debian's in /usr.
+fn libfabric_prefix() -> Option<PathBuf> {
+    std::env::var_os("XDP_LIBFABRIC_PREFIX")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
 /// Build `tests/c/<name>.c` once per test process. Tests run in parallel
 /// and several use the same program: compiling it anew in each would
 /// rewrite the file while another test executes it.
@@ -82,13 +91,22 @@ pub fn compile(name: &str) -> PathBuf {
         .join("tests/c")
         .join(format!("{name}.c"));
     let bin = work_dir().join(name);
-    let out = Command::new("cc")
-        .args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
+    let mut cc = Command::new("cc");
+    cc.args(["-Wall", "-Wno-unused-function", "-g", "-O1", "-o"])
         .arg(&bin)
-        .arg(&src)
-        .args(["-lfabric", "-lpthread"])
-        .output()
-        .expect("run cc");
+        .arg(&src);
+    if let Some(prefix) = libfabric_prefix() {
+        // Its headers and library (found at run time through the rpath),
+        // asking for its own API version; 2.x marks what it deprecated
+        // (`#pragma GCC warning`, attributes).
+        let lib = prefix.join("lib");
+        cc.arg(format!("-I{}", prefix.join("include").display()))
+            .arg(format!("-L{}", lib.display()))
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .args(["-Wno-cpp", "-Wno-deprecated-declarations"])
+            .arg("-DXT_VERSION=FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)");
+    }
+    let out = cc.args(["-lfabric", "-lpthread"]).output().expect("run cc");
     assert!(
         out.status.success(),
         "cc {name}.c failed:\n{}",
