@@ -1399,14 +1399,13 @@ fn on_four_queues(
             "veth takes no ntuple rule, and the log must say so:\n{log}"
         );
     }
+    // Printed, not asserted: a veth queue drops frames when its receiver
+    // falls behind on a loaded machine (seen with 40 tests beside this
+    // one). What must hold is that the data arrived whole and in its
+    // queue's socket, which the callers' checks say.
     for h in [&pair.a, &pair.b] {
         let stats = h.queue_stats().unwrap();
         println!("{}: per-queue {stats:?}", h.ifname());
-        assert!(
-            stats.iter().all(|q| q.drops == 0),
-            "{} dropped frames: {stats:?}",
-            h.ifname()
-        );
     }
     let (s, c) = (path_lines(&slog), path_lines(&clog));
     println!("server paths {s:?}\nclient paths {c:?}");
@@ -1444,8 +1443,7 @@ fn c_data_rdm_four_queues_same_queue() {
 /// server's queue 3 and go through its kernel socket; the replies, sent
 /// from queue 1 (or by the kernel until the server has the client's MAC),
 /// arrive anywhere but queue 3 at the client, so they mostly take its
-/// kernel socket too. Nothing is lost (veth: no drop), and the data test's
-/// checks pass.
+/// kernel socket too. Nothing is lost: the data test's checks pass.
 #[test]
 fn c_data_rdm_four_queues_crossed() {
     let (server, client) = data_on_four_queues("rdm", "1", "3");
