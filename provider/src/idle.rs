@@ -25,7 +25,14 @@
 //!
 //! The reads counted are the thread's, over every CQ and counter it
 //! reads: a thread that polls a busy receive CQ and an idle send CQ in
-//! turn is not idle, and does not yield.
+//! turn is not idle, and does not yield. Nor is a thread whose progress
+//! pass sent something besides acknowledgements ([`note_busy_pass`]): the
+//! target of RMA reads sends their data from its progress and its CQ gets
+//! nothing for them (fi_rma(3): the target is not notified), so counting
+//! only completions had it yield, and read its context switches, on every
+//! read while it streamed a response, where the initiator of writes sees
+//! a completion every message (`docs/performance.md`, "Large messages:
+//! the bulk path").
 //!
 //! While a send of this process is offered to a peer on this host for
 //! pulling (`datapath::offered`), a thread alone on its CPU yields only
@@ -56,7 +63,10 @@ impl IdleReads {
     #[inline]
     pub fn found(&self) {
         if self.enabled {
-            let _ = THREAD.try_with(|t| t.empty_reads.set(0));
+            let _ = THREAD.try_with(|t| {
+                t.empty_reads.set(0);
+                t.busy_pass.set(false);
+            });
         }
     }
 
@@ -67,6 +77,16 @@ impl IdleReads {
         // is a call (`__tls_get_addr`).
         self.enabled && THREAD.try_with(ThreadReads::found_nothing).unwrap_or(false)
     }
+}
+
+/// This thread's progress pass sent datagrams besides acknowledgements
+/// (data, requests, responses): its next read that finds nothing is not
+/// idle (it starts a new spin instead of counting towards a yield). A pass
+/// that only received and acknowledged still waits for its peer, which may
+/// want this CPU.
+#[inline]
+pub fn note_busy_pass() {
+    let _ = THREAD.try_with(|t| t.busy_pass.set(true));
 }
 
 /// A blocking read's polling before it sleeps (FI_XDP_WAIT_SPIN_US).
@@ -159,6 +179,7 @@ thread_local! {
     static THREAD: ThreadReads = const {
         ThreadReads {
             empty_reads: Cell::new(0),
+            busy_pass: Cell::new(false),
             last_yield: Cell::new(None),
         }
     };
@@ -168,6 +189,8 @@ thread_local! {
 struct ThreadReads {
     /// Reads in a row that found nothing.
     empty_reads: Cell<u32>,
+    /// A progress pass sent work since the last read ([`note_busy_pass`]).
+    busy_pass: Cell<bool>,
     /// Involuntary context switches at the last yield, and whether that
     /// count had grown since the yield before (`None` before the first
     /// yield).
@@ -176,6 +199,11 @@ struct ThreadReads {
 
 impl ThreadReads {
     fn found_nothing(&self) -> bool {
+        if self.busy_pass.replace(false) {
+            // Working, not waiting: a new spin starts after this pass.
+            self.empty_reads.set(0);
+            return false;
+        }
         let empty = self.empty_reads.get();
         // (Wraps after 2^32 reads: that only delays one yield.)
         self.empty_reads.set(empty.wrapping_add(1));
@@ -325,6 +353,30 @@ mod tests {
                 assert!(!idle.found_nothing());
                 busy.found();
             }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_pass_that_sent_work_is_not_idle() {
+        std::thread::spawn(|| {
+            let reads = IdleReads::new(true);
+            // An RMA target streaming a read's response: every pass sends,
+            // no read finds a completion, and none yields.
+            for i in 0..4 * SPIN_ALONE {
+                note_busy_pass();
+                assert!(!reads.found_nothing(), "read {i} after a busy pass yielded");
+            }
+            // Once its passes send nothing, the spin counts again from 0.
+            for i in 0..SPIN_ALONE {
+                assert!(!reads.found_nothing(), "read {i} of the spin yielded");
+            }
+            assert!(reads.found_nothing() || offered::outstanding());
+            // A completion clears a busy pass noted before it.
+            note_busy_pass();
+            reads.found();
+            THREAD.with(|t| assert!(!t.busy_pass.get()));
         })
         .join()
         .unwrap();

@@ -300,6 +300,8 @@ impl Rdm {
         let mut loop_back: Vec<Vec<u8>> = Vec::new();
         let mut drained = false;
         let mut built = false;
+        // A datagram other than a bare acknowledgement went out.
+        let mut sent_work = false;
         {
             let Rdm {
                 port,
@@ -353,6 +355,7 @@ impl Rdm {
                 let mut bulk_port = None;
                 if let Some(b) = port.tx_payload_mut(buf) {
                     trace("tx", t.dst, &b[..t.len]);
+                    sent_work |= b.get(1) != Some(&(rel::wire::PacketType::Ack as u8));
                     // Every segment of a large transfer, retransmissions
                     // too (PROTOCOL.md §2.5): one path per transfer keeps
                     // its segments in order.
@@ -389,6 +392,11 @@ impl Rdm {
             }
             if built {
                 probe::at(Stage::Kicked);
+            }
+            if sent_work {
+                // Working, not waiting: an RMA target sending the data of
+                // reads has no completion to show for it (`idle.rs`).
+                crate::idle::note_busy_pass();
             }
             if let Err(e) = port.flush() {
                 xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");
