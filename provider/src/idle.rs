@@ -25,14 +25,15 @@
 //!
 //! The reads counted are the thread's, over every CQ and counter it
 //! reads: a thread that polls a busy receive CQ and an idle send CQ in
-//! turn is not idle, and does not yield. Nor is a thread whose progress
-//! pass sent something besides acknowledgements ([`note_busy_pass`]): the
-//! target of RMA reads sends their data from its progress and its CQ gets
-//! nothing for them (fi_rma(3): the target is not notified), so counting
-//! only completions had it yield, and read its context switches, on every
-//! read while it streamed a response, where the initiator of writes sees
-//! a completion every message (`docs/performance.md`, "Large messages:
-//! the bulk path").
+//! turn is not idle, and does not yield. The target of RMA reads sends
+//! their data from its progress and its CQ gets nothing for them
+//! (fi_rma(3): the target is not notified), so counting completions only
+//! had it yield, and read its context switches, on every read while it
+//! streamed responses, where the initiator of writes, which moves the data
+//! the other way, restarts its spin at each write's completion. The end of
+//! each read's response counts for the target as that completion does for
+//! the initiator ([`note_read_served`]): both yield alike, by the rule
+//! above (`docs/performance.md`, "Large messages: the bulk path").
 //!
 //! While a send of this process is offered to a peer on this host for
 //! pulling (`datapath::offered`), a thread alone on its CPU yields only
@@ -65,7 +66,7 @@ impl IdleReads {
         if self.enabled {
             let _ = THREAD.try_with(|t| {
                 t.empty_reads.set(0);
-                t.busy_pass.set(false);
+                t.served.set(false);
             });
         }
     }
@@ -79,14 +80,12 @@ impl IdleReads {
     }
 }
 
-/// This thread's progress pass sent datagrams besides acknowledgements
-/// (data, requests, responses): its next read that finds nothing is not
-/// idle (it starts a new spin instead of counting towards a yield). A pass
-/// that only received and acknowledged still waits for its peer, which may
-/// want this CPU.
+/// This thread's progress pass sent the end of a read's response, as the
+/// read's target: its next read that finds nothing starts a new spin, as a
+/// read that finds a completion does ([`IdleReads::found`]).
 #[inline]
-pub fn note_busy_pass() {
-    let _ = THREAD.try_with(|t| t.busy_pass.set(true));
+pub fn note_read_served() {
+    let _ = THREAD.try_with(|t| t.served.set(true));
 }
 
 /// A blocking read's polling before it sleeps (FI_XDP_WAIT_SPIN_US).
@@ -179,7 +178,7 @@ thread_local! {
     static THREAD: ThreadReads = const {
         ThreadReads {
             empty_reads: Cell::new(0),
-            busy_pass: Cell::new(false),
+            served: Cell::new(false),
             last_yield: Cell::new(None),
         }
     };
@@ -189,8 +188,8 @@ thread_local! {
 struct ThreadReads {
     /// Reads in a row that found nothing.
     empty_reads: Cell<u32>,
-    /// A progress pass sent work since the last read ([`note_busy_pass`]).
-    busy_pass: Cell<bool>,
+    /// A read's response ended since the last read ([`note_read_served`]).
+    served: Cell<bool>,
     /// Involuntary context switches at the last yield, and whether that
     /// count had grown since the yield before (`None` before the first
     /// yield).
@@ -199,8 +198,8 @@ struct ThreadReads {
 
 impl ThreadReads {
     fn found_nothing(&self) -> bool {
-        if self.busy_pass.replace(false) {
-            // Working, not waiting: a new spin starts after this pass.
+        if self.served.replace(false) {
+            // As a completion found: a new spin starts.
             self.empty_reads.set(0);
             return false;
         }
@@ -359,24 +358,30 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_that_sent_work_is_not_idle() {
+    fn a_served_read_restarts_the_spin_as_a_completion_does() {
         std::thread::spawn(|| {
             let reads = IdleReads::new(true);
-            // An RMA target streaming a read's response: every pass sends,
-            // no read finds a completion, and none yields.
-            for i in 0..4 * SPIN_ALONE {
-                note_busy_pass();
-                assert!(!reads.found_nothing(), "read {i} after a busy pass yielded");
+            // An RMA target serving reads: no read of its CQ finds
+            // anything, but each response it ends restarts the spin.
+            for _ in 0..4 {
+                for i in 0..SPIN_ALONE - 1 {
+                    assert!(!reads.found_nothing(), "read {i} of the spin yielded");
+                }
+                note_read_served();
+                assert!(
+                    !reads.found_nothing(),
+                    "the read after a served read yielded"
+                );
             }
-            // Once its passes send nothing, the spin counts again from 0.
+            // With no more responses, the spin ends as after a completion.
             for i in 0..SPIN_ALONE {
                 assert!(!reads.found_nothing(), "read {i} of the spin yielded");
             }
             assert!(reads.found_nothing() || offered::outstanding());
-            // A completion clears a busy pass noted before it.
-            note_busy_pass();
+            // A completion clears a served read noted before it.
+            note_read_served();
             reads.found();
-            THREAD.with(|t| assert!(!t.busy_pass.get()));
+            THREAD.with(|t| assert!(!t.served.get()));
         })
         .join()
         .unwrap();
