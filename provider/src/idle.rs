@@ -25,7 +25,15 @@
 //!
 //! The reads counted are the thread's, over every CQ and counter it
 //! reads: a thread that polls a busy receive CQ and an idle send CQ in
-//! turn is not idle, and does not yield.
+//! turn is not idle, and does not yield. The target of RMA reads sends
+//! their data from its progress and its CQ gets nothing for them
+//! (fi_rma(3): the target is not notified), so counting completions only
+//! had it yield, and read its context switches, on every read while it
+//! streamed responses, where the initiator of writes, which moves the data
+//! the other way, restarts its spin at each write's completion. The end of
+//! each read's response counts for the target as that completion does for
+//! the initiator ([`note_read_served`]): both yield alike, by the rule
+//! above (`docs/performance.md`, "Large messages: the bulk path").
 //!
 //! While a send of this process is offered to a peer on this host for
 //! pulling (`datapath::offered`), a thread alone on its CPU yields only
@@ -56,7 +64,10 @@ impl IdleReads {
     #[inline]
     pub fn found(&self) {
         if self.enabled {
-            let _ = THREAD.try_with(|t| t.empty_reads.set(0));
+            let _ = THREAD.try_with(|t| {
+                t.empty_reads.set(0);
+                t.served.set(false);
+            });
         }
     }
 
@@ -67,6 +78,14 @@ impl IdleReads {
         // is a call (`__tls_get_addr`).
         self.enabled && THREAD.try_with(ThreadReads::found_nothing).unwrap_or(false)
     }
+}
+
+/// This thread's progress pass sent the end of a read's response, as the
+/// read's target: its next read that finds nothing starts a new spin, as a
+/// read that finds a completion does ([`IdleReads::found`]).
+#[inline]
+pub fn note_read_served() {
+    let _ = THREAD.try_with(|t| t.served.set(true));
 }
 
 /// A blocking read's polling before it sleeps (FI_XDP_WAIT_SPIN_US).
@@ -159,6 +178,7 @@ thread_local! {
     static THREAD: ThreadReads = const {
         ThreadReads {
             empty_reads: Cell::new(0),
+            served: Cell::new(false),
             last_yield: Cell::new(None),
         }
     };
@@ -168,6 +188,8 @@ thread_local! {
 struct ThreadReads {
     /// Reads in a row that found nothing.
     empty_reads: Cell<u32>,
+    /// A read's response ended since the last read ([`note_read_served`]).
+    served: Cell<bool>,
     /// Involuntary context switches at the last yield, and whether that
     /// count had grown since the yield before (`None` before the first
     /// yield).
@@ -176,6 +198,11 @@ struct ThreadReads {
 
 impl ThreadReads {
     fn found_nothing(&self) -> bool {
+        if self.served.replace(false) {
+            // As a completion found: a new spin starts.
+            self.empty_reads.set(0);
+            return false;
+        }
         let empty = self.empty_reads.get();
         // (Wraps after 2^32 reads: that only delays one yield.)
         self.empty_reads.set(empty.wrapping_add(1));
@@ -325,6 +352,36 @@ mod tests {
                 assert!(!idle.found_nothing());
                 busy.found();
             }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_served_read_restarts_the_spin_as_a_completion_does() {
+        std::thread::spawn(|| {
+            let reads = IdleReads::new(true);
+            // An RMA target serving reads: no read of its CQ finds
+            // anything, but each response it ends restarts the spin.
+            for _ in 0..4 {
+                for i in 0..SPIN_ALONE - 1 {
+                    assert!(!reads.found_nothing(), "read {i} of the spin yielded");
+                }
+                note_read_served();
+                assert!(
+                    !reads.found_nothing(),
+                    "the read after a served read yielded"
+                );
+            }
+            // With no more responses, the spin ends as after a completion.
+            for i in 0..SPIN_ALONE {
+                assert!(!reads.found_nothing(), "read {i} of the spin yielded");
+            }
+            assert!(reads.found_nothing() || offered::outstanding());
+            // A completion clears a served read noted before it.
+            note_read_served();
+            reads.found();
+            THREAD.with(|t| assert!(!t.served.get()));
         })
         .join()
         .unwrap();

@@ -258,7 +258,7 @@ const PARAMS: &[ParamDef] = &[
     ParamDef {
         name: c"yield",
         ty: FI_PARAM_BOOL,
-        help: c"Call sched_yield() when fi_cq_read keeps finding no completion (or fi_cntr_read no change): after 512 reads in a row on a CPU of its own, after 4 on one it shares, so a peer process sharing the CPU runs (default: 1; set 0 on dedicated cores)",
+        help: c"Call sched_yield() when fi_cq_read keeps finding no completion (or fi_cntr_read no change) (the end of a read's response it serves, as RMA target, counts as a completion): after 512 reads in a row on a CPU of its own, after 4 on one it shares, so a peer process sharing the CPU runs (default: 1; set 0 on dedicated cores)",
     },
     ParamDef {
         name: c"wait_spin_us",

@@ -9,8 +9,8 @@ use crate::crc::crc32c;
 
 mod rma;
 pub use rma::{
-    MAX_ATOMIC_BYTES, RMA_EXT_LEN, RMA_HDR_LEN, RMA_OVERHEAD, RmaExt, encode_rma_ext, is_rma,
-    status,
+    MAX_ATOMIC_BYTES, RMA_EXT_LEN, RMA_HDR_LEN, RMA_OVERHEAD, RmaExt, encode_rma_ext,
+    ends_read_response, is_rma, status,
 };
 pub mod auth;
 pub mod bulk;

@@ -307,6 +307,8 @@ impl Rdm {
         let mut loop_back: Vec<Vec<u8>> = Vec::new();
         let mut drained = false;
         let mut built = false;
+        // The last packet of a read's response went out (we are its target).
+        let mut served_read = false;
         {
             let Rdm {
                 port,
@@ -361,6 +363,7 @@ impl Rdm {
                 let (mut bulk_port, mut source_port) = (None, None);
                 if let Some(b) = port.tx_payload_mut(buf) {
                     trace("tx", t.dst, &b[..t.len]);
+                    served_read |= rel::wire::ends_read_response(&b[..t.len]);
                     // Every segment of a large transfer, retransmissions
                     // too (PROTOCOL.md §2.5): one path per transfer keeps
                     // its segments in order.
@@ -402,6 +405,11 @@ impl Rdm {
             }
             if built {
                 probe::at(Stage::Kicked);
+            }
+            if served_read {
+                // The target's counterpart of the completion its initiator
+                // sees: it has no other (`idle.rs`).
+                crate::idle::note_read_served();
             }
             if let Err(e) = port.flush() {
                 xdp_warn!(FI_LOG_EP_DATA, "TX kick: {e}");

@@ -71,6 +71,20 @@ pub fn is_rma(ty: PacketType) -> bool {
     )
 }
 
+/// Whether `datagram` (one this side built) is the READ_RESP that ends its
+/// read's response (§8.3): its payload reaches `total_len` — the last
+/// segment, or the one packet of a refusal or a zero-length read. Reads
+/// the headers only.
+pub fn ends_read_response(datagram: &[u8]) -> bool {
+    if datagram.len() < RMA_HDR_LEN || datagram[1] != PacketType::ReadResp as u8 {
+        return false;
+    }
+    let payload = u64::from(super::rd16(datagram, 22));
+    let total = u64::from(rd32(datagram, COMMON_LEN + 4));
+    let offset = u64::from(rd32(datagram, COMMON_LEN + 8));
+    offset + payload >= total
+}
+
 /// Write the RMA extension into `buf[COMMON_LEN..RMA_HDR_LEN]`.
 pub fn encode_rma_ext(buf: &mut [u8], r: &RmaExt) {
     let b = &mut buf[COMMON_LEN..RMA_HDR_LEN];
@@ -166,6 +180,47 @@ mod tests {
         buf[RMA_HDR_LEN..RMA_HDR_LEN + payload.len()].copy_from_slice(payload);
         seal(&mut buf, RMA_HDR_LEN + payload.len());
         buf
+    }
+
+    #[test]
+    fn the_last_segment_of_a_read_response_is_known_by_its_headers() {
+        let seg = |ty, total_len, offset, n: usize| {
+            let r = RmaExt {
+                msg_id: 1,
+                total_len,
+                offset,
+                ..Default::default()
+            };
+            packet(ty, &r, &vec![7u8; n])
+        };
+        assert!(!ends_read_response(&seg(
+            PacketType::ReadResp,
+            3000,
+            0,
+            1400
+        )));
+        assert!(!ends_read_response(&seg(
+            PacketType::ReadResp,
+            3000,
+            1400,
+            1400
+        )));
+        assert!(ends_read_response(&seg(
+            PacketType::ReadResp,
+            3000,
+            2800,
+            200
+        )));
+        // A refusal, a zero-length read: one packet without payload.
+        assert!(ends_read_response(&seg(PacketType::ReadResp, 0, 0, 0)));
+        // The write's last segment is not a read's.
+        assert!(!ends_read_response(&seg(
+            PacketType::Write,
+            3000,
+            2800,
+            200
+        )));
+        assert!(!ends_read_response(&[]));
     }
 
     #[test]

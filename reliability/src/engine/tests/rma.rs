@@ -169,6 +169,89 @@ fn writes_then_reads_come_back_intact() {
     }
 }
 
+/// How long a window of `n` transfers of `len` bytes from node 0 to node 1
+/// (writes) or from node 1 to node 0 (reads) takes, from posting to the
+/// last completion, and the datagrams each node sent.
+fn window_of(s: &mut Sim<Buffers>, kind: RmaKind, n: u64, len: usize) -> (Nanos, u64, u64) {
+    let t0 = s.now;
+    let before = (
+        s.nodes[0].engine.stats().tx_datagrams,
+        s.nodes[1].engine.stats().tx_datagrams,
+    );
+    for i in 0..n {
+        let addr = BASE + i * len as u64;
+        match kind {
+            RmaKind::Read => read(s, 0, 1, i, addr, len),
+            _ => write(s, 0, 1, i, addr, pattern(len, i as u8)),
+        }
+    }
+    let limit = s.now + Nanos::from_secs(60);
+    let mut done = 0;
+    s.run_until(limit, |s| {
+        done += completions(s, 0).len();
+        done as u64 >= n
+    });
+    assert_eq!(done as u64, n, "{kind:?}");
+    (
+        s.now.since(t0),
+        s.nodes[0].engine.stats().tx_datagrams - before.0,
+        s.nodes[1].engine.stats().tx_datagrams - before.1,
+    )
+}
+
+/// A read's response moves as a write's segments do (PROTOCOL.md §8.2,
+/// §8.3): on a link whose round trip is longer than the window takes to
+/// send (MTU 1500) and on one it fills (9000), a window of sixteen 1 MiB
+/// reads keeps as much in flight as sixteen writes, so it takes as long,
+/// in as many datagrams: segments of the same size, acknowledged alike —
+/// nothing in the engine makes reads slower (`fi_rma_bw -o read`).
+#[test]
+fn a_window_of_reads_takes_as_long_as_one_of_writes() {
+    for mtu in [1472, 8972] {
+        let faults = Faults {
+            latency: Nanos::from_micros(100),
+            bottleneck: Some(crate::sim::Bottleneck {
+                rate: 2_000_000_000,
+                queue: 8 << 20,
+                ecn_threshold: None,
+            }),
+            ..Faults::default()
+        };
+        let mut s = Sim::new(
+            vec![Buffers::default(), Buffers::default()],
+            faults,
+            mtu as u64,
+            |i| Config { mtu, ..cfg(i) },
+        );
+        let len = 1 << 20;
+        region(&mut s, 1, KEY, 16 * len, Access::READ | Access::WRITE);
+        // The session is up and the congestion windows open both ways.
+        window_of(&mut s, RmaKind::Write, 16, len);
+        window_of(&mut s, RmaKind::Read, 16, len);
+        let (wt, w_init, w_target) = window_of(&mut s, RmaKind::Write, 16, len);
+        let (rt, r_init, r_target) = window_of(&mut s, RmaKind::Read, 16, len);
+        let (wt, rt) = (wt.0 as f64, rt.0 as f64);
+        assert!(
+            (rt - wt).abs() <= 0.02 * wt,
+            "MTU {mtu}: reads {rt} ns, writes {wt} ns"
+        );
+        // The data's datagrams: the writer's segments, the target's responses.
+        let (w_data, r_data) = (w_init as f64, r_target as f64);
+        assert!(
+            (r_data - w_data).abs() <= 0.01 * w_data,
+            "MTU {mtu}: {r_data} response datagrams, {w_data} write segments"
+        );
+        // Acknowledgements (and requests, answers) the other way: few beside them.
+        assert!(
+            r_init * 8 < r_target && w_target * 8 < w_init,
+            "{r_init} {w_target}"
+        );
+        for i in 0..16u64 {
+            assert_eq!(s.nodes[0].app.mem.results[&i], pattern(len, i as u8));
+        }
+    }
+}
+
 #[test]
 fn write_with_data_reports_at_the_target() {
     let mut s = sim(2, Faults::default(), 3);
