@@ -1,9 +1,10 @@
 //! `ofi-xdp paths-bench`: one stream across a leaf–spine fabric with many equal-cost paths.
 //! Every leaf–spine link is shaped to the same rate (`LeafSpine::shape`), so the fabric, not
 //! the hosts' CPUs, bounds a run; one `fi_rdm_tagged_bw`-style stream (1 MiB messages, a window
-//! of 16, `stream_bw.c`) runs from the host under leaf 1 to the host under leaf 0 for `xdp`
-//! with several `FI_XDP_PATHS` values (path entropy, fi_xdp(7)) and for `tcp` (one 5-tuple: one
-//! spine), in interleaved rounds. Printed per run: the rate, its ratio to one spine's shaped
+//! of 16, `stream_bw.c`) runs from the host under leaf 1 to the host under leaf 0 for `xdp` as
+//! configured by default, for `xdp` with each of several `FI_XDP_PATHS` values (path entropy,
+//! fi_xdp(7)) and the bulk path off (path entropy spreads what AF_XDP sends; the bulk path
+//! sends from one port), and for `tcp` (one 5-tuple: one spine), in interleaved rounds. Printed per run: the rate, its ratio to one spine's shaped
 //! rate, the packets leaf 1 sent to each spine (how ECMP spread the data) and, for `xdp`, the
 //! sender's retransmissions (its engine's closing statistics, `FI_LOG_LEVEL=info`). Then a
 //! run in which a spine goes down in the middle, as the receiver's rate in 100 ms buckets.
@@ -143,7 +144,11 @@ fn one_run(
     let after = counters()?;
     Ok(Figures {
         mb_per_s: run.sample.mb_per_s,
-        per_spine: after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+        per_spine: after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect(),
         retransmissions: xdp.then(|| retransmissions(&run.sender_stderr)),
     })
 }
@@ -200,14 +205,11 @@ fn print_runs(table: &[(usize, String, Result<Figures, String>)], spine: f64, sp
     println!();
     println!("paths-bench: 1 MiB w16 tagged stream, leaf 1 -> leaf 0, one spine = {spine:.1} MB/s");
     let per_spine: Vec<String> = (0..spines).map(|s| format!("spine{s}")).collect();
+    let header = per_spine.join(" / ");
+    let w = header.len();
     println!(
-        "{:>5}  {:<20} {:>8} {:>7}  {:>9}  {:>22}",
-        "round",
-        "path",
-        "MB/s",
-        "x spine",
-        per_spine.join(" / "),
-        "retx / fast / timeouts"
+        "{:>5}  {:<20} {:>8} {:>7}  {header:>w$}  {:>22}",
+        "round", "path", "MB/s", "x spine", "retx / fast / timeouts"
     );
     for (round, spec, r) in table {
         match r {
@@ -217,7 +219,7 @@ fn print_runs(table: &[(usize, String, Result<Figures, String>)], spine: f64, sp
                     .retransmissions
                     .map_or("-".into(), |[r, fa, t]| format!("{r} / {fa} / {t}"));
                 println!(
-                    "{round:>5}  {spec:<20} {:>8.1} {:>7.2}  {:>9}  {retx:>22}",
+                    "{round:>5}  {spec:<20} {:>8.1} {:>7.2}  {:>w$}  {retx:>22}",
                     f.mb_per_s,
                     f.mb_per_s / spine,
                     counts.join(" / "),
