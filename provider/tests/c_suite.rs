@@ -1048,40 +1048,8 @@ fn leaf_spine_pingpong_rdm_tagged() {
 /// Packets leaf `l` of `net` sent on its link to each spine: what its
 /// hosts sent across the fabric, by the spine their flow hashed to.
 fn leaf_uplinks_tx(net: &LeafSpine, l: usize) -> [u64; 2] {
-    let ns = net.leaf_netns(l).unwrap();
-    let out = Command::new("ip")
-        .args(["-n", ns, "-o", "-4", "addr", "show"])
-        .output()
-        .unwrap();
-    let mut tx = [0u64; 2];
-    // "3: NAME@ifN    inet 198.19.X.Y/30 …": the links to the spines have
-    // Y = 128 + 4 j + 1, link j = 2 l + s (`LeafSpine`).
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(name), Some(addr)) = (f.get(1), f.get(3)) else {
-            continue;
-        };
-        let name = name.split('@').next().unwrap();
-        let Some(y) = addr
-            .split('/')
-            .next()
-            .and_then(|a| a.rsplit('.').next())
-            .and_then(|y| y.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        if y < 128 {
-            continue;
-        }
-        let s = (y - 128) / 4 - 2 * l;
-        let path = format!("/sys/class/net/{name}/statistics/tx_packets");
-        let n = Command::new("ip")
-            .args(["netns", "exec", ns, "cat", &path])
-            .output()
-            .unwrap();
-        tx[s] = String::from_utf8_lossy(&n.stdout).trim().parse().unwrap();
-    }
-    tx
+    let tx = net.uplink_tx_packets(l).expect("leaf uplink counters");
+    [tx[0], tx[1]]
 }
 
 /// Path entropy (FI_XDP_PATHS=4, PROTOCOL.md §4.6) across the leaf–spine

@@ -24,9 +24,9 @@ commands:
   uninstall [--prefix DIR]  remove exactly what install put there
   package                   build target/debian/ofi-xdp_<version>_<arch>.deb (dpkg -i it;
                             dpkg --purge ofi-xdp removes it)
-  bench link|engine|provider|stream|local|incast|imb|latency-path|instructions
+  bench link|engine|provider|stream|paths|local|incast|imb|latency-path|instructions
                      print benchmark tables (figures, not tests); `bench
-                     provider|stream|local|incast|imb [--rounds N …]` pass their options
+                     provider|stream|paths|local|incast|imb [--rounds N …]` pass their options
                      on (`bench provider --record`: its rounds into
                      docs/results/provider.csv; `bench imb --imb PATH/IMB-MPI1`: Intel
                      MPI Benchmarks built from source); `bench instructions`:

@@ -297,6 +297,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
+    // One stream across a shaped leaf–spine fabric: xdp with several FI_XDP_PATHS beside tcp,
+    // the spread over the spines, a spine failing mid-run.
+    let paths = || -> Result<(), String> {
+        build()?;
+        let mut cmd = tool();
+        cmd.arg("paths-bench");
+        cmd.args(&args[1.min(args.len())..]);
+        run(cmd)
+    };
     // Intel MPI Benchmarks under Open MPI, xdp beside tcp; needs `--imb PATH/IMB-MPI1` (IMB is
     // built from its sources, which CI does not have: without it the step says it is skipped).
     let imb = || -> Result<(), String> {
@@ -328,6 +337,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         "engine" => engine(),
         "provider" => provider(),
         "stream" => stream(),
+        "paths" => paths(),
         "latency-path" => latency_path(),
         "incast" => incast(),
         "imb" => imb(),
@@ -340,7 +350,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             .and_then(|()| local())
             .and_then(|()| incast()),
         other => Err(format!(
-            "unknown benchmark `{other}` (link, engine, provider, stream, local, incast, imb, latency-path, instructions or all)"
+            "unknown benchmark `{other}` (link, engine, provider, stream, paths, local, incast, imb, latency-path, instructions or all)"
         )),
     }
 }

@@ -11,6 +11,8 @@
 //! - `stream-bench` — streaming bandwidth and message rate with a window of messages in flight,
 //!   beside `tcp`, `udp;ofi_rxd` and the raw link, at MTU 1500 and 9000; RMA writes and reads
 //!   too with `--ops tagged,write,read`.
+//! - `paths-bench` — one stream across a shaped leaf–spine fabric: `xdp` with several
+//!   `FI_XDP_PATHS` beside `tcp`, the spread over the spines, and a spine failing mid-run.
 //! - `latency-path` — cycles per step of the small-message path (provider built with the
 //!   `probes` feature).
 //! - `local-bench` — two processes on one host: `xdp` (shared memory) beside `shm`, `tcp`,
@@ -80,6 +82,10 @@ enum Command {
     /// 9000; RMA writes and reads too with `--ops tagged,write,read` (as fi_rma_bw); tables,
     /// ratios, SVG plots and a CSV
     StreamBench(stream::Opts),
+    /// One 1 MiB window-16 stream across a leaf–spine fabric whose links are shaped to one
+    /// rate: xdp with several FI_XDP_PATHS beside tcp, the rate as a multiple of one spine's,
+    /// packets per spine, retransmissions; then a spine going down mid-run, in 100 ms buckets
+    PathsBench(stream::paths::Opts),
     /// Where a 64 B ping-pong's userspace time goes, in cycles per step (a provider built with
     /// the probes feature: cargo xtask bench latency-path)
     LatencyPath(compare::LatencyOpts),
@@ -110,6 +116,7 @@ fn main() {
         Command::Demo(o) => ("demo", compare::demo(o)),
         Command::ProviderBench(o) => ("provider-bench", compare::bench(o)),
         Command::StreamBench(o) => ("stream-bench", stream::main(o)),
+        Command::PathsBench(o) => ("paths-bench", stream::paths::main(o)),
         Command::LatencyPath(o) => ("latency-path", compare::latency_path(o)),
         Command::ImbBench(o) => ("imb-bench", imb::main(o)),
         Command::LocalBench(o) => ("local-bench", local_bench::main(o)),

@@ -119,3 +119,26 @@ fn rma_writes_and_reads_move_the_data_they_say() {
     );
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// `ofi-xdp paths-bench`, one short round without the failover run: it builds its shaped
+/// leaf–spine fabric, runs every setting and prints its table (figures, not checked).
+#[test]
+fn paths_bench_runs_and_prints_its_table() {
+    let out = Command::new(EXE)
+        .args(["paths-bench", "--rounds", "1", "--paths", "2"])
+        .args(["--rate-mbit", "400", "--mib-per-run", "1", "--no-failover"])
+        .env("FI_PROVIDER_PATH", provider_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for label in ["xdp ", "xdp paths=2 bulk off ", "tcp "] {
+        let row = format!("    1  {label}");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&row)),
+            "{label}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("one spine = 50.0 MB/s"), "{stdout}");
+}

@@ -36,7 +36,7 @@ mod routed;
 mod segment;
 
 pub use impair::{ForwarderCounts, ImpairedPair, Impairment};
-pub use leafspine::{LeafSpine, MAX_HOSTS_PER_LEAF};
+pub use leafspine::{LeafSpine, MAX_HOSTS_PER_LEAF, SPINE_COUNTS};
 pub use raw::RawPort;
 pub use routed::{MAX_ROUTED_HOSTS, Routed};
 pub use segment::Segment;
@@ -660,7 +660,7 @@ fn run_ip(args: &[&str]) -> io::Result<Output> {
 
 /// The `ip` binary: from PATH, else the usual sbin locations (a PATH without
 /// /usr/sbin is common for non-login root shells and CI runners).
-fn ip_program() -> &'static Path {
+pub(crate) fn ip_program() -> &'static Path {
     static IP: OnceLock<PathBuf> = OnceLock::new();
     IP.get_or_init(|| {
         let from_path = std::env::var_os("PATH").and_then(|paths| {

@@ -267,3 +267,118 @@ fn forwarder_impairs_udp_at_the_set_rates() {
     let left = our_netns();
     assert!(names.iter().all(|n| !left.contains(n)), "{left:?}");
 }
+
+/// Bytes per second one TCP connection from `from` to `to` moves in
+/// `secs` seconds (counted at the receiver, after a quarter second of
+/// warm-up), and the peer's address it used.
+fn tcp_goodput(from: &Host, to: &Host, secs: f64) -> f64 {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+    let listener = to.run(|| std::net::TcpListener::bind((to.ipv4(), 0)).unwrap());
+    let addr = listener.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let start = Instant::now();
+        let warm = Duration::from_millis(250);
+        let (mut counted, mut since) = (0u64, None);
+        loop {
+            let n = conn.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            if start.elapsed() >= warm {
+                since.get_or_insert_with(Instant::now);
+                counted += n as u64;
+            }
+        }
+        counted as f64 / since.unwrap().elapsed().as_secs_f64()
+    });
+    let mut conn = from.run(|| std::net::TcpStream::connect(addr).unwrap());
+    let chunk = vec![7u8; 1 << 16];
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < secs + 0.25 {
+        conn.write_all(&chunk).unwrap();
+    }
+    drop(conn);
+    reader.join().unwrap()
+}
+
+/// With every leaf–spine link shaped to 100 Mbit/s, one TCP connection
+/// across a four-spine fabric (one 5-tuple: one spine) moves within 20 %
+/// of that rate in payload, and its packets cross one uplink of the leaf.
+#[test]
+fn leaf_spine_shaped_links_hold_their_rate() {
+    let net = LeafSpine::with_spines(1, 4, 1500).unwrap();
+    assert_eq!(net.spines(), 4);
+    let rate = 100_000_000u64;
+    net.shape(rate, Duration::from_millis(5)).unwrap();
+    let before = net.uplink_tx_packets(0).unwrap();
+    let bytes_per_s = tcp_goodput(&net.hosts[0], &net.hosts[1], 2.0);
+    let after = net.uplink_tx_packets(0).unwrap();
+    let ratio = bytes_per_s * 8.0 / rate as f64;
+    println!(
+        "TCP at {:.1} Mbit/s: {ratio:.3} of the shaped rate",
+        bytes_per_s * 8e-6
+    );
+    assert!(
+        (0.8..=1.2).contains(&ratio),
+        "{ratio:.3} of the shaped rate"
+    );
+    let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let most = *sent.iter().max().unwrap();
+    assert!(
+        most * 10 >= sent.iter().sum::<u64>() * 9,
+        "one spine: {sent:?}"
+    );
+}
+
+/// A spine taken down is routed around: every one of 64 UDP flows
+/// (64 source ports) arrives, none over it, both families; back up, the
+/// flows spread over both spines again.
+#[test]
+fn leaf_spine_routes_around_a_spine_down() {
+    let net = LeafSpine::new(1, 1500).unwrap();
+    let (h0, h1) = (&net.hosts[0], &net.hosts[1]);
+    let flows = |n: usize| {
+        let before = net.uplink_tx_packets(0).unwrap();
+        let rx = h1.run(|| UdpSocket::bind((h1.ipv4(), 0)).unwrap());
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = rx.local_addr().unwrap();
+        for _ in 0..n {
+            let tx = h0.run(|| UdpSocket::bind((h0.ipv4(), 0)).unwrap());
+            tx.send_to(b"flow", to).unwrap();
+        }
+        let mut buf = [0u8; 16];
+        for _ in 0..n {
+            rx.recv_from(&mut buf).unwrap();
+        }
+        let after = net.uplink_tx_packets(0).unwrap();
+        [after[0] - before[0], after[1] - before[1]]
+    };
+    let ping6 = || {
+        let out = h1
+            .command("ping")
+            .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    };
+    net.spine_down(0).unwrap();
+    let per_spine = flows(64);
+    assert!(per_spine[0] == 0 && per_spine[1] >= 64, "{per_spine:?}");
+    assert_pings(h1, h0);
+    ping6();
+    net.spine_up(0).unwrap();
+    let per_spine = flows(64);
+    assert!(per_spine.iter().all(|&c| c > 0), "{per_spine:?}");
+    ping6();
+    net.spine_down(1).unwrap();
+    let per_spine = flows(64);
+    assert!(per_spine[1] == 0 && per_spine[0] >= 64, "{per_spine:?}");
+    ping6();
+}

@@ -9,14 +9,15 @@
 //! seconds apart) and the median over rounds is reported with its range, as `provider-bench`
 //! does for latency.
 
+pub mod paths;
 mod plot;
 mod table;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi_xdp_testhosts::HostPair;
+use ofi_xdp_testhosts::{Host, HostPair};
 
 use crate::c_program::CProgram;
 use crate::child::{ChildGuard, wait_output};
@@ -245,8 +246,8 @@ pub fn main(o: &Opts) -> Result<(), String> {
             }
             for &case in &cases {
                 for provider in &providers {
-                    match tool.run(&pair, provider, case) {
-                        Ok(s) => results.record(provider, case, round, s),
+                    match tool.run((&pair.a, &pair.b), provider, case, &[]) {
+                        Ok(run) => results.record(provider, case, round, run.sample),
                         Err(e) => {
                             eprintln!("{e}");
                             failures.push(format!("MTU {mtu} {provider} {}", case.label()));
@@ -308,18 +309,25 @@ impl Tool {
         CONTROL_PORT_BASE + n
     }
 
-    /// One run: the receiver (RMA target) in `pair.a`, the sender (RMA initiator) in
-    /// `pair.b`; the sender's figures.
+    /// One run: the receiver (RMA target) in `receiver`, the sender (RMA initiator) in
+    /// `sender`; the sender's figures and what it wrote to stderr.
     /// `spec` is a provider name, optionally followed by `:NAME=VALUE+NAME=VALUE…`,
-    /// environment settings for both processes.
-    fn run(&self, pair: &HostPair, spec: &str, case: Case) -> Result<Sample, String> {
-        let (provider, env) = provider_env(spec);
+    /// environment settings for both processes; `more_env` is added to them.
+    fn run(
+        &self,
+        (receiver, sender): (&Host, &Host),
+        spec: &str,
+        case: Case,
+        more_env: &[(&str, &str)],
+    ) -> Result<Run, String> {
+        let (provider, mut env) = provider_env(spec);
+        env.extend_from_slice(more_env);
         let port = self.port().to_string();
         let (bytes, window) = (case.bytes.to_string(), case.window.to_string());
         let iters = case.iterations(self.mib).to_string();
         // Tagged runs keep the program's default, so their command line is as it always was.
         let op = (case.op != Op::Tagged).then_some(["-o", case.op.name()]);
-        let command = |host: &ofi_xdp_testhosts::Host| {
+        let command = |host: &Host| {
             let mut cmd = host.command(&self.prog.exe);
             cmd.args(["-p", provider, "-S", &bytes, "-W", &window, "-I", &iters])
                 .args(["-P", &port])
@@ -337,20 +345,31 @@ impl Tool {
                 .map(ChildGuard)
                 .map_err(|e| format!("cannot start {}: {e}", self.prog.exe.display()))
         };
-        let receiver = spawn(command(&pair.a))?;
-        let mut sender_cmd = command(&pair.b);
-        sender_cmd.arg(pair.a.ipv4().to_string());
+        let what = format!("{provider} {} at MTU {}", case.label(), receiver.mtu());
+        let receiver_child = spawn(command(receiver))?;
+        let mut sender_cmd = command(sender);
+        sender_cmd.arg(receiver.ipv4().to_string());
         let sender = wait_output(spawn(sender_cmd)?, deadline, "the stream sender")?;
-        let receiver = wait_output(receiver, deadline, "the stream receiver")?;
-        let what = format!("{provider} {} at MTU {}", case.label(), pair_mtu(pair));
+        let receiver = wait_output(receiver_child, deadline, "the stream receiver")?;
         if !sender.success || !receiver.success {
             return Err(format!(
                 "{what} failed\n--- sender ---\n{}{}\n--- receiver ---\n{}{}",
                 sender.stdout, sender.stderr, receiver.stdout, receiver.stderr
             ));
         }
-        Sample::parse(&sender.stdout).ok_or_else(|| format!("{what}: no RESULT line"))
+        let sample =
+            Sample::parse(&sender.stdout).ok_or_else(|| format!("{what}: no RESULT line"))?;
+        Ok(Run {
+            sample,
+            sender_stderr: sender.stderr,
+        })
     }
+}
+
+/// One run's figures and what its sender wrote to stderr (its log).
+struct Run {
+    sample: Sample,
+    sender_stderr: String,
 }
 
 /// `xdp:FI_XDP_PACK=0+FI_XDP_CC=0` → (`xdp`, the settings).
@@ -363,16 +382,6 @@ fn provider_env(spec: &str) -> (&str, Vec<(&str, &str)>) {
         .filter_map(|kv| kv.split_once('='))
         .collect();
     (provider, env)
-}
-
-fn pair_mtu(pair: &HostPair) -> String {
-    std::fs::read_to_string(
-        Path::new("/sys/class/net")
-            .join(pair.a.ifname())
-            .join("mtu"),
-    )
-    .map(|s| s.trim().to_owned())
-    .unwrap_or_else(|_| "?".into())
 }
 
 /// The raw AF_XDP link's one-way packet rate with datagrams that fill an `mtu`-byte packet
