@@ -326,12 +326,15 @@ fn attacked(kind: Attack) {
     let port = (21000 + std::process::id() % 20000).to_string();
     let (h0, h1) = (&seg.hosts[0], &seg.hosts[1]);
     let server = pingpong(h0, &port, None).spawn().unwrap();
+    // Its output is read while it runs: a pipe nobody drains fills, and a
+    // process that logs blocks in write(2) with the endpoint's lock held.
+    let server = std::thread::spawn(move || server.wait_with_output());
     std::thread::sleep(Duration::from_millis(300));
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let att = attacker(&seg, kind, stop.clone(), sent.clone());
     let client: Output = pingpong(h1, &port, Some(h0)).output().unwrap();
-    let server = server.wait_with_output().unwrap();
+    let server = server.join().unwrap().unwrap();
     stop.store(true, Ordering::Relaxed);
     att.join().unwrap();
     let sent = sent.load(Ordering::Relaxed);

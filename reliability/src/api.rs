@@ -49,6 +49,14 @@ pub struct Config {
     pub rto_max: Nanos,
     /// Timeouts of the same packet tolerated; one more fails the peer's operations.
     pub max_retries: u32,
+    /// With authentication: how long a peer must have been silent (no
+    /// datagram verified from it since an unanswered retransmission timeout,
+    /// and two such timeouts at least) before an ICMP error about it is
+    /// believed (PROTOCOL.md §11.7). A live peer's progress helper answers
+    /// within milliseconds, so only a stopped or dead process stays silent
+    /// this long; a forged ICMP message cannot end a session whose peer
+    /// merely lost the CPU for a moment.
+    pub icmp_silence: Nanos,
     /// Longest an acknowledgement is delayed. Zero: acknowledge with the next
     /// `poll_transmit` (once per batch of received datagrams).
     pub ack_delay: Nanos,
@@ -151,6 +159,7 @@ impl Default for Config {
             rto_min: Nanos::from_millis(1),
             rto_max: Nanos::from_secs(1),
             max_retries: 12,
+            icmp_silence: Nanos::from_secs(1),
             ack_delay: Nanos::from_micros(50),
             ack_every: 16,
             ack_message_end_at_once: false,

@@ -755,7 +755,7 @@ impl DataPath for Rdm {
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             now = self.clock.exact();
             self.engine.handle_timeout(now);
-            self.check_refused();
+            self.check_refused(now);
         }
         if self.engine.wants_transmit() && arrived_at.is_none() {
             // Send times are RTT samples' start.
@@ -909,7 +909,7 @@ impl Rdm {
     /// After a retransmission timeout, see whether the network refused
     /// datagrams to a peer (ICMP port unreachable: its process is gone) and
     /// fail its operations now instead of after FI_XDP_PEER_TIMEOUT.
-    fn check_refused(&mut self) {
+    fn check_refused(&mut self, now: RelInstant) {
         let timeouts = self.engine.stats().timeouts;
         if timeouts == self.timeouts_seen {
             return;
@@ -925,9 +925,12 @@ impl Rdm {
             ..
         } = self;
         port.take_refused(|sa| {
-            if let Some(&key) = peers.by_sock.get(&sa) {
+            // Logged only when it ends the session: forged ones may come by
+            // the thousand (counted as `unauthenticated` then).
+            if let Some(&key) = peers.by_sock.get(&sa)
+                && engine.peer_unreachable(now, key)
+            {
                 crate::xdp_info!(FI_LOG_EP_DATA, "{sa}: port unreachable (ICMP)");
-                engine.peer_unreachable(key);
             }
         });
     }

@@ -315,21 +315,28 @@ impl<P: Copy + Eq + Hash> Engine<P> {
     /// §5.3). Ignored for a peer we have no session or handshake with.
     ///
     /// With authentication it is believed only once the peer has been
-    /// silent for two retransmission timeouts: an ICMP message cannot be
-    /// authenticated, and a forged one must not end a session whose peer
-    /// still answers (PROTOCOL.md §11.7).
-    pub fn peer_unreachable(&mut self, peer: P) {
+    /// silent for two retransmission timeouts and `Config::icmp_silence`:
+    /// an ICMP message cannot be authenticated, and a forged one must not
+    /// end a session whose peer still answers (PROTOCOL.md §11.7); one
+    /// not believed is counted (`Stats::unauthenticated`).
+    ///
+    /// Returns whether it ended the session (at most once per session: a
+    /// flood of such messages is no flood of failures or log lines).
+    pub fn peer_unreachable(&mut self, now: Instant, peer: P) -> bool {
         let Some(id) = self.peers.lookup(peer) else {
-            return;
+            return false;
         };
         let session = &self.peers[id];
         if session.is_idle() {
-            return;
+            return false;
         }
-        if session.believes_icmp(self.shared.auth.is_some()) {
+        let silence = self.shared.cfg.icmp_silence;
+        if session.believes_icmp(self.shared.auth.is_some(), now, silence) {
             self.fail_peer(id, OpError::PeerUnreachable);
+            true
         } else {
             self.shared.stats.unauthenticated += 1;
+            false
         }
     }
 

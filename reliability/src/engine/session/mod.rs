@@ -37,7 +37,7 @@ use super::schedule::{Listed, Schedule};
 use super::seam::{Control, Incoming, Sessions};
 use super::shared::Shared;
 use crate::api::{Config, OpError};
-use crate::time::Instant;
+use crate::time::{Instant, Nanos};
 use crate::wire;
 use congestion::Congestion;
 use reorder::ReorderBuffer;
@@ -204,6 +204,9 @@ pub(crate) struct Session<P> {
     /// Retransmission timeouts since the last datagram from the peer: an
     /// ICMP error is believed (with authentication) only after two (§11.7).
     silent_rtos: u8,
+    /// When the first of those timeouts fired: the peer has been silent at
+    /// least since then (meaningful while `silent_rtos > 0`).
+    silent_since: Instant,
     /// The last epoch in which DATA came from the peer (§12.1).
     rx_epoch: u32,
     /// With authentication: a handshake of the peer's at this address
@@ -250,6 +253,7 @@ impl<P: Copy> Session<P> {
             peer_hello_next: 0,
             cookie: [0; 16],
             silent_rtos: 0,
+            silent_since: Instant::NEVER,
             rx_epoch: 0,
             key_shown: false,
         }
@@ -479,11 +483,12 @@ impl<P> Session<P> {
         Ok(body)
     }
 
-    /// Whether an ICMP error about this peer is believed: always without
-    /// authentication; with it, only once the peer has been silent for two
-    /// retransmission timeouts (an ICMP message cannot be authenticated).
-    pub(crate) fn believes_icmp(&self, authenticated: bool) -> bool {
-        !authenticated || self.silent_rtos >= 2
+    /// Whether an ICMP error about this peer is believed at `now`: always
+    /// without authentication; with it, only once the peer has been silent
+    /// for two retransmission timeouts and for `silence` since the first
+    /// (an ICMP message cannot be authenticated, §11.7).
+    pub(crate) fn believes_icmp(&self, authenticated: bool, now: Instant, silence: Nanos) -> bool {
+        !authenticated || (self.silent_rtos >= 2 && now.since(self.silent_since) >= silence)
     }
 }
 

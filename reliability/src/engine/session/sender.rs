@@ -237,6 +237,9 @@ impl<P: Copy> Session<P> {
     pub(super) fn on_rto(&mut self, now: Instant, sh: &mut Shared<P>) -> Option<OpError> {
         self.rto_at = Instant::NEVER;
         sh.stats.timeouts += 1;
+        if self.silent_rtos == 0 {
+            self.silent_since = now;
+        }
         self.silent_rtos = self.silent_rtos.saturating_add(1);
         let max_retries = sh.cfg.max_retries;
         if self.is_idle() {

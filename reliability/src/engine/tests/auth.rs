@@ -366,8 +366,9 @@ fn replayed_handshakes_and_forged_endings_tear_nothing_down() {
 }
 
 /// An ICMP error about a peer that still answers is not believed with
-/// authentication on; once the peer has been silent for two retransmission
-/// timeouts it is.
+/// authentication on, nor once it has missed two retransmission timeouts
+/// (a peer starved of the CPU for a moment); once it has been silent for
+/// `Config::icmp_silence` it is (PROTOCOL.md §11.7).
 #[test]
 fn icmp_is_believed_only_from_a_silent_peer() {
     let mut s = auth_sim(2, Faults::default(), 8);
@@ -376,17 +377,28 @@ fn icmp_is_believed_only_from_a_silent_peer() {
     run(&mut s);
     completions(&mut s, 0);
     for _ in 0..100 {
-        s.nodes[0].engine.peer_unreachable(1);
+        assert!(!s.nodes[0].engine.peer_unreachable(s.now, 1));
     }
     assert_eq!(s.nodes[0].engine.stats().peers_lost, 0);
     s.partition(0, 1, Nanos::from_secs(3600));
     send(&mut s, 0, 1, 2, pattern(10, 0), None);
+    let timeouts = s.nodes[0].engine.stats().timeouts;
     let limit = s.now + Nanos::from_millis(150);
     s.run_until(limit, |_| false);
+    assert!(s.nodes[0].engine.stats().timeouts >= timeouts + 2);
+    assert!(!s.nodes[0].engine.peer_unreachable(s.now, 1));
+    assert!(completions(&mut s, 0).is_empty(), "silent for 150 ms only");
+    assert_eq!(s.nodes[0].engine.stats().peers_lost, 0);
+    let limit = s.now + Config::default().icmp_silence;
+    s.run_until(limit, |_| false);
     assert!(completions(&mut s, 0).is_empty());
-    s.nodes[0].engine.peer_unreachable(1);
+    assert!(s.nodes[0].engine.peer_unreachable(s.now, 1));
     let c = completions(&mut s, 0);
     assert_eq!(c[0].error, Some(OpError::PeerUnreachable));
+    assert!(
+        !s.nodes[0].engine.peer_unreachable(s.now, 1),
+        "a session ends once"
+    );
 }
 
 /// A HELLO whose type byte a corrupting link (or a forger who saw it)

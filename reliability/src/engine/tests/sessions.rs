@@ -173,9 +173,9 @@ fn reported_unreachable_peer_fails_at_once() {
         "{c:?}"
     );
     assert_eq!(s.nodes[0].engine.sends_owed_at_close(), 1);
-    s.nodes[0].engine.peer_unreachable(7);
+    assert!(!s.nodes[0].engine.peer_unreachable(s.now, 7));
     assert!(completions(&mut s, 0).is_empty());
-    s.nodes[0].engine.peer_unreachable(1);
+    assert!(s.nodes[0].engine.peer_unreachable(s.now, 1));
     let c = completions(&mut s, 0);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].token, 2);
