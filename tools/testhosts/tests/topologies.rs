@@ -10,9 +10,18 @@ use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, LeafSpine, Routed, Segme
 
 /// One ICMP echo from `from` to `to`'s IPv4 address is answered.
 fn assert_pings(from: &Host, to: &Host) {
+    assert_pings_ip(from, &to.ipv4().to_string(), "-4");
+}
+
+/// The same to `to`'s IPv6 address.
+fn assert_pings6(from: &Host, to: &Host) {
+    assert_pings_ip(from, &to.ipv6().to_string(), "-6");
+}
+
+fn assert_pings_ip(from: &Host, ip: &str, family: &str) {
     let out = from
         .command("ping")
-        .args(["-c", "1", "-W", "2", &to.ipv4().to_string()])
+        .args([family, "-c", "1", "-W", "2", ip])
         .output()
         .unwrap();
     assert!(
@@ -91,16 +100,7 @@ fn routed_hosts_reach_each_other_through_the_router_and_vanish_on_drop() {
     assert_ne!(h0.ipv4().octets()[3] & 0xc0, h2.ipv4().octets()[3] & 0xc0);
     for h in &net.hosts[1..] {
         assert_pings(h, &net.hosts[0]);
-        let v6 = h
-            .command("ping")
-            .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            v6.status.success(),
-            "{}",
-            String::from_utf8_lossy(&v6.stdout)
-        );
+        assert_pings6(h, h0);
     }
     let route = h0.ip(&["route", "get", &h2.ipv4().to_string()]).unwrap();
     let gw = net.gateway_of(0, false).unwrap().to_string();
@@ -162,16 +162,7 @@ fn leaf_spine_hosts_reach_each_other_over_both_spines() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ttl=61"), "leaf, spine, leaf: {text}");
-    let v6 = h3
-        .command("ping")
-        .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        v6.status.success(),
-        "{}",
-        String::from_utf8_lossy(&v6.stdout)
-    );
+    assert_pings6(h3, h0);
 
     let spines = [net.spine_netns(0).unwrap(), net.spine_netns(1).unwrap()];
     let before = spines.map(received_in);
@@ -356,18 +347,7 @@ fn leaf_spine_routes_around_a_spine_down() {
         let after = net.uplink_tx_packets(0).unwrap();
         [after[0] - before[0], after[1] - before[1]]
     };
-    let ping6 = || {
-        let out = h1
-            .command("ping")
-            .args(["-6", "-c", "1", "-W", "2", &h0.ipv6().to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    };
+    let ping6 = || assert_pings6(h1, h0);
     net.spine_down(0).unwrap();
     let per_spine = flows(64);
     assert!(per_spine[0] == 0 && per_spine[1] >= 64, "{per_spine:?}");
