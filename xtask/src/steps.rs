@@ -280,13 +280,15 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         }
         Ok(())
     };
-    let incast = || -> Result<(), String> {
+    // The tool's benchmark `sub`, given the rest of the arguments.
+    let tool_bench = |sub: &str| -> Result<(), String> {
         build()?;
         let mut cmd = tool();
-        cmd.arg("incast");
+        cmd.arg(sub);
         cmd.args(&args[1.min(args.len())..]);
         run(cmd)
     };
+    let incast = || tool_bench("incast");
     // Streaming bandwidth and message rate at MTU 1500 and 9000: tables, ratios, SVG plots
     // and a CSV in target/bench.
     let stream = || -> Result<(), String> {
@@ -299,22 +301,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     };
     // One stream across a shaped leaf–spine fabric: xdp with several FI_XDP_PATHS beside tcp,
     // the spread over the spines, a spine failing mid-run.
-    let paths = || -> Result<(), String> {
-        build()?;
-        let mut cmd = tool();
-        cmd.arg("paths-bench");
-        cmd.args(&args[1.min(args.len())..]);
-        run(cmd)
-    };
+    let paths = || tool_bench("paths-bench");
     // Intel MPI Benchmarks under Open MPI, xdp beside tcp; needs `--imb PATH/IMB-MPI1` (IMB is
     // built from its sources, which CI does not have: without it the step says it is skipped).
-    let imb = || -> Result<(), String> {
-        build()?;
-        let mut cmd = tool();
-        cmd.arg("imb-bench");
-        cmd.args(&args[1.min(args.len())..]);
-        run(cmd)
-    };
+    let imb = || tool_bench("imb-bench");
     let latency_path = || -> Result<(), String> {
         build()?;
         let mut cmd = tool();
@@ -324,13 +314,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         run(cmd)
     };
     // Two processes on one host: xdp's shared-memory path beside libfabric's shm and tcp.
-    let local = || -> Result<(), String> {
-        build()?;
-        let mut cmd = tool();
-        cmd.arg("local-bench");
-        cmd.args(&args[1.min(args.len())..]);
-        run(cmd)
-    };
+    let local = || tool_bench("local-bench");
     match which {
         "link" => link(),
         "local" => local(),
