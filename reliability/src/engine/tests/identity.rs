@@ -170,6 +170,6 @@ fn a_stale_or_unknown_session_id_names_no_peer() {
     assert_eq!(a.peer_of_session(ours), Some(B));
     assert_eq!(a.peer_of_session(ours.wrapping_add(1)), None);
     // The peer is unreachable: the session ends and its id with it.
-    a.peer_unreachable(B);
+    assert!(a.peer_unreachable(now, B));
     assert_eq!(a.peer_of_session(ours), None);
 }
