@@ -340,6 +340,8 @@ const GUEST_MODULES: &[(&str, bool)] = &[
     ("bridge", false),
     // Raw Ethernet sockets: the impairing forwarder of the test hosts.
     ("af_packet", false),
+    // The token-bucket qdisc: the leaf–spine fabric's shaped links.
+    ("sch_tbf", false),
 ];
 /// With `--nic virtio`, also the virtio PCI transport and the virtio-net driver.
 const NIC_MODULES: &[(&str, bool)] = &[("virtio_pci", true), ("virtio_net", true)];

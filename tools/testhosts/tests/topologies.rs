@@ -6,6 +6,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+use ofi_xdp_testhosts::skip::skip;
 use ofi_xdp_testhosts::{Host, ImpairedPair, Impairment, LeafSpine, Routed, Segment, our_netns};
 
 /// One ICMP echo from `from` to `to`'s IPv4 address is answered.
@@ -295,15 +296,25 @@ fn tcp_goodput(from: &Host, to: &Host, secs: f64) -> f64 {
     reader.join().unwrap()
 }
 
-/// With every leaf–spine link shaped to 100 Mbit/s, one TCP connection
-/// across a four-spine fabric (one 5-tuple: one spine) moves within 20 %
-/// of that rate in payload, and its packets cross one uplink of the leaf.
+/// With every leaf–spine link shaped to 20 Mbit/s (slow enough for an
+/// emulated VM too), one TCP connection across a four-spine fabric (one
+/// 5-tuple: one spine) moves within 20 % of that rate in payload, and its
+/// packets cross one uplink of the leaf. A kernel without the token-bucket
+/// qdisc skips it.
 #[test]
 fn leaf_spine_shaped_links_hold_their_rate() {
     let net = LeafSpine::with_spines(1, 4, 1500).unwrap();
     assert_eq!(net.spines(), 4);
-    let rate = 100_000_000u64;
-    net.shape(rate, Duration::from_millis(5)).unwrap();
+    let rate = 20_000_000u64;
+    if let Err(e) = net.shape(rate, Duration::from_millis(5)) {
+        if e.to_string().contains("qdisc kind is unknown") {
+            skip(format!(
+                "this kernel has no token-bucket qdisc (sch_tbf): {e}"
+            ));
+            return;
+        }
+        panic!("shaping the fabric's links: {e}");
+    }
     let before = net.uplink_tx_packets(0).unwrap();
     let bytes_per_s = tcp_goodput(&net.hosts[0], &net.hosts[1], 2.0);
     let after = net.uplink_tx_packets(0).unwrap();
