@@ -15,7 +15,8 @@
 //! - Open MPI 5.0.7 of the root runs `tests/mpi/mpi_check.c` (two-sided,
 //!   the `cm` PML on the `ofi` MTL) and `tests/mpi/mpi_onesided.c` (the
 //!   `rdma` one-sided component on the `ofi` BTL, which carries the
-//!   two-sided traffic too), one rank in each host;
+//!   two-sided traffic too), one rank in each host, and `mpi_check` with
+//!   four ranks (one in a host, three in the other);
 //! - interoperation: one side on this host's libfabric 1.17, the other in
 //!   the trixie root on 2.1, each way (fi_pingpong, and the data suite).
 
@@ -358,6 +359,12 @@ fn mpicc_in_root(host: &Host, name: &str) -> String {
 /// `program` with Open MPI's `mca` options, one rank in each host, mpirun
 /// (in the root) in `pair.a`'s namespace.
 fn mpirun(program: &str, mca: &[&str]) {
+    mpirun_np(program, mca, 2);
+}
+
+/// [`mpirun`] with `np` ranks: rank 0 in `pair.a`, the others in
+/// `pair.b` (so those reach each other on one host, and rank 0 across).
+fn mpirun_np(program: &str, mca: &[&str], np: usize) {
     let _turn = common::one_at_a_time("mpi");
     let pair = pair();
     let bin = mpicc_in_root(&pair.a, program);
@@ -373,7 +380,7 @@ fn mpirun(program: &str, mca: &[&str]) {
         .args(["240", "mpirun", "--allow-run-as-root", "--oversubscribe"])
         .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_LOG_LEVEL"])
         .args(mca)
-        .args(["-np", "2"])
+        .args(["-np", &np.to_string()])
         .arg(format!("{PROVIDER_DIR}/by-rank"))
         .args([pair.b.netns(), &bin])
         .env("FI_LOG_LEVEL", "warn")
@@ -392,8 +399,8 @@ fn mpirun(program: &str, mca: &[&str]) {
         "mpirun failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
-    for r in 0..2 {
-        let line = format!("{program} rank {r} of 2: 0 failures");
+    for r in 0..np {
+        let line = format!("{program} rank {r} of {np}: 0 failures");
         assert!(stdout.contains(&line), "no '{line}':\n{stdout}\n{stderr}");
     }
     assert!(
@@ -406,6 +413,13 @@ fn mpirun(program: &str, mca: &[&str]) {
 #[test]
 fn trixie_open_mpi_two_sided() {
     mpirun("mpi_check", common::TWO_SIDED);
+}
+
+/// The same with four ranks: one in the host, three in the other, which
+/// reach each other through shared memory and rank 0 through AF_XDP.
+#[test]
+fn trixie_open_mpi_four_ranks() {
+    mpirun_np("mpi_check", common::TWO_SIDED, 4);
 }
 
 /// One-sided MPI through the `rdma` component on the `ofi` BTL on xdp,
