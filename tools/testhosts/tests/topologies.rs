@@ -32,6 +32,22 @@ fn assert_pings_ip(from: &Host, ip: &str, family: &str) {
     );
 }
 
+/// `n` UDP flows from `from` to `to` over IPv4, one datagram each from a
+/// source port of its own (so ECMP hashes each anew), every one received.
+fn udp_flows(from: &Host, to: &Host, n: u64) {
+    let rx = to.run(|| UdpSocket::bind((to.ipv4(), 0)).unwrap());
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let dst = rx.local_addr().unwrap();
+    for _ in 0..n {
+        let tx = from.run(|| UdpSocket::bind((from.ipv4(), 0)).unwrap());
+        tx.send_to(b"flow", dst).unwrap();
+    }
+    let mut buf = [0u8; 16];
+    for _ in 0..n {
+        rx.recv_from(&mut buf).unwrap();
+    }
+}
+
 /// A tap on host 0's bridge port sees what host 1 sends it; a frame
 /// written by host 2's raw port, spoofing host 1's addresses, reaches host
 /// 0's UDP socket as if host 1 had sent it.
@@ -167,18 +183,8 @@ fn leaf_spine_hosts_reach_each_other_over_both_spines() {
 
     let spines = [net.spine_netns(0).unwrap(), net.spine_netns(1).unwrap()];
     let before = spines.map(received_in);
-    let rx = h3.run(|| UdpSocket::bind((h3.ipv4(), 0)).unwrap());
-    let to = rx.local_addr().unwrap();
-    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let n = 64;
-    for _ in 0..n {
-        let tx = h0.run(|| UdpSocket::bind((h0.ipv4(), 0)).unwrap());
-        tx.send_to(b"flow", to).unwrap();
-    }
-    let mut buf = [0u8; 16];
-    for _ in 0..n {
-        rx.recv_from(&mut buf).unwrap();
-    }
+    let n = 64u64;
+    udp_flows(h0, h3, n);
     let after = spines.map(received_in);
     let per_spine = [after[0] - before[0], after[1] - before[1]];
     assert!(
@@ -342,19 +348,9 @@ fn leaf_spine_shaped_links_hold_their_rate() {
 fn leaf_spine_routes_around_a_spine_down() {
     let net = LeafSpine::new(1, 1500).unwrap();
     let (h0, h1) = (&net.hosts[0], &net.hosts[1]);
-    let flows = |n: usize| {
+    let flows = |n: u64| {
         let before = net.uplink_tx_packets(0).unwrap();
-        let rx = h1.run(|| UdpSocket::bind((h1.ipv4(), 0)).unwrap());
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let to = rx.local_addr().unwrap();
-        for _ in 0..n {
-            let tx = h0.run(|| UdpSocket::bind((h0.ipv4(), 0)).unwrap());
-            tx.send_to(b"flow", to).unwrap();
-        }
-        let mut buf = [0u8; 16];
-        for _ in 0..n {
-            rx.recv_from(&mut buf).unwrap();
-        }
+        udp_flows(h0, h1, n);
         let after = net.uplink_tx_packets(0).unwrap();
         [after[0] - before[0], after[1] - before[1]]
     };
