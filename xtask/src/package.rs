@@ -74,31 +74,61 @@ fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> String {
     move |e| format!("{text}: {e}")
 }
 
-/// Copies `from` to `to` with `mode`, creating `to`'s directory.
+/// Copies `from` to `to` with `mode`, creating `to`'s directory. The copy
+/// is made beside `to` and renamed over it: copying onto an installed
+/// library would rewrite the pages every process running with it has
+/// mapped, and they die of SIGBUS.
 pub fn place(from: &Path, to: &Path, mode: u32) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
-    }
-    std::fs::copy(from, to).map_err(io_err("cannot copy to", to))?;
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode))
-        .map_err(io_err("cannot set the mode of", to))
+    replace_with(from, to, mode, |_| Ok(()))
 }
 
 /// [`place`] for a binary, without its debugging sections, as Debian installs binaries
 /// (`strip --strip-debug`: symbol names stay, so backtraces still name functions).
 pub fn place_binary(from: &Path, to: &Path, mode: u32) -> Result<(), String> {
-    place(from, to, mode)?;
-    let status = Command::new("strip")
-        .args(["--strip-debug", "--remove-section=.comment"])
-        .arg(to)
-        .status()
-        .map_err(|e| format!("cannot run strip (binutils): {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("strip {} failed ({status})", to.display()))
+    replace_with(from, to, mode, |fresh| {
+        let status = Command::new("strip")
+            .args(["--strip-debug", "--remove-section=.comment"])
+            .arg(fresh)
+            .status()
+            .map_err(|e| format!("cannot run strip (binutils): {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("strip {} failed ({status})", fresh.display()))
+        }
+    })
+}
+
+/// Copies `from` to a hidden file beside `to`, gives it `mode`, lets
+/// `finish` work on it, then renames it over `to` (atomic: a process
+/// that has the old file open or mapped keeps the old file). The hidden
+/// file is removed on any failure.
+fn replace_with(
+    from: &Path,
+    to: &Path,
+    mode: u32,
+    finish: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = to.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let fresh = dir.join(format!(".{name}.{}", std::process::id()));
+    let r = std::fs::copy(from, &fresh)
+        .map_err(io_err("cannot copy to", &fresh))
+        .and_then(|_| {
+            std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(mode))
+                .map_err(io_err("cannot set the mode of", &fresh))
+        })
+        .and_then(|()| finish(&fresh))
+        .and_then(|()| std::fs::rename(&fresh, to).map_err(io_err("cannot rename onto", to)));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&fresh);
     }
+    r
 }
 
 /// The shared libraries `elf` names itself (`DT_NEEDED`, from `readelf -d`).

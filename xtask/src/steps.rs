@@ -105,23 +105,12 @@ fn build_with_probes() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Puts `built` into `dir` as `libxdp-fi.so` by copying it beside and
-/// renaming it over the old one: copying onto the old file would rewrite
-/// the pages every process still running with it has mapped, and they die
-/// of SIGBUS (another run's tests, in the same tree, may be using it).
+/// Puts `built` into `dir` as `libxdp-fi.so`, beside and renamed over the
+/// old one ([`crate::package::place`]): another run's tests, in the same
+/// tree, may be running with the old one.
 fn place_library(built: &Path, dir: &Path) -> Result<PathBuf, String> {
     let installed = dir.join("libxdp-fi.so");
-    let fresh = dir.join(format!(".libxdp-fi.so.{}", std::process::id()));
-    std::fs::copy(built, &fresh)
-        .and_then(|_| std::fs::rename(&fresh, &installed))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&fresh);
-            format!(
-                "cannot copy {} to {}: {e}",
-                built.display(),
-                installed.display()
-            )
-        })?;
+    crate::package::place(built, &installed, 0o755)?;
     Ok(installed)
 }
 
