@@ -20,6 +20,15 @@ use common::{
     remote_paths, remove_shm_leftovers, wait_running, work_dir, xsk_counts,
 };
 
+/// Spawns `cmd` and reads its stdout and stderr while it runs, in a
+/// thread: a pipe nobody drains until the end fills (64 KiB), and the
+/// child, with the provider's progress helper in it, blocks in write(2)
+/// holding the endpoint's lock, silent to its peer.
+fn spawn_collected(cmd: &mut Command) -> std::thread::JoinHandle<Output> {
+    let child = cmd.spawn().unwrap();
+    std::thread::spawn(move || child.wait_with_output().unwrap())
+}
+
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);
     cmd.arg(host.ifname())
@@ -284,7 +293,7 @@ fn data_between(
             .envs(server_env.iter().copied());
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
+        spawn_collected(&mut cmd)
     };
     let mut all_client_env = vec![("FI_LOG_LEVEL", "warn")];
     all_client_env.extend_from_slice(env);
@@ -296,7 +305,7 @@ fn data_between(
         &["client", &rv_s, ep],
         &all_client_env,
     );
-    let server = server.wait_with_output().unwrap();
+    let server = server.join().unwrap();
     if !client.status.success() {
         eprintln!("data server: {}", failure_digest(&server.stderr));
     }
@@ -344,12 +353,12 @@ fn run_pair_at(
             .envs(server_env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
+        spawn_collected(&mut cmd)
     };
     let mut env = vec![("FI_LOG_LEVEL", "warn")];
     env.extend_from_slice(client_env);
     let client = run_in(client_host, &pair.a, &bin, &["client", &rv_s], &env);
-    let server = server.wait_with_output().unwrap();
+    let server = server.join().unwrap();
     if !client.status.success() {
         eprintln!(
             "server stdout:\n{}\nserver: {}",
@@ -653,7 +662,7 @@ fn c_data_rdm_one_host_peer_killed_and_restarted() {
             .envs(env)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
+        spawn_collected(&mut cmd)
     };
     let streaming = rv.join("client.streaming");
     for _ in 0..400 {
@@ -666,7 +675,7 @@ fn c_data_rdm_one_host_peer_killed_and_restarted() {
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
     let second = server(true);
-    let client = client.wait_with_output().unwrap();
+    let client = client.join().unwrap();
     let second = second.wait_with_output().unwrap();
     if !client.status.success() {
         eprintln!("restarted server: {}", failure_digest(&second.stderr));
@@ -936,7 +945,7 @@ fn pingpong_outputs(
     let mut s = a.command("env");
     both(&mut s);
     s.envs(server_env.iter().copied());
-    let server = s.spawn().unwrap();
+    let server = spawn_collected(&mut s);
     // Give the server time to listen on its control port.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut c = b.command("env");
@@ -949,7 +958,7 @@ fn pingpong_outputs(
         c.arg(a.ipv4().to_string());
     }
     let client = c.output().unwrap();
-    let server = server.wait_with_output().unwrap();
+    let server = server.join().unwrap();
     if !server.status.success() {
         eprintln!("client: {}", failure_digest(&client.stderr));
     }
