@@ -829,21 +829,24 @@ impl Port {
         // Back from a sleep on the wait fd, the kernel socket may be what
         // woke us: read it at once.
         let mut refused = 0;
+        // Our rings are read only while a local peer writes to us (its
+        // slot's active bit); otherwise a look at the area's header.
         let woke = self.local.as_mut().is_some_and(|l| {
-            l.recv(max, |from, kind, d| {
-                let one = [d];
-                let a = match kind {
-                    local::Kind::Datagram => Arrival::Datagram {
-                        pieces: &one,
-                        ce: false,
-                    },
-                    local::Kind::Message => Arrival::Message(d),
-                };
-                let message = kind == local::Kind::Message;
-                if !f(sender(from.ip(), from.port(), None), a) && message {
-                    refused += 1;
-                }
-            })
+            !l.quiet()
+                && l.recv(max, |from, kind, d| {
+                    let one = [d];
+                    let a = match kind {
+                        local::Kind::Datagram => Arrival::Datagram {
+                            pieces: &one,
+                            ce: false,
+                        },
+                        local::Kind::Message => Arrival::Message(d),
+                    };
+                    let message = kind == local::Kind::Message;
+                    if !f(sender(from.ip(), from.port(), None), a) && message {
+                        refused += 1;
+                    }
+                })
         });
         self.counts.direct_refused += refused;
         self.pass = self.pass.wrapping_add(1);

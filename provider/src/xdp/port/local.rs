@@ -296,6 +296,14 @@ impl LocalPath {
         self.area.take_direct(yes);
     }
 
+    /// Whether a pass has nothing to read here (no local peer writes to us,
+    /// no sleep to end): a few loads, where [`LocalPath::recv`] walks the
+    /// slots.
+    #[inline]
+    pub fn quiet(&self) -> bool {
+        self.area.quiet()
+    }
+
     /// Hands up to `max` records per sender to `f`, with their kind.
     /// Returns whether we had said we were about to sleep (then the
     /// endpoint's other fds may be what woke it).

@@ -75,6 +75,12 @@ impl Route {
     }
 }
 
+/// The epoch after `e`: never 0, which no port is in
+/// ([`Route::UNDECIDED`]'s).
+fn next_epoch(e: u32) -> u32 {
+    e.wrapping_add(1).max(1)
+}
+
 impl Port {
     /// Decides how datagrams reach `to` now.
     pub fn route(&self, to: &XdpAddr) -> Route {
@@ -114,7 +120,7 @@ impl Port {
     /// Something routes are decided from changed: every kept route is
     /// decided again at its next use.
     fn routes_changed(&mut self) {
-        self.route_epoch = self.route_epoch.wrapping_add(1).max(1);
+        self.route_epoch = next_epoch(self.route_epoch);
     }
 
     /// Remember a peer's MAC (from a received frame).
@@ -236,5 +242,24 @@ impl Port {
         if changed {
             self.routes_changed();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_move_on_and_never_come_back_to_undecided() {
+        assert_eq!(next_epoch(1), 2);
+        assert_eq!(next_epoch(u32::MAX), 1, "0 is no port's epoch");
+        assert_ne!(next_epoch(u32::MAX), Route::UNDECIDED.epoch);
+        assert!(!Route::UNDECIDED.by_shm());
+        let shm = Route {
+            way: Way::SharedMemory,
+            bulk: false,
+            epoch: 1,
+        };
+        assert!(shm.by_shm());
     }
 }
