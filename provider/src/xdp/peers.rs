@@ -83,14 +83,15 @@ impl Peers {
 
 impl Peers {
     /// How datagrams reach peer `k` (`None`: no such peer): its kept route
-    /// while that is current, else decided now and kept.
+    /// while that is current, else decided now and kept. Sends update what
+    /// the route keeps of where its ring is.
     #[inline]
-    pub(super) fn route(&mut self, k: u32, port: &Port) -> Option<Route> {
+    pub(super) fn route(&mut self, k: u32, port: &Port) -> Option<&mut Route> {
         let r = self.routes.get_mut(k as usize)?;
         if !port.route_current(r) {
             *r = port.route(self.addrs.get(k as usize)?);
         }
-        Some(*r)
+        Some(r)
     }
 
     /// The MAC its address carries changed: its route is decided again.

@@ -434,7 +434,7 @@ impl Port {
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
-        route: Route,
+        route: &mut Route,
         bulk_port: u16,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
@@ -604,8 +604,8 @@ impl Port {
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
-        let route = self.route(to);
-        self.send_on(b, to, route, len, None)
+        let mut route = self.route(to);
+        self.send_on(b, to, &mut route, len, None)
     }
 
     /// Send the first `len` bytes of `b` to `to` along its `route` (current:
@@ -622,7 +622,7 @@ impl Port {
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
-        route: Route,
+        route: &mut Route,
         len: usize,
         entropy: Option<u16>,
     ) -> std::result::Result<(), LinkError> {
@@ -634,12 +634,12 @@ impl Port {
         let mac = match route.way {
             Way::Xsk { mac } => Some(mac),
             Way::Kernel { awaiting_mac: true } => self.mac_found(to),
-            Way::SharedMemory | Way::Kernel { .. } => None,
+            Way::SharedMemory { .. } | Way::Kernel { .. } => None,
         };
         let r = if let Some(mac) = mac {
             self.send_xsk(b, to, mac, len, entropy)
-        } else if route.by_shm()
-            && let Some(r) = self.send_local(b, to, len)
+        } else if let Way::SharedMemory { ring } = &mut route.way
+            && let Some(r) = self.send_local(b, to, ring, len)
         {
             r
         } else {
@@ -655,6 +655,7 @@ impl Port {
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
+        ring: &mut usize,
         len: usize,
     ) -> Option<std::result::Result<(), LinkError>> {
         let Port {
@@ -666,7 +667,7 @@ impl Port {
         let local = local.as_mut()?;
         let buf = frame_or_scratch(b, xsk, scratch).ok()?;
         let payload = buf.get(..len)?;
-        match local.send(to.socket_addr(), payload)? {
+        match local.send(to.socket_addr(), ring, payload)? {
             true => Some(Ok(())),
             // Ring full: lost like a dropped frame.
             false => Some(Err(LinkError::TxRingFull)),
@@ -783,9 +784,11 @@ impl Port {
     /// local peer `to` along its `route` (PROTOCOL.md §6.9); false when it
     /// did not go (its route is not shared memory, no ring to it, ring
     /// full, or it takes no direct messages now): send it as datagrams then.
-    pub fn send_message(&mut self, to: &XdpAddr, route: Route, message: &[&[u8]]) -> bool {
-        match self.local.as_mut() {
-            Some(l) if route.by_shm() => l.send_message(to.socket_addr(), message),
+    pub fn send_message(&mut self, to: &XdpAddr, route: &mut Route, message: &[&[u8]]) -> bool {
+        match (self.local.as_mut(), &mut route.way) {
+            (Some(l), Way::SharedMemory { ring }) => {
+                l.send_message(to.socket_addr(), ring, message)
+            }
             _ => false,
         }
     }

@@ -11,7 +11,9 @@
 //! peer that had none, or (the keeper's part) the MAC its address carries.
 //! Each change here moves the port's route epoch on, and a route of an
 //! older epoch is decided again when it is next used
-//! ([`Port::route_current`]). What can change per datagram is checked by
+//! ([`Port::route_current`]). A shared-memory route keeps where its ring
+//! is in our table of local peers, found at its first send (a hint the
+//! table checks by address). What can change per datagram is checked by
 //! what the route points to: the shared-memory path sends through the
 //! kernel socket while a local peer's area is not open (not yet, or gone
 //! with a restarted peer, reopened by name), and a peer awaiting its MAC
@@ -35,9 +37,10 @@ const NEIGHBOUR_RETRY: u32 = 64;
 /// The way a peer's datagrams go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Way {
-    /// A peer on this host, through its ring in our shared-memory path
-    /// (found there by the last-hit index of `local/peers.rs`).
-    SharedMemory,
+    /// A peer on this host, through its ring in our shared-memory path;
+    /// `ring`: where its entry in our table of local peers was last found
+    /// (`local/peers.rs`; checked by address, looked up when wrong).
+    SharedMemory { ring: usize },
     /// Another host, through AF_XDP, in frames to `mac`: its next hop's.
     Xsk { mac: [u8; 6] },
     /// Through the kernel UDP socket: a peer on this host without the
@@ -71,7 +74,7 @@ impl Route {
     /// is open yet or not).
     #[inline]
     pub fn by_shm(&self) -> bool {
-        self.way == Way::SharedMemory
+        matches!(self.way, Way::SharedMemory { .. })
     }
 }
 
@@ -86,7 +89,7 @@ impl Port {
     pub fn route(&self, to: &XdpAddr) -> Route {
         let local = self.is_local(&to.ip);
         let way = if local && self.local.is_some() {
-            Way::SharedMemory
+            Way::SharedMemory { ring: usize::MAX }
         } else if local || self.xsk.is_none() {
             Way::Kernel {
                 awaiting_mac: false,
@@ -256,7 +259,7 @@ mod tests {
         assert_ne!(next_epoch(u32::MAX), Route::UNDECIDED.epoch);
         assert!(!Route::UNDECIDED.by_shm());
         let shm = Route {
-            way: Way::SharedMemory,
+            way: Way::SharedMemory { ring: 0 },
             bulk: false,
             epoch: 1,
         };
