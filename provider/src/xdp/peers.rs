@@ -1,7 +1,9 @@
 //! An RDM endpoint's peers: the table between the addresses datagrams come
 //! from or go to and the engine's peer keys (`u32` indices, stable for the
 //! endpoint's lifetime), bounded so forged source addresses cannot grow it
-//! without limit.
+//! without limit. With each peer its route (`port/route.rs`): decided at
+//! its first send and again after the port's routes changed, not per
+//! datagram.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -9,11 +11,18 @@ use std::net::SocketAddr;
 use ofi_xdp_reliability::Engine;
 use ofi_xdp_reliability::wire::named_session;
 
+use super::port::{Port, Route};
+use crate::abi::Result;
 use crate::addr::XdpAddr;
 
 #[derive(Default)]
 pub(super) struct Peers {
     pub(super) addrs: Vec<XdpAddr>,
+    /// By key: how each peer's datagrams go, as last decided.
+    routes: Vec<Route>,
+    /// By key: the port's route epoch when the peer's next hop was last
+    /// resolved ([`Peers::resolve`]), 0 for never.
+    resolved: Vec<u32>,
     /// Keyed by what the network sends us, so the default (keyed SipHash)
     /// hasher: a forged flood cannot pile up in one bucket.
     pub(super) by_sock: HashMap<SocketAddr, u32>,
@@ -51,20 +60,67 @@ impl Peers {
             Some(k) => {
                 if let Some(e) = self.addrs.get_mut(k as usize)
                     && e.mac.is_none()
+                    && a.mac.is_some()
                 {
                     e.mac = a.mac;
+                    self.forget_route(k);
                 }
                 k
             }
             None => {
                 let k = self.addrs.len() as u32;
                 self.addrs.push(*a);
+                self.routes.push(Route::UNDECIDED);
+                self.resolved.push(0);
                 self.by_sock.insert(sa, k);
                 k
             }
         };
         self.last = Some((sa, k));
         k
+    }
+}
+
+impl Peers {
+    /// How datagrams reach peer `k` (`None`: no such peer): its kept route
+    /// while that is current, else decided now and kept. Sends update what
+    /// the route keeps of where its ring is.
+    #[inline]
+    pub(super) fn route(&mut self, k: u32, port: &Port) -> Option<&mut Route> {
+        let r = self.routes.get_mut(k as usize)?;
+        if !port.route_current(r) {
+            *r = port.route(self.addrs.get(k as usize)?);
+        }
+        Some(r)
+    }
+
+    /// The MAC its address carries changed: its route is decided again.
+    fn forget_route(&mut self, k: u32) {
+        if let Some(r) = self.routes.get_mut(k as usize) {
+            *r = Route::UNDECIDED;
+        }
+    }
+
+    /// Makes sure peer `k` can be sent to ([`Port::resolve`]: its next
+    /// hop's MAC, resolved the first time, which may wait), and records
+    /// the MAC in its address. Done again only once the port's routes
+    /// changed since (a send to a known peer costs no lookup here).
+    pub(super) fn resolve(&mut self, k: u32, port: &mut Port) -> Result<()> {
+        let i = k as usize;
+        if self.resolved.get(i) == Some(&port.route_epoch()) {
+            return Ok(());
+        }
+        let Some(a) = self.addrs.get(i).copied() else {
+            return Ok(());
+        };
+        if let Some(mac) = port.resolve(&a)?
+            && a.mac != Some(mac)
+        {
+            self.addrs[i].mac = Some(mac);
+            self.forget_route(k);
+        }
+        self.resolved[i] = port.route_epoch();
+        Ok(())
     }
 }
 

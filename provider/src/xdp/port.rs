@@ -35,22 +35,24 @@
 //! - **Shared memory** (`local`) carries the engine's datagrams (RDM,
 //!   MSG) to and from peers on this host whose area we can open; the
 //!   kernel socket stays for the others (FI_XDP_LOCAL_SHM=0: for all).
+//! - **Which of these a peer's datagrams take** is its route (`route`),
+//!   decided once and kept with the peer, not per datagram; the steering
+//!   program's registry is `steering`.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use ofi_xdp_bpf::{AttachMode as BpfMode, Steering};
-use ofi_xdp_link::ntuple::{self, InstalledRule};
+use ofi_xdp_bpf::AttachMode as BpfMode;
+use ofi_xdp_link::ntuple::InstalledRule;
 use ofi_xdp_link::{IfAddrKind, Link, LinkAddr, LinkError, LinkStats, TxFrame};
 
 use crate::abi::{Errno, Result, lock};
 use crate::addr::XdpAddr;
 use crate::datapath::OpenArgs;
-use crate::params::{AttachMode, BulkPath};
+use crate::params::BulkPath;
 use crate::sys::*;
 use crate::wait::Epoll;
 use crate::xdp_warn;
@@ -60,124 +62,18 @@ mod hops;
 mod kernel;
 pub(super) mod local;
 mod open;
+mod route;
+mod steering;
 
 use bulk::Bulk;
 pub use bulk::BulkCounts;
-use hops::{Hop, Hops};
+use hops::Hops;
 use kernel::*;
 use local::LocalPath;
 use open::XskError::{Busy, Failed};
 use open::*;
-
-struct Shared {
-    steering: Steering,
-    /// Queues this process's sockets are bound to on the interface, once
-    /// per socket.
-    queues: Vec<u32>,
-}
-
-type Registry = Mutex<HashMap<String, Weak<Mutex<Shared>>>>;
-
-fn registry() -> &'static Registry {
-    static R: OnceLock<Registry> = OnceLock::new();
-    R.get_or_init(Registry::default)
-}
-
-/// The steering program on `ifname`, attached on first use.
-fn steering_for(
-    ifname: &str,
-    mode: AttachMode,
-) -> std::result::Result<Arc<Mutex<Shared>>, XskError> {
-    let mut reg = lock(registry());
-    if let Some(s) = reg.get(ifname).and_then(Weak::upgrade) {
-        return Ok(s);
-    }
-    let preferred = match mode {
-        AttachMode::Generic => BpfMode::Generic,
-        AttachMode::Native => BpfMode::Native,
-    };
-    let steering = attach_or_adopt(ifname, preferred)?;
-    let s = Arc::new(Mutex::new(Shared {
-        steering,
-        queues: Vec::new(),
-    }));
-    reg.insert(ifname.to_owned(), Arc::downgrade(&s));
-    Ok(s)
-}
-
-/// Attaches our steering program to `ifname`, or, where another process
-/// holds the hook with our program loaded by our user (another rank of the
-/// job), shares it; or says why not (Busy: the kernel UDP path).
-///
-/// The holder may be exiting (a rank killed): its program detaches between
-/// our attach being refused and our taking its link, and adopting then
-/// finds nothing. So a refused adoption is followed by another attach, a
-/// few times.
-fn attach_or_adopt(ifname: &str, preferred: BpfMode) -> std::result::Result<Steering, XskError> {
-    const ATTEMPTS: u32 = 3;
-    let mut refused = String::new();
-    for _ in 0..ATTEMPTS {
-        match Steering::attach_any(ifname, preferred) {
-            Ok(s) => {
-                crate::xdp_info!(
-                    FI_LOG_EP_CTRL,
-                    "{ifname}: steering program attached in {:?} mode",
-                    s.mode()
-                );
-                reap_stale_rules(ifname);
-                return Ok(s);
-            }
-            Err(ofi_xdp_bpf::BpfError::AlreadyAttached { .. }) => match Steering::adopt(ifname) {
-                Ok(s) => {
-                    crate::xdp_info!(
-                        FI_LOG_EP_CTRL,
-                        "{ifname}: sharing the steering program another process attached \
-                         ({:?} mode)",
-                        s.mode()
-                    );
-                    return Ok(s);
-                }
-                Err(e) => refused = e.to_string(),
-            },
-            Err(e) => {
-                xdp_warn!(
-                    FI_LOG_EP_CTRL,
-                    "attaching the XDP steering program to {ifname}: {e}"
-                );
-                return Err(Failed(Errno(FI_ENODEV)));
-            }
-        }
-    }
-    Err(Busy(refused))
-}
-
-/// Removes the ntuple rules (and their records) that processes which are
-/// gone left on `ifname`: they would steer a port to a queue no socket of
-/// theirs listens on any more.
-fn reap_stale_rules(ifname: &str) {
-    let (Ok(index), Some(netns)) = (
-        ofi_xdp_link::ethtool::ifindex(ifname),
-        ofi_xdp_epstats::netns_inode(),
-    ) else {
-        return;
-    };
-    let table = ntuple::Ethtool {
-        ifname: ifname.to_owned(),
-    };
-    let dir = std::path::Path::new(ntuple::DEFAULT_DIR);
-    for (record, outcome) in ntuple::reap_stale(&table, dir, netns, index) {
-        match outcome {
-            Ok(what) => crate::xdp_info!(
-                FI_LOG_EP_CTRL,
-                "{record}: its process is gone; {what:?} (record removed)"
-            ),
-            Err(e) => xdp_warn!(
-                FI_LOG_EP_CTRL,
-                "{record}: its process is gone, but removing the rule failed: {e}"
-            ),
-        }
-    }
-}
+pub use route::{Route, Way};
+use steering::{Shared, steering_for};
 
 fn link_errno(e: &LinkError) -> Errno {
     match e {
@@ -328,6 +224,9 @@ pub struct Port {
     unresolved: HashMap<SocketAddr, u32>,
     /// Remote IPs' next hops as the kernel routes them (`port/hops.rs`).
     hops: Hops,
+    /// Moves on whenever something peers' routes are decided from changes
+    /// (`port/route.rs`); routes kept from an older epoch are decided again.
+    route_epoch: u32,
     scratch: Vec<u8>,
     rx_buf: Vec<u8>,
     pass: u32,
@@ -485,6 +384,7 @@ impl Port {
             macs: HashMap::new(),
             unresolved: HashMap::new(),
             hops: Hops::default(),
+            route_epoch: 1,
             scratch: vec![0; max_payload],
             rx_buf: vec![0; 1 << 16],
             pass: 0,
@@ -527,17 +427,19 @@ impl Port {
 
     /// Sends the datagram in the first `len` bytes of `b` to the bulk port
     /// `bulk_port` of `to` (batched: it leaves at the next [`Port::flush`]
-    /// at the latest) and gives `b` back. A peer on this host takes the
-    /// ordinary way ([`Port::send`]): shared memory beats any socket.
+    /// at the latest) and gives `b` back. A peer whose `route` has no bulk
+    /// path (one on this host: shared memory beats any socket) takes its
+    /// ordinary way ([`Port::send_on`]).
     pub fn send_bulk(
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
+        route: &mut Route,
         bulk_port: u16,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
-        if self.bulk.is_none() || self.is_local(&to.ip) {
-            return self.send(b, to, len);
+        if !route.bulk {
+            return self.send_on(b, to, route, len, None);
         }
         let (dest, peer) = (SocketAddr::new(to.ip, bulk_port), to.socket_addr());
         let Port {
@@ -663,12 +565,6 @@ impl Port {
         self.local.as_ref().map(LocalPath::writers)
     }
 
-    /// Whether `to` is on this host and we have the shared-memory path
-    /// (whether its area is open yet or not).
-    pub fn reaches_by_shm(&self, to: &XdpAddr) -> bool {
-        self.local.is_some() && self.is_local(&to.ip)
-    }
-
     fn is_local(&self, ip: &IpAddr) -> bool {
         self.local_ips.contains(ip)
     }
@@ -699,29 +595,34 @@ impl Port {
         }
     }
 
-    /// Send the first `len` bytes of `b` to `to` and give `b` back. A peer
-    /// on this host, or any peer when we have no AF_XDP socket, goes through
-    /// the kernel socket; others through AF_XDP, which needs their MAC
-    /// (`to.mac` or a learnt one). A peer whose MAC we do not know yet —
-    /// its datagrams reached us through the kernel socket, from another
-    /// receive queue, so no frame told us — is sent to through the kernel
-    /// socket too (the kernel resolves it) until the neighbour table has it.
+    /// Send the first `len` bytes of `b` to `to` and give `b` back, the way
+    /// [`Port::route`] decides now: for senders that keep no routes (DGRAM
+    /// endpoints, connection management).
     pub fn send(
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
         len: usize,
     ) -> std::result::Result<(), LinkError> {
-        self.send_from(b, to, len, None)
+        let mut route = self.route(to);
+        self.send_on(b, to, &mut route, len, None)
     }
 
-    /// [`Port::send`], from UDP source port `entropy` if the datagram goes
-    /// through AF_XDP (path entropy, PROTOCOL.md §4.6); the kernel socket
-    /// and the shared-memory path send from the endpoint's own port.
-    pub fn send_from(
+    /// Send the first `len` bytes of `b` to `to` along its `route` (current:
+    /// [`Port::route_current`]) and give `b` back. A peer on this host goes
+    /// through its ring in shared memory, or the kernel socket while it has
+    /// no area we can use; others through AF_XDP to the route's MAC, from
+    /// UDP source port `entropy` if given (path entropy, PROTOCOL.md §4.6;
+    /// the other paths send from the endpoint's own port). A peer whose MAC
+    /// we do not know yet — its datagrams reached us through the kernel
+    /// socket, from another receive queue, so no frame told us — is sent to
+    /// through the kernel socket too (the kernel resolves it) until the
+    /// neighbour table has it.
+    pub fn send_on(
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
+        route: &mut Route,
         len: usize,
         entropy: Option<u16>,
     ) -> std::result::Result<(), LinkError> {
@@ -730,76 +631,22 @@ impl Port {
             TxBuf::Bulk => self.out_of_slot(len).ok_or(LinkError::NoTxFrame)?,
             b => b,
         };
-        let local = self.is_local(&to.ip);
-        let r = if local && let Some(r) = self.send_local(b, to, len) {
+        let mac = match route.way {
+            Way::Xsk { mac } => Some(mac),
+            Way::Kernel { awaiting_mac: true } => self.mac_found(to),
+            Way::SharedMemory { .. } | Way::Kernel { .. } => None,
+        };
+        let r = if let Some(mac) = mac {
+            self.send_xsk(b, to, mac, len, entropy)
+        } else if let Way::SharedMemory { ring } = &mut route.way
+            && let Some(r) = self.send_local(b, to, ring, len)
+        {
             r
-        } else if self.xsk.is_none() || local || !self.knows_mac(to) {
-            self.send_kernel(b, to, len)
         } else {
-            self.send_xsk(b, to, len, entropy)
+            self.send_kernel(b, to, len)
         };
         self.release_tx(b);
         r
-    }
-
-    /// Sends through the kernel socket to a peer without a known MAC, each
-    /// this many, look the neighbour table up again (a netlink dump).
-    const NEIGHBOUR_RETRY: u32 = 64;
-
-    /// Whether AF_XDP can address `to`: its next hop's MAC is known
-    /// ([`Port::frame_mac`]), or the neighbour table has it by now (route
-    /// and table asked every [`Self::NEIGHBOUR_RETRY`] sends, never waited
-    /// for).
-    fn knows_mac(&mut self, to: &XdpAddr) -> bool {
-        if self.frame_mac(to).is_some() {
-            return true;
-        }
-        let sa = to.socket_addr();
-        let tries = self.unresolved.entry(sa).or_insert(0);
-        *tries = tries.wrapping_add(1);
-        if *tries % Self::NEIGHBOUR_RETRY != 1 {
-            return false;
-        }
-        let found = self
-            .xsk
-            .as_ref()
-            .and_then(|x| Hops::look_up(&x.link, to.ip).ok());
-        match found {
-            Some(hop @ Hop { mac: Some(mac), .. }) => {
-                self.unresolved.remove(&sa);
-                if hop.via == to.ip {
-                    self.macs.insert(sa, mac);
-                }
-                self.hops.set(to.ip, hop);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The MAC an AF_XDP frame to `to` carries: its next hop's once some
-    /// hop is a router or changed ([`Hops::steering`]), else the one its
-    /// address carries or a learnt one (on one segment: the peer's own).
-    #[inline]
-    fn frame_mac(&self, to: &XdpAddr) -> Option<[u8; 6]> {
-        if self.hops.steering()
-            && let Some(hop) = self.hops.get(&to.ip)
-        {
-            return hop.mac;
-        }
-        to.mac.or_else(|| self.macs.get(&to.socket_addr()).copied())
-    }
-
-    /// Re-check a batch of next hops (`port/hops.rs`) if one is due:
-    /// `urgent` when a retransmission timer fired (the way to a peer may
-    /// have changed), else at most once a second.
-    pub fn recheck_routes(&mut self, urgent: bool) {
-        let now = Instant::now();
-        if let Some(x) = &self.xsk
-            && self.hops.due(now, urgent)
-        {
-            self.hops.recheck(&x.link, now);
-        }
     }
 
     /// Through the peer's ring in shared memory; `None` when it has none
@@ -808,6 +655,7 @@ impl Port {
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
+        ring: &mut usize,
         len: usize,
     ) -> Option<std::result::Result<(), LinkError>> {
         let Port {
@@ -819,7 +667,7 @@ impl Port {
         let local = local.as_mut()?;
         let buf = frame_or_scratch(b, xsk, scratch).ok()?;
         let payload = buf.get(..len)?;
-        match local.send(to.socket_addr(), payload)? {
+        match local.send(to.socket_addr(), ring, payload)? {
             true => Some(Ok(())),
             // Ring full: lost like a dropped frame.
             false => Some(Err(LinkError::TxRingFull)),
@@ -853,14 +701,11 @@ impl Port {
         &mut self,
         b: TxBuf,
         to: &XdpAddr,
+        mac: [u8; 6],
         len: usize,
         entropy: Option<u16>,
     ) -> std::result::Result<(), LinkError> {
         let TxBuf::Frame(frame) = b else {
-            return Err(LinkError::NoTxFrame);
-        };
-        let Some(mac) = self.frame_mac(to) else {
-            // Not resolvable here (post_send resolves); lost like a dropped frame.
             return Err(LinkError::NoTxFrame);
         };
         let la = LinkAddr {
@@ -936,13 +781,14 @@ impl Port {
     }
 
     /// Send the direct message `message` (its pieces, concatenated) to the
-    /// local peer `to` (PROTOCOL.md §6.9); false when it did not go (not a
-    /// peer on this host, no ring to it, ring full, or it takes no direct
-    /// messages now): send it as datagrams then.
-    pub fn send_message(&mut self, to: &XdpAddr, message: &[&[u8]]) -> bool {
-        let local = self.is_local(&to.ip);
-        match self.local.as_mut() {
-            Some(l) if local => l.send_message(to.socket_addr(), message),
+    /// local peer `to` along its `route` (PROTOCOL.md §6.9); false when it
+    /// did not go (its route is not shared memory, no ring to it, ring
+    /// full, or it takes no direct messages now): send it as datagrams then.
+    pub fn send_message(&mut self, to: &XdpAddr, route: &mut Route, message: &[&[u8]]) -> bool {
+        match (self.local.as_mut(), &mut route.way) {
+            (Some(l), Way::SharedMemory { ring }) => {
+                l.send_message(to.socket_addr(), ring, message)
+            }
             _ => false,
         }
     }
@@ -986,21 +832,24 @@ impl Port {
         // Back from a sleep on the wait fd, the kernel socket may be what
         // woke us: read it at once.
         let mut refused = 0;
+        // Our rings are read only while a local peer writes to us (its
+        // slot's active bit); otherwise a look at the area's header.
         let woke = self.local.as_mut().is_some_and(|l| {
-            l.recv(max, |from, kind, d| {
-                let one = [d];
-                let a = match kind {
-                    local::Kind::Datagram => Arrival::Datagram {
-                        pieces: &one,
-                        ce: false,
-                    },
-                    local::Kind::Message => Arrival::Message(d),
-                };
-                let message = kind == local::Kind::Message;
-                if !f(sender(from.ip(), from.port(), None), a) && message {
-                    refused += 1;
-                }
-            })
+            !l.quiet()
+                && l.recv(max, |from, kind, d| {
+                    let one = [d];
+                    let a = match kind {
+                        local::Kind::Datagram => Arrival::Datagram {
+                            pieces: &one,
+                            ce: false,
+                        },
+                        local::Kind::Message => Arrival::Message(d),
+                    };
+                    let message = kind == local::Kind::Message;
+                    if !f(sender(from.ip(), from.port(), None), a) && message {
+                        refused += 1;
+                    }
+                })
         });
         self.counts.direct_refused += refused;
         self.pass = self.pass.wrapping_add(1);
@@ -1096,67 +945,6 @@ impl Port {
                 Err(_) => return,
             }
         }
-    }
-
-    /// Remember a peer's MAC (from a received frame).
-    pub fn learn(&mut self, a: &XdpAddr) {
-        if let Some(mac) = a.mac {
-            let sa = a.socket_addr();
-            self.macs.entry(sa).or_insert(mac);
-            self.unresolved.remove(&sa);
-        }
-    }
-
-    /// Make sure `a` can be sent to: a same-host peer (kernel path) needs
-    /// nothing; others need their next hop's MAC (`port/hops.rs`): the
-    /// route to `a` is looked up the first time its IP is addressed, and
-    /// the MAC is the router's, or on the link `a`'s own — given, learnt,
-    /// or the neighbour table's (resolving it, which may take up to a
-    /// second). Returns the MAC when one is known.
-    pub fn resolve(&mut self, a: &XdpAddr) -> Result<Option<[u8; 6]>> {
-        if self.xsk.is_none() || self.is_local(&a.ip) {
-            return Ok(None);
-        }
-        if let Some(hop) = self.hops.get(&a.ip) {
-            return Ok(self.frame_mac(a).or(hop.mac));
-        }
-        let sa = a.socket_addr();
-        let Some(x) = self.xsk.as_mut() else {
-            return Ok(None);
-        };
-        let unreachable = |e: LinkError| {
-            xdp_warn!(FI_LOG_EP_DATA, "no MAC for {sa}: {e}");
-            Errno(FI_EHOSTUNREACH)
-        };
-        // No route through our interface: taken to be on the link, as
-        // before routes were asked (its frames go to its own MAC).
-        let via = x.link.next_hop(a.ip).unwrap_or_else(|e| {
-            crate::xdp_info!(FI_LOG_EP_DATA, "{sa}: {e}: addressed as on the link");
-            a.ip
-        });
-        let known = if via == a.ip {
-            a.mac.or_else(|| self.macs.get(&sa).copied())
-        } else {
-            None
-        };
-        let mac = match known {
-            Some(mac) => mac,
-            None => x
-                .link
-                .resolve_neighbour(via, Duration::from_secs(1))
-                .map_err(unreachable)?,
-        };
-        if via == a.ip {
-            self.macs.insert(sa, mac);
-        }
-        self.hops.set(
-            a.ip,
-            Hop {
-                via,
-                mac: Some(mac),
-            },
-        );
-        Ok(Some(mac))
     }
 
     /// Which path carries this port's datagrams, for the statistics file.

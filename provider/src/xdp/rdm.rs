@@ -356,7 +356,10 @@ impl Rdm {
                     port.release_tx(buf);
                     continue;
                 }
-                let Some(to) = peers.addrs.get(t.dst as usize).copied() else {
+                let (Some(to), Some(route)) = (
+                    peers.addrs.get(t.dst as usize).copied(),
+                    peers.route(t.dst, port),
+                ) else {
                     port.release_tx(buf);
                     continue;
                 };
@@ -380,8 +383,8 @@ impl Rdm {
                     }
                 }
                 let sent = match bulk_port {
-                    Some(p) => port.send_bulk(buf, &to, p, t.len),
-                    None => port.send_from(buf, &to, t.len, source_port),
+                    Some(p) => port.send_bulk(buf, &to, route, p, t.len),
+                    None => port.send_on(buf, &to, route, t.len, source_port),
                 };
                 match sent {
                     // No room (ring or socket buffer full) or no MAC yet:
@@ -500,10 +503,7 @@ impl Rdm {
     fn dest_key(&mut self, dest: &crate::addr::XdpAddr) -> Result<u32> {
         let dst = self.peers.key(dest);
         if dst != self.self_key {
-            let a = self.peers.addrs[dst as usize];
-            if let Some(mac) = self.port.resolve(&a)? {
-                self.peers.addrs[dst as usize].mac = Some(mac);
-            }
+            self.peers.resolve(dst, &mut self.port)?;
         }
         if dest.incarnation != 0 && self.engine.authenticated() {
             // Our native address carries the peer's incarnation: our HELLO
@@ -539,7 +539,10 @@ impl DataPath for Rdm {
         let offer = self.cma.is_some()
             && !copied
             && len > self.engine.config().eager_limit
-            && self.port.reaches_by_shm(&op.dest);
+            && self
+                .peers
+                .route(dst, &self.port)
+                .is_some_and(|r| r.by_shm());
         {
             // SAFETY: we are inside the posting call (the engine copies now).
             let bytes = copied.then(|| unsafe { contiguous(op.payload.iov()) });

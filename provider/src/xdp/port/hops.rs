@@ -1,4 +1,5 @@
-//! Next hops: whose MAC an AF_XDP frame to a remote IP carries. The kernel's
+//! Next hops: whose MAC an AF_XDP frame to a remote IP carries (what a
+//! peer's route, `route.rs`, is decided from). The kernel's
 //! route to the IP (`Link::next_hop`, `RTM_GETROUTE`) names the gateway, or
 //! the IP itself when it is on the link; the neighbour table gives that
 //! hop's MAC. Resolved when a peer is first addressed (`Port::resolve`),
@@ -107,8 +108,10 @@ impl Hops {
     /// re-resolved), since the kernel only drops entries it does not use.
     /// A routed IP whose route is gone goes through the kernel socket; an
     /// IP on the link keeps its MAC without one (as `Port::resolve` takes an
-    /// IP without a route through our interface).
-    pub fn recheck(&mut self, link: &Link, now: Instant) {
+    /// IP without a route through our interface). Returns whether a hop
+    /// changed (the routes decided from it are then out of date).
+    pub fn recheck(&mut self, link: &Link, now: Instant) -> bool {
+        let mut changed = false;
         self.last_check = Some(now);
         if self.cursor >= self.by_ip.len() {
             self.cursor = 0;
@@ -147,8 +150,10 @@ impl Hops {
                 self.steering = true;
                 self.last.set(None);
                 self.by_ip.insert(ip, new);
+                changed = true;
             }
         }
+        changed
     }
 }
 

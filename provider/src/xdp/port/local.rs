@@ -155,27 +155,36 @@ impl LocalPath {
     /// Sends `payload` to the local peer `to` through its ring: `None` when
     /// it has no area we can use (the caller sends through the kernel
     /// socket), `Some(false)` when its ring is full (lost like a dropped
-    /// frame: the engine retransmits).
-    pub fn send(&mut self, to: SocketAddr, payload: &[u8]) -> Option<bool> {
-        self.push(to, Kind::Datagram, &[payload])
+    /// frame: the engine retransmits). `ring`: where the peer's entry was
+    /// last found (any value at first), kept up to date here.
+    pub fn send(&mut self, to: SocketAddr, ring: &mut usize, payload: &[u8]) -> Option<bool> {
+        self.push(to, ring, Kind::Datagram, &[payload])
     }
 
     /// Sends a direct message (its pieces, concatenated) to the local peer
     /// `to`; false when it did not go (no area, ring full, or the peer
     /// takes no direct messages now): the caller sends it as datagrams.
-    pub fn send_message(&mut self, to: SocketAddr, message: &[&[u8]]) -> bool {
-        self.push(to, Kind::Message, message) == Some(true)
+    /// `ring` as for [`LocalPath::send`].
+    pub fn send_message(&mut self, to: SocketAddr, ring: &mut usize, message: &[&[u8]]) -> bool {
+        self.push(to, ring, Kind::Message, message) == Some(true)
     }
 
-    fn push(&mut self, to: SocketAddr, kind: Kind, payload: &[&[u8]]) -> Option<bool> {
+    fn push(
+        &mut self,
+        to: SocketAddr,
+        ring: &mut usize,
+        kind: Kind,
+        payload: &[&[u8]],
+    ) -> Option<bool> {
         for _ in 0..2 {
-            let peer = match self.peers.get_mut(&to) {
-                Some(p) => p,
+            *ring = match self.peers.find(*ring, &to) {
+                Some(i) => i,
                 None => {
                     let p = self.open_peer(to, true);
                     self.peers.insert(to, p)
                 }
             };
+            let peer = self.peers.at_mut(*ring)?;
             let (out, dirty) = match peer {
                 Peer::Open { out, dirty, .. } => (out, dirty),
                 Peer::Absent { retry_in } => {
@@ -296,6 +305,14 @@ impl LocalPath {
         self.area.take_direct(yes);
     }
 
+    /// Whether a pass has nothing to read here (no local peer writes to us,
+    /// no sleep to end): a few loads, where [`LocalPath::recv`] walks the
+    /// slots.
+    #[inline]
+    pub fn quiet(&self) -> bool {
+        self.area.quiet()
+    }
+
     /// Hands up to `max` records per sender to `f`, with their kind.
     /// Returns whether we had said we were about to sleep (then the
     /// endpoint's other fds may be what woke it).
@@ -369,7 +386,8 @@ mod tests {
         let (a_at, b_at) = (addr(1), addr(2));
         let mut a = LocalPath::open(a_at, 1 << 16).unwrap();
         let mut b = LocalPath::open(b_at, 1 << 16).unwrap();
-        assert_eq!(a.send(b_at, b"ping"), Some(true));
+        let mut ring = usize::MAX;
+        assert_eq!(a.send(b_at, &mut ring, b"ping"), Some(true));
         a.flush();
         let mut got = Vec::new();
         b.recv(64, |from, _, d| got.push((from, d.to_vec())));
@@ -377,7 +395,7 @@ mod tests {
         // b is about to sleep: a's next batch rings its doorbell, once.
         assert!(!b.prepare_sleep());
         assert!(!readable(b.fd()));
-        assert_eq!(a.send(b_at, b"wake"), Some(true));
+        assert_eq!(a.send(b_at, &mut ring, b"wake"), Some(true));
         a.flush();
         assert!(readable(b.fd()), "the doorbell rang");
         assert!(b.recv(64, |_, _, _| {}), "b had been about to sleep");
@@ -385,12 +403,12 @@ mod tests {
         assert_eq!(b.counts().rx, 2);
         assert_eq!(a.counts().tx, 2);
         // Nobody at c: the kernel socket's job.
-        assert_eq!(a.send(addr(3), b"x"), None);
+        assert_eq!(a.send(addr(3), &mut 0, b"x"), None);
         // b goes away (as if killed: its doorbell closes with it).
         drop(b);
         let mut dead = Vec::new();
         a.take_dead(|sa| dead.push(sa));
         assert_eq!(dead, vec![b_at]);
-        assert_eq!(a.send(b_at, b"late"), None, "b's area is gone");
+        assert_eq!(a.send(b_at, &mut ring, b"late"), None, "b's area is gone");
     }
 }

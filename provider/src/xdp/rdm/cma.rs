@@ -367,7 +367,7 @@ mod tests {
         let mut sender = LocalPath::open(sender_at, 1 << 16).unwrap();
         let receiver_at = SocketAddr::from(([127, (pid >> 8) as u8, pid as u8, 203], 0));
         // Its first datagram claims its slot in our area.
-        assert_eq!(sender.send(receiver_at, b"hello"), Some(true));
+        assert_eq!(sender.send(receiver_at, &mut 0, b"hello"), Some(true));
         let len = 1 << 20;
         let src = pattern(len + 3);
         let send = [(src.as_ptr() as usize + 3, len)];

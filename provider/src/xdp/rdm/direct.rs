@@ -100,11 +100,13 @@ impl Rdm {
             || level != rel::CompletionLevel::Inject
             || dst == self.self_key
             || len > self.engine.config().inject_size
-            || !self.port.reaches_by_shm(&op.dest)
             || !self.engine.may_send_direct(dst)
         {
             return false;
         }
+        let Some(route) = self.peers.route(dst, &self.port).filter(|r| r.by_shm()) else {
+            return false;
+        };
         let h = header(op.tag, op.data);
         let iov = op.payload.iov();
         let sent = if iov.len() <= MAX_PIECES {
@@ -118,11 +120,12 @@ impl Rdm {
                     *p = unsafe { std::slice::from_raw_parts(addr as *const u8, l) };
                 }
             }
-            self.port.send_message(&op.dest, &pieces[..=iov.len()])
+            self.port
+                .send_message(&op.dest, route, &pieces[..=iov.len()])
         } else {
             // SAFETY: as above.
             let whole = unsafe { crate::datapath::contiguous(iov) };
-            self.port.send_message(&op.dest, &[&h, &whole])
+            self.port.send_message(&op.dest, route, &[&h, &whole])
         };
         if !sent {
             return false;

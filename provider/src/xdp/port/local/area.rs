@@ -386,6 +386,18 @@ impl Area {
         }
     }
 
+    /// Whether a pass has nothing to do here: no writer holds a slot and
+    /// we did not say we were about to sleep. A writer sets its slot's
+    /// active bit before its first record, so a quiet area holds nothing; a
+    /// writer that starts now is seen by the next pass. (Relaxed: a hint;
+    /// [`Area::wake`] and [`Area::recv`] make the ordered reads.)
+    #[inline]
+    pub fn quiet(&self) -> bool {
+        let h = self.map.header();
+        h.sleeping.load(Ordering::Relaxed) == 0
+            && h.active.iter().all(|w| w.load(Ordering::Relaxed) == 0)
+    }
+
     /// Whether any ring holds a datagram.
     pub fn pending(&self) -> bool {
         self.each_active(|i| !self.map.ring(i).is_empty())

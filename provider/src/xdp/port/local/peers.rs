@@ -2,8 +2,11 @@
 //! in runs to one peer (a ping-pong has only one), so the last one found is
 //! checked first: a comparison instead of hashing the address with the
 //! keyed SipHash on every datagram, which kept that lookup on the latency
-//! path of every same-host send. The map stays keyed SipHash because its
-//! keys come from what the engine answers, i.e. from what peers send us.
+//! path of every same-host send. A sender that keeps its peers' routes
+//! (`port/route.rs`) keeps where each peer's entry is too
+//! ([`LocalPeers::find`]), so runs to several peers find theirs at once as
+//! well. The map stays keyed SipHash because its keys come from what the
+//! engine answers, i.e. from what peers send us.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,15 +31,33 @@ impl<P> Default for LocalPeers<P> {
 
 impl<P> LocalPeers<P> {
     pub fn get_mut(&mut self, to: &SocketAddr) -> Option<&mut P> {
-        let hit = self.entries.get(self.last).is_some_and(|(a, _)| a == to);
-        if !hit {
-            self.last = *self.index.get(to)?;
-        }
-        self.entries.get_mut(self.last).map(|(_, p)| p)
+        let i = self.find(self.last, to)?;
+        self.at_mut(i)
     }
 
-    /// Puts `p` at `to` (replacing what was there) and returns it.
-    pub fn insert(&mut self, to: SocketAddr, p: P) -> &mut P {
+    /// Where `to`'s entry is: at `hint` if it is there (checked by
+    /// address, so a stale hint is harmless), else at the last one found,
+    /// else as the index says.
+    #[inline]
+    pub fn find(&mut self, hint: usize, to: &SocketAddr) -> Option<usize> {
+        let at = |i: usize| self.entries.get(i).is_some_and(|(a, _)| a == to);
+        if at(hint) {
+            return Some(hint);
+        }
+        if !at(self.last) {
+            self.last = *self.index.get(to)?;
+        }
+        Some(self.last)
+    }
+
+    /// The entry at `i` (from [`LocalPeers::find`] or [`LocalPeers::insert`]).
+    #[inline]
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut P> {
+        self.entries.get_mut(i).map(|(_, p)| p)
+    }
+
+    /// Puts `p` at `to` (replacing what was there) and returns where.
+    pub fn insert(&mut self, to: SocketAddr, p: P) -> usize {
         let i = match self.index.get(&to) {
             Some(&i) => {
                 if let Some(e) = self.entries.get_mut(i) {
@@ -52,7 +73,7 @@ impl<P> LocalPeers<P> {
             }
         };
         self.last = i;
-        &mut self.entries[i].1
+        i
     }
 
     pub fn remove(&mut self, to: &SocketAddr) {
@@ -94,7 +115,8 @@ mod tests {
     fn finds_inserts_removes_and_retains() {
         let mut t = LocalPeers::default();
         assert!(t.get_mut(&sa(1)).is_none());
-        *t.insert(sa(1), 10) += 1;
+        let one = t.insert(sa(1), 10);
+        *t.at_mut(one).unwrap() += 1;
         t.insert(sa(2), 20);
         t.insert(sa(3), 30);
         assert_eq!(t.get_mut(&sa(1)).copied(), Some(11));
@@ -110,5 +132,17 @@ mod tests {
         assert_eq!(t.get_mut(&sa(3)).copied(), Some(30));
         t.remove(&sa(9));
         assert_eq!(t.get_mut(&sa(3)).copied(), Some(30));
+    }
+
+    #[test]
+    fn a_hint_is_taken_only_where_it_holds_its_peer() {
+        let mut t = LocalPeers::default();
+        let (one, two) = (t.insert(sa(1), 10), t.insert(sa(2), 20));
+        assert_eq!(t.find(two, &sa(2)), Some(two));
+        assert_eq!(t.find(two, &sa(1)), Some(one), "a wrong hint: looked up");
+        assert_eq!(t.find(usize::MAX, &sa(2)), Some(two), "no hint");
+        t.remove(&sa(1));
+        assert_eq!(t.find(two, &sa(2)), Some(0), "moved by the removal");
+        assert_eq!(t.find(0, &sa(1)), None);
     }
 }
