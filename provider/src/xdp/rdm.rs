@@ -349,13 +349,35 @@ impl Rdm {
                 };
                 probe::at(Stage::Built);
                 built = true;
+                // The datagram's bytes, looked at once for all that follows
+                // (each look checks the frame against the pool).
+                let Some(b) = port.tx_payload_mut(buf) else {
+                    port.release_tx(buf);
+                    continue;
+                };
+                let b = &b[..t.len.min(b.len())];
                 if t.dst == *self_key {
-                    if let Some(b) = port.tx_payload_mut(buf) {
-                        loop_back.push(b[..t.len].to_vec());
-                    }
+                    loop_back.push(b.to_vec());
                     port.release_tx(buf);
                     continue;
                 }
+                trace("tx", t.dst, b);
+                let ends_read = rel::wire::ends_read_response(b);
+                // Every segment of a large transfer, retransmissions too
+                // (PROTOCOL.md §2.5): one path per transfer keeps its
+                // segments in order.
+                let bulk_port = if *bulk_min > 0
+                    && rel::wire::bulk::transfer_len(b).is_some_and(|n| n >= *bulk_min)
+                {
+                    engine.peer_bulk_port(t.dst)
+                } else {
+                    None
+                };
+                // Path entropy (§4.6), to peers that find sessions by their
+                // ids; the bulk socket keeps its port.
+                let source_port =
+                    (bulk_port.is_none() && entropy.on() && engine.peer_takes_any_port(t.dst))
+                        .then(|| entropy.source_port(b));
                 let (Some(to), Some(route)) = (
                     peers.addrs.get(t.dst as usize).copied(),
                     peers.route(t.dst, port),
@@ -363,25 +385,7 @@ impl Rdm {
                     port.release_tx(buf);
                     continue;
                 };
-                let (mut bulk_port, mut source_port) = (None, None);
-                if let Some(b) = port.tx_payload_mut(buf) {
-                    trace("tx", t.dst, &b[..t.len]);
-                    served_read |= rel::wire::ends_read_response(&b[..t.len]);
-                    // Every segment of a large transfer, retransmissions
-                    // too (PROTOCOL.md §2.5): one path per transfer keeps
-                    // its segments in order.
-                    if *bulk_min > 0
-                        && rel::wire::bulk::transfer_len(&b[..t.len])
-                            .is_some_and(|n| n >= *bulk_min)
-                    {
-                        bulk_port = engine.peer_bulk_port(t.dst);
-                    }
-                    // Path entropy (§4.6), to peers that find sessions by
-                    // their ids; the bulk socket keeps its port.
-                    if bulk_port.is_none() && entropy.on() && engine.peer_takes_any_port(t.dst) {
-                        source_port = Some(entropy.source_port(&b[..t.len]));
-                    }
-                }
+                served_read |= ends_read;
                 let sent = match bulk_port {
                     Some(p) => port.send_bulk(buf, &to, route, p, t.len),
                     None => port.send_on(buf, &to, route, t.len, source_port),
