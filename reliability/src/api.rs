@@ -571,7 +571,9 @@ pub struct Stats {
     pub dropped: u64,
     /// Packets retransmitted (all causes).
     pub retransmits: u64,
-    /// Of which triggered by selective-ack evidence.
+    /// Of which found lost by time before the retransmission timeout: a
+    /// packet sent later was acknowledged and a reordering window passed
+    /// (RACK, PROTOCOL.md §5.3).
     pub fast_retransmits: u64,
     /// Retransmission timeouts fired.
     pub timeouts: u64,
