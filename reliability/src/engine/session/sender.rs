@@ -77,6 +77,11 @@ impl<P: Copy> Session<P> {
         // How late the original of a spurious retransmission was (§5.3).
         let mut late = None;
         if d > 0 && (d as usize) <= q.inflight.len() {
+            // Packets left in flight are judged against the most recently
+            // sent packet delivered; with none left, nothing is (every
+            // later packet is sent after these), and only a spurious
+            // retransmission among these has something to say.
+            let judging = (d as usize) < q.inflight.len();
             let mut sample = None;
             for i in 0..d as u32 {
                 let Some(s) = q.inflight.pop_front() else {
@@ -85,7 +90,7 @@ impl<P: Copy> Session<P> {
                 if !s.retransmitted {
                     sample = Some(now.since(s.sent_at).0);
                 }
-                if !s.sacked {
+                if !s.sacked && (judging || s.retransmitted) {
                     let seq = self.una.wrapping_add(i);
                     let l = q
                         .rack
@@ -195,8 +200,9 @@ impl<P: Copy> Session<P> {
             self.rnr_until = now + cfg.rnr_delay;
             self.rto_at = Instant::NEVER;
         }
-        if self.detect_losses(now, sh) {
-            progressed = true;
+        if self.lost_at != Instant::NEVER || self.q.as_ref().is_some_and(|q| !q.inflight.is_empty())
+        {
+            progressed |= self.detect_losses(now, sh);
         }
         // An ack that moved the window lets waiting packets go; with none
         // waiting the session has nothing to send (and stays off the ready
