@@ -123,8 +123,9 @@ impl Default for Path {
 
 /// Several paths between every two nodes, chosen per datagram as a router
 /// doing ECMP chooses: by a hash of the flow and its UDP source port. The
-/// datagrams of each flow `src` → `dst` take `entropy` source ports in turn
-/// (the provider's `FI_XDP_PATHS`, PROTOCOL.md §4.6); value `i` takes path
+/// datagrams of each flow `src` → `dst` take `entropy` source ports in turn,
+/// or with `by_engine` the one the engine picked ([`crate::Transmit::path`],
+/// [`crate::Config::paths`]; PROTOCOL.md §4.6); value `i` takes path
 /// `hash(src, dst, i) % paths.len()`. A path's
 /// latency and jitter replace [`Faults::latency`] and [`Faults::jitter`];
 /// its loss comes on top of [`Faults::loss`]; the other faults apply as
@@ -133,8 +134,10 @@ impl Default for Path {
 pub struct Multipath {
     /// The paths.
     pub paths: Vec<Path>,
-    /// Source ports per sender, taken in turn; at least 1.
+    /// Source ports per flow, taken in turn; at least 1.
     pub entropy: u16,
+    /// Each datagram takes the value its engine picked instead.
+    pub by_engine: bool,
 }
 
 /// What one path carried.
@@ -347,7 +350,7 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
 
     /// The path the next datagram `src` → `dst` takes, if there are paths:
     /// the sender's next entropy value, hashed with the flow (ECMP).
-    fn pick_path(&mut self, src: usize, dst: usize) -> Option<usize> {
+    fn pick_path(&mut self, src: usize, dst: usize, picked: u16) -> Option<usize> {
         let mp = self.multipath.as_ref()?;
         let n = self.nodes.len();
         if mp.paths.is_empty() || src >= n || dst >= n {
@@ -357,7 +360,11 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             self.turns.resize(n * n, 0);
         }
         let flow = src * n + dst;
-        let value = self.turns[flow];
+        let value = if mp.by_engine {
+            picked
+        } else {
+            self.turns[flow]
+        };
         self.turns[flow] = (value + 1) % mp.entropy.max(1);
         let key = ((src as u64) << 40) ^ ((dst as u64) << 20) ^ u64::from(value);
         let hash = SplitMix64::new(key).next_u64();
@@ -394,9 +401,9 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
         Some(out)
     }
 
-    fn send(&mut self, src: usize, dst: usize, bytes: &[u8]) {
+    fn send(&mut self, src: usize, dst: usize, picked: u16, bytes: &[u8]) {
         self.counts.sent += 1;
-        let path = self.pick_path(src, dst);
+        let path = self.pick_path(src, dst, picked);
         if dst >= self.nodes.len()
             || bytes.len() > self.faults.mtu
             || self.partitioned(src, dst)
@@ -506,7 +513,7 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 );
                 match t {
                     Some(t) => {
-                        self.send(i, t.dst, &frame[..t.len]);
+                        self.send(i, t.dst, t.path, &frame[..t.len]);
                         self.frame = frame;
                     }
                     None => {

@@ -11,9 +11,10 @@
 //! marking) in front of every endpoint, and an attacker replaying, mangling
 //! and forging datagrams at a third of the delivered rate; and "sprayed" —
 //! attacked, and every datagram sprayed over four paths of 5 to 20 µs one
-//! way by eight entropy values per flow (PROTOCOL.md §4.6), so that
-//! reordering by the paths' skew is the normal case (congestion control is
-//! on in all three).
+//! way by eight entropy values per session that the engine picks
+//! (PROTOCOL.md §4.6), so that reordering by the paths' skew is the normal
+//! case, the slowest path dead from `PATH_DIES_AT` on (congestion control
+//! is on in all three).
 //!
 //! Default: a small count (`cargo test --release -p ofi-xdp-reliability`).
 //! Full run (1,000,000 messages, sizes up to 4 MiB), see README.md:
@@ -47,6 +48,8 @@ const SLICE: usize = 64 * 1024;
 const LANES_AT: usize = N * SLICE;
 /// One operation in this many posts is also an RMA operation.
 const RMA_EVERY: u64 = 6;
+/// The sprayed run: when the slowest path dies, for good (virtual time).
+const PATH_DIES_AT: Instant = Instant(50_000_000);
 
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -232,7 +235,7 @@ enum Variant {
     Plain,
     /// Authentication, bottlenecks, an attacker.
     Attacked,
-    /// Attacked, over four paths of different delay.
+    /// Attacked, over four paths of different delay, one of which dies.
     Sprayed,
 }
 
@@ -290,6 +293,8 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
             key: b"the job key of the stress run".to_vec(),
             encrypt: i % 2 == 0,
         }),
+        // Sprayed: eight entropy values per session, picked by the engine.
+        paths: if variant == Variant::Sprayed { 8 } else { 1 },
         ..Config::default()
     });
     if variant == Variant::Sprayed {
@@ -298,9 +303,14 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
             jitter: Nanos::from_micros(20),
             ..Path::default()
         };
+        let dying = Path {
+            dies_at: PATH_DIES_AT,
+            ..path(20)
+        };
         sim.multipath = Some(Multipath {
-            paths: vec![path(5), path(10), path(15), path(20)],
+            paths: vec![path(5), path(10), path(15), dying],
             entropy: 8,
+            by_engine: true,
         });
     }
     if attacked {
@@ -690,6 +700,7 @@ fn run(total: u64, max_large: usize, seed: u64, variant: Variant) -> Outcome {
     if variant == Variant::Sprayed {
         println!("paths: {:?}", sim.path_counts);
         assert!(sim.path_counts.iter().all(|p| p.sent > 1000));
+        assert!(sim.path_counts[3].lost > 0);
     }
     println!(
         "{variant:?}, {total} messages, {} RMA operations: virtual time {:.3} s, retransmits {}, corrupt {}, duplicates {}, rnr {}, net {:?}, digest {:#018x}",

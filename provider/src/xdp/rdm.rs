@@ -201,6 +201,9 @@ impl Rdm {
                 .map_or(usize::from(default_window), |c| c)
                 .min(port.local_capacity().unwrap_or(usize::MAX))
                 .clamp(16, usize::from(default_window)) as u16,
+            // Path entropy (PROTOCOL.md §4.6): the engine picks each
+            // datagram's value, passing over values that lost lately.
+            paths: args.cfg.paths,
             tx_queue_len: MAX_POSTED,
             rx_queue_len: MAX_POSTED,
             unexpected_max: MAX_UNEXPECTED,
@@ -376,7 +379,7 @@ impl Rdm {
                     // Path entropy (§4.6), to peers that find sessions by
                     // their ids; the bulk socket keeps its port.
                     if bulk_port.is_none() && entropy.on() && engine.peer_takes_any_port(t.dst) {
-                        source_port = Some(entropy.source_port(&b[..t.len]));
+                        source_port = Some(entropy.source_port(&b[..t.len], t.path));
                     }
                 }
                 let sent = match bulk_port {

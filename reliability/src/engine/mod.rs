@@ -610,6 +610,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return Some(Transmit {
                     dst: session.key(),
                     len,
+                    path: session.tx_path(),
                 });
             }
             self.shared.schedule.unready_first(session.listed());

@@ -4,6 +4,7 @@
 //! - `handshake.rs`: HELLO / HELLO_ACK / RESET, which packets a session admits (§4);
 //! - `sender.rs`: the window in flight, acks, SACK, loss detection, RTO, RNR wait (§5.1, §5.3, §5.4);
 //! - `rack.rs`: time-based loss detection, RACK (RFC 8985, §5.3);
+//! - `paths.rs`: which entropy value each datagram takes, passing over lossy ones (§4.6);
 //! - `receiver.rs`: duplicates, reordering, in-order delivery up to the matcher, the ack policy, refusals (§5.2, §5.4);
 //! - `transmit.rs`: the next packet to send, and encoding it;
 //! - `send_ops.rs`: the send operations queued to this peer, their segmentation and completions (§6.1, §6.3, §6.4);
@@ -17,6 +18,7 @@ mod congestion;
 mod grant;
 mod handshake;
 mod packing;
+mod paths;
 mod rack;
 mod receiver;
 mod reorder;
@@ -42,6 +44,7 @@ use crate::api::{Config, OpError};
 use crate::time::{Instant, Nanos};
 use crate::wire;
 use congestion::Congestion;
+use paths::PathView;
 use rack::Rack;
 use reorder::ReorderBuffer;
 use rma_ops::RmaOps;
@@ -82,6 +85,8 @@ struct Queues<P> {
     cc: Congestion,
     /// Time-based loss detection of what we send (§5.3).
     rack: Rack,
+    /// The entropy values our datagrams take (§4.6).
+    paths: PathView,
 }
 
 impl<P> Default for Queues<P> {
@@ -96,6 +101,7 @@ impl<P> Default for Queues<P> {
             incoming: Vec::new(),
             cc: Congestion::default(),
             rack: Rack::default(),
+            paths: PathView::default(),
         }
     }
 }
@@ -179,6 +185,8 @@ pub(crate) struct Session<P> {
     /// §4.6): our datagrams to it may leave from any source port.
     peer_any_port: bool,
     hello_retries: u32,
+    /// The entropy value of the datagram emitted last (§4.6).
+    tx_path: u16,
     /// TX: next sequence number to assign.
     next_seq: u32,
     /// TX: oldest unacknowledged sequence number.
@@ -244,6 +252,7 @@ impl<P: Copy> Session<P> {
             peer_bulk_port: 0,
             peer_any_port: false,
             hello_retries: 0,
+            tx_path: 0,
             next_seq: 0,
             una: 0,
             next_msg_id: 0,
@@ -270,6 +279,11 @@ impl<P: Copy> Session<P> {
     /// The caller's key of this peer.
     pub(crate) fn key(&self) -> P {
         self.key
+    }
+
+    /// The entropy value of the datagram emitted last (§4.6).
+    pub(crate) fn tx_path(&self) -> u16 {
+        self.tx_path
     }
 
     pub(crate) fn is_idle(&self) -> bool {

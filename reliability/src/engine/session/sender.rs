@@ -47,10 +47,12 @@ pub(super) struct SentPkt {
     pub(super) retransmitted: bool,
     /// Its sequence number is in the retransmission queue.
     pub(super) rtx_queued: bool,
+    /// The entropy value it (last) left by (§4.6).
+    pub(super) path: u16,
 }
 
 impl SentPkt {
-    pub(super) fn new(kind: PktKind, now: Instant) -> Self {
+    pub(super) fn new(kind: PktKind, now: Instant, path: u16) -> Self {
         SentPkt {
             kind,
             sent_at: now,
@@ -58,6 +60,7 @@ impl SentPkt {
             sacked: false,
             retransmitted: false,
             rtx_queued: false,
+            path,
         }
     }
 }
@@ -89,6 +92,9 @@ impl<P: Copy> Session<P> {
                 };
                 if !s.retransmitted {
                     sample = Some(now.since(s.sent_at).0);
+                }
+                if sh.cfg.paths > 1 {
+                    q.paths.delivered(s.path);
                 }
                 if !s.sacked && (judging || s.retransmitted) {
                     let seq = self.una.wrapping_add(i);
@@ -167,6 +173,7 @@ impl<P: Copy> Session<P> {
                 // Position 0 is `ack` itself: not held, whatever was said before.
                 let held = pos > 0 && (s.sacked || hdr.sack & (1 << (pos - 1)) != 0);
                 if held && !s.sacked {
+                    q.paths.delivered(s.path);
                     let seq = una.wrapping_add(pos as u32);
                     let l = q
                         .rack
@@ -237,6 +244,8 @@ impl<P: Copy> Session<P> {
         };
         let reo_wnd = q.rack.reo_wnd(self.rtt.min(), self.rtt.upper());
         let una = self.una;
+        // The value a lost packet took is passed over for a while (§4.6).
+        let rto = Nanos(self.rtt.rto());
         let mut lost = false;
         for (i, s) in q.inflight.iter_mut().enumerate() {
             let seq = una.wrapping_add(i as u32);
@@ -250,6 +259,7 @@ impl<P: Copy> Session<P> {
                 Verdict::Lost => {
                     s.rtx_queued = true;
                     q.rtx.push_back(seq);
+                    q.paths.lost(s.path, sh.cfg.paths, now, rto);
                     sh.stats.fast_retransmits += 1;
                     lost = true;
                     // Once per window (§12.2): a burst of losses is one
@@ -330,6 +340,8 @@ impl<P: Copy> Session<P> {
         }
         let front = q.inflight.front_mut()?;
         front.retries = front.retries.saturating_add(1);
+        // Its value is passed over for a while (§4.6).
+        q.paths.lost(front.path, sh.cfg.paths, now, rto);
         if u32::from(front.retries) > max_retries {
             if !q.ops.only_reported() {
                 return Some(OpError::PeerUnreachable);
