@@ -358,7 +358,7 @@ const PARAMS: &[ParamDef] = &[
     ParamDef {
         name: c"paths",
         ty: FI_PARAM_INT,
-        help: c"Path entropy: the UDP source ports each session's datagrams through AF_XDP take in turn, so that routers spreading flows over equal-cost paths (ECMP) use up to this many paths; 1 to 256. More than 1 reorders datagrams, which today's loss detection takes for loss (default: 1, the endpoint's own port)",
+        help: c"Path entropy: the UDP source ports each session's datagrams through AF_XDP take in turn, passing over those that lost a datagram lately, so that routers spreading flows over equal-cost paths (ECMP) use up to this many paths; 1 to 256. More than 1 reorders datagrams; loss is found by time, not by reordering (default: 1, the endpoint's own port)",
     },
     ParamDef {
         name: c"fault_drop",

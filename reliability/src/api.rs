@@ -29,6 +29,12 @@ pub struct Config {
     pub rx_queue_len: usize,
     /// Packets in flight per peer (sender) and accepted out of order (receiver), ≤ 4096.
     pub window: u16,
+    /// Entropy values per session (PROTOCOL.md §4.6; the provider's
+    /// `FI_XDP_PATHS`): the caller sends each datagram of a session from
+    /// the source port of value [`Transmit::path`], which the engine picks
+    /// in turn, passing over values that lost something lately. 1: every
+    /// datagram says 0.
+    pub paths: u16,
     /// Messages longer than this use rendezvous (RTS/CTS) instead of eager.
     pub eager_limit: usize,
     /// Bytes of unexpected eager message data the engine may buffer (a second copy).
@@ -149,6 +155,7 @@ impl Default for Config {
             tx_queue_len: 4096,
             rx_queue_len: 4096,
             window: 256,
+            paths: 1,
             eager_limit: 64 * 1024,
             unexpected_budget: 16 << 20,
             unexpected_max: 8192,
@@ -433,6 +440,10 @@ pub struct Transmit<P> {
     pub dst: P,
     /// Datagram length.
     pub len: usize,
+    /// The entropy value to send it by, below [`Config::paths`] (0 with one
+    /// path, and for datagrams of no session). Handshakes carry the
+    /// endpoint's address and leave from it whatever this says (§4.6).
+    pub path: u16,
 }
 
 /// Gives the engine read access to send buffers (the single TX copy).
@@ -571,7 +582,9 @@ pub struct Stats {
     pub dropped: u64,
     /// Packets retransmitted (all causes).
     pub retransmits: u64,
-    /// Of which triggered by selective-ack evidence.
+    /// Of which found lost by time before the retransmission timeout: a
+    /// packet sent later was acknowledged and a reordering window passed
+    /// (RACK, PROTOCOL.md §5.3).
     pub fast_retransmits: u64,
     /// Retransmission timeouts fired.
     pub timeouts: u64,

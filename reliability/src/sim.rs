@@ -4,7 +4,9 @@
 //! virtual time and seeded faults: loss, duplication, reordering (latency
 //! jitter), corruption, temporary partitions; optionally a bottleneck link
 //! in front of every node with a queue that drops or ECN-marks
-//! ([`Bottleneck`]), and an attacker that replays, mangles and forges
+//! ([`Bottleneck`]), several paths between nodes that datagrams are sprayed
+//! over, each with its own delay, loss and rate, and which may fail
+//! ([`Multipath`]), and an attacker that replays, mangles and forges
 //! datagrams ([`Adversary`]). Time advances only by stepping
 //! to the next wake-up (the earliest datagram arrival or engine timer), so a
 //! run is a pure function of its seed. A node can be restarted: its engine is
@@ -89,6 +91,64 @@ impl Default for Faults {
     }
 }
 
+/// One of several equal-cost paths between every two nodes (a spine of a
+/// leaf–spine fabric): its own one-way delay, jitter, loss and rate.
+#[derive(Clone, Copy, Debug)]
+pub struct Path {
+    /// One-way latency.
+    pub latency: Nanos,
+    /// Extra uniformly random delay in [0, jitter).
+    pub jitter: Nanos,
+    /// Probability a datagram taking it is lost.
+    pub loss: f64,
+    /// Bytes per second it carries towards each node (datagrams queue
+    /// behind each other, none dropped); 0: no limit.
+    pub rate: u64,
+    /// From this time on it loses every datagram (a failed link);
+    /// `Instant::NEVER`: never.
+    pub dies_at: Instant,
+}
+
+impl Default for Path {
+    fn default() -> Self {
+        Path {
+            latency: Nanos::from_micros(5),
+            jitter: Nanos(0),
+            loss: 0.0,
+            rate: 0,
+            dies_at: Instant::NEVER,
+        }
+    }
+}
+
+/// Several paths between every two nodes, chosen per datagram as a router
+/// doing ECMP chooses: by a hash of the flow and its UDP source port. The
+/// datagrams of each flow `src` → `dst` take `entropy` source ports in turn,
+/// or with `by_engine` the one the engine picked ([`crate::Transmit::path`],
+/// [`crate::Config::paths`]; PROTOCOL.md §4.6); value `i` takes path
+/// `hash(src, dst, i) % paths.len()`. A path's
+/// latency and jitter replace [`Faults::latency`] and [`Faults::jitter`];
+/// its loss comes on top of [`Faults::loss`]; the other faults apply as
+/// without paths.
+#[derive(Clone, Debug, Default)]
+pub struct Multipath {
+    /// The paths.
+    pub paths: Vec<Path>,
+    /// Source ports per flow, taken in turn; at least 1.
+    pub entropy: u16,
+    /// Each datagram takes the value its engine picked instead.
+    pub by_engine: bool,
+}
+
+/// What one path carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounts {
+    /// Datagrams that took it.
+    pub sent: u64,
+    /// Of which it lost (its loss, or dead).
+    pub lost: u64,
+}
+
 #[derive(Debug)]
 struct InFlight {
     at: Instant,
@@ -146,6 +206,14 @@ pub struct Sim<A> {
     pub counts: NetCounts,
     /// The attacker, if any (set it between steps).
     pub adversary: Option<Adversary>,
+    /// Several paths between nodes, if any (set it between steps).
+    pub multipath: Option<Multipath>,
+    /// What each of the paths carried.
+    pub path_counts: Vec<PathCounts>,
+    /// Each flow's next entropy value, by `src * nodes + dst`.
+    turns: Vec<u16>,
+    /// When each path is free again towards each node.
+    path_busy: Vec<Vec<Instant>>,
 }
 
 /// What the network did.
@@ -205,6 +273,10 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
             busy_until: Vec::new(),
             counts: NetCounts::default(),
             adversary: None,
+            multipath: None,
+            path_counts: Vec::new(),
+            turns: Vec::new(),
+            path_busy: Vec::new(),
         }
     }
 
@@ -276,8 +348,62 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
         {}
     }
 
-    fn send(&mut self, src: usize, dst: usize, bytes: &[u8]) {
+    /// The path the next datagram `src` → `dst` takes, if there are paths:
+    /// the sender's next entropy value, hashed with the flow (ECMP).
+    fn pick_path(&mut self, src: usize, dst: usize, picked: u16) -> Option<usize> {
+        let mp = self.multipath.as_ref()?;
+        let n = self.nodes.len();
+        if mp.paths.is_empty() || src >= n || dst >= n {
+            return None;
+        }
+        if self.turns.len() < n * n {
+            self.turns.resize(n * n, 0);
+        }
+        let flow = src * n + dst;
+        let value = if mp.by_engine {
+            picked
+        } else {
+            self.turns[flow]
+        };
+        self.turns[flow] = (value + 1) % mp.entropy.max(1);
+        let key = ((src as u64) << 40) ^ ((dst as u64) << 20) ^ u64::from(value);
+        let hash = SplitMix64::new(key).next_u64();
+        let p = (hash % mp.paths.len() as u64) as usize;
+        if self.path_counts.len() < mp.paths.len() {
+            self.path_counts
+                .resize(mp.paths.len(), PathCounts::default());
+        }
+        self.path_counts[p].sent += 1;
+        Some(p)
+    }
+
+    /// Through path `p` towards `dst`, entered at `at`, for `len` bytes:
+    /// when it comes out, or `None` if the path lost it.
+    fn through_path(&mut self, p: usize, dst: usize, at: Instant, len: usize) -> Option<Instant> {
+        let path = self.multipath.as_ref()?.paths[p];
+        if self.now >= path.dies_at || self.chance(path.loss) {
+            self.path_counts[p].lost += 1;
+            return None;
+        }
+        let mut out = at + path.latency;
+        if path.rate > 0 {
+            if self.path_busy.len() <= p {
+                self.path_busy.resize(p + 1, Vec::new());
+            }
+            let busy = &mut self.path_busy[p];
+            if busy.len() <= dst {
+                busy.resize(dst + 1, Instant(0));
+            }
+            let serialize = (len as u128 * 1_000_000_000).div_ceil(u128::from(path.rate)) as u64;
+            busy[dst] = out.max(busy[dst]) + Nanos(serialize);
+            out = busy[dst];
+        }
+        Some(out)
+    }
+
+    fn send(&mut self, src: usize, dst: usize, picked: u16, bytes: &[u8]) {
         self.counts.sent += 1;
+        let path = self.pick_path(src, dst, picked);
         if dst >= self.nodes.len()
             || bytes.len() > self.faults.mtu
             || self.partitioned(src, dst)
@@ -300,12 +426,24 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 let bit = 1u8 << (self.rng.next_u64() % 8);
                 b[i] ^= bit;
             }
-            let jitter = if self.faults.jitter.0 > 0 {
-                self.rng.next_u64() % self.faults.jitter.0
+            let mut at = self.now + self.faults.latency;
+            let mut max_jitter = self.faults.jitter;
+            if let Some(p) = path {
+                let Some(out) = self.through_path(p, dst, self.now, b.len()) else {
+                    self.counts.lost += 1;
+                    continue;
+                };
+                at = out;
+                max_jitter = self
+                    .multipath
+                    .as_ref()
+                    .map_or(Nanos(0), |m| m.paths[p].jitter);
+            }
+            let jitter = if max_jitter.0 > 0 {
+                self.rng.next_u64() % max_jitter.0
             } else {
                 0
             };
-            let mut at = self.now + self.faults.latency;
             let mut ce = false;
             if let Some(link) = self.faults.bottleneck {
                 match self.through_bottleneck(link, dst, at, b.len()) {
@@ -375,7 +513,7 @@ impl<A: SendBuffers + RecvBuffers> Sim<A> {
                 );
                 match t {
                     Some(t) => {
-                        self.send(i, t.dst, &frame[..t.len]);
+                        self.send(i, t.dst, t.path, &frame[..t.len]);
                         self.frame = frame;
                     }
                     None => {

@@ -17,9 +17,6 @@ pub(super) struct Entropy {
     paths: u16,
     /// The endpoint's own UDP port: value 0 of every session.
     own: u16,
-    /// Value of the last datagram: datagrams take the values in turn, so a
-    /// retransmission leaves by another path than the original did.
-    turn: u16,
 }
 
 impl Entropy {
@@ -27,7 +24,6 @@ impl Entropy {
         Entropy {
             paths: paths.max(1),
             own,
-            turn: 0,
         }
     }
 
@@ -40,8 +36,9 @@ impl Entropy {
     /// The source port of `datagram`, one of a session whose peer takes
     /// any port: handshakes and connection management leave from the
     /// endpoint's own port (they carry its address, §4.6), other datagrams
-    /// from the session's values in turn.
-    pub(super) fn source_port(&mut self, datagram: &[u8]) -> u16 {
+    /// from the session's value `path`, which the engine picked
+    /// (`Transmit::path`: in turn, passing over values that lost lately).
+    pub(super) fn source_port(&self, datagram: &[u8], path: u16) -> u16 {
         if datagram.len() < 12 || carries_address(datagram[1]) {
             return self.own;
         }
@@ -53,8 +50,7 @@ impl Entropy {
                 datagram[o + 3],
             ])
         };
-        self.turn = (self.turn + 1) % self.paths;
-        value(self.own, rd(4), rd(8), self.turn)
+        value(self.own, rd(4), rd(8), path % self.paths)
     }
 }
 
@@ -101,19 +97,19 @@ mod tests {
 
     #[test]
     fn one_path_is_the_own_port() {
-        let mut e = Entropy::new(1, 5000);
+        let e = Entropy::new(1, 5000);
         assert!(!e.on());
-        for _ in 0..4 {
-            assert_eq!(e.source_port(&datagram(PacketType::Data, 7, 9)), 5000);
+        for path in 0..4 {
+            assert_eq!(e.source_port(&datagram(PacketType::Data, 7, 9), path), 5000);
         }
     }
 
     #[test]
-    fn a_session_takes_its_values_in_turn_and_handshakes_the_own_port() {
-        let mut e = Entropy::new(4, 5000);
+    fn a_session_takes_the_values_picked_and_handshakes_the_own_port() {
+        let e = Entropy::new(4, 5000);
         assert!(e.on());
         let d = datagram(PacketType::Data, 7, 9);
-        let ports: Vec<u16> = (0..8).map(|_| e.source_port(&d)).collect();
+        let ports: Vec<u16> = (0..8).map(|p| e.source_port(&d, p)).collect();
         // Four distinct values, repeated in the same order.
         let mut first: Vec<u16> = ports[..4].to_vec();
         assert_eq!(ports[..4], ports[4..]);
@@ -124,7 +120,7 @@ mod tests {
         assert!(ports.iter().all(|&p| p == 5000 || p >= DYNAMIC_FIRST));
         // Another session has other values.
         let other: Vec<u16> = (0..4)
-            .map(|_| e.source_port(&datagram(PacketType::Ack, 8, 9)))
+            .map(|p| e.source_port(&datagram(PacketType::Ack, 8, 9), p))
             .collect();
         assert_ne!(other.iter().filter(|&&p| p != 5000).count(), 0);
         assert!(other.iter().all(|p| *p == 5000 || !ports.contains(p)));
@@ -134,8 +130,8 @@ mod tests {
             PacketType::Reset,
             PacketType::Challenge,
         ] {
-            assert_eq!(e.source_port(&datagram(ty, 7, 9)), 5000, "{ty:?}");
+            assert_eq!(e.source_port(&datagram(ty, 7, 9), 1), 5000, "{ty:?}");
         }
-        assert_eq!(e.source_port(&[1, 5]), 5000, "a short datagram");
+        assert_eq!(e.source_port(&[1, 5], 1), 5000, "a short datagram");
     }
 }

@@ -201,6 +201,9 @@ impl Rdm {
                 .map_or(usize::from(default_window), |c| c)
                 .min(port.local_capacity().unwrap_or(usize::MAX))
                 .clamp(16, usize::from(default_window)) as u16,
+            // Path entropy (PROTOCOL.md §4.6): the engine picks each
+            // datagram's value, passing over values that lost lately.
+            paths: args.cfg.paths,
             tx_queue_len: MAX_POSTED,
             rx_queue_len: MAX_POSTED,
             unexpected_max: MAX_UNEXPECTED,
@@ -377,7 +380,7 @@ impl Rdm {
                 // ids; the bulk socket keeps its port.
                 let source_port =
                     (bulk_port.is_none() && entropy.on() && engine.peer_takes_any_port(t.dst))
-                        .then(|| entropy.source_port(b));
+                        .then(|| entropy.source_port(b, t.path));
                 let (Some(to), Some(route)) = (
                     peers.addrs.get(t.dst as usize).copied(),
                     peers.route(t.dst, port),

@@ -541,8 +541,8 @@ impl<P: Copy + Eq + Hash> Engine<P> {
         }
     }
 
-    /// Fire due timers: retransmission timeouts, delayed acks, the end of
-    /// receiver-not-ready waits, idle release.
+    /// Fire due timers: retransmission timeouts, losses found by time
+    /// (RACK), delayed acks, the end of receiver-not-ready waits, idle release.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut i = 0;
         while let Some(peer) = self.shared.schedule.timer(i) {
@@ -610,6 +610,7 @@ impl<P: Copy + Eq + Hash> Engine<P> {
                 return Some(Transmit {
                     dst: session.key(),
                     len,
+                    path: session.tx_path(),
                 });
             }
             self.shared.schedule.unready_first(session.listed());

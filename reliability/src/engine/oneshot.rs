@@ -184,6 +184,10 @@ impl<P: Copy> Oneshots<P> {
             Some(PacketType::Challenge) => stats.challenges_sent += 1,
             _ => {}
         }
-        Some(Transmit { dst: o.to, len })
+        Some(Transmit {
+            dst: o.to,
+            len,
+            path: 0,
+        })
     }
 }

@@ -2,7 +2,9 @@
 //! Its state and methods are split by room:
 //!
 //! - `handshake.rs`: HELLO / HELLO_ACK / RESET, which packets a session admits (§4);
-//! - `sender.rs`: the window in flight, acks, SACK, fast retransmit, RTO, RNR wait (§5.1, §5.3, §5.4);
+//! - `sender.rs`: the window in flight, acks, SACK, loss detection, RTO, RNR wait (§5.1, §5.3, §5.4);
+//! - `rack.rs`: time-based loss detection, RACK (RFC 8985, §5.3);
+//! - `paths.rs`: which entropy value each datagram takes, passing over lossy ones (§4.6);
 //! - `receiver.rs`: duplicates, reordering, in-order delivery up to the matcher, the ack policy, refusals (§5.2, §5.4);
 //! - `transmit.rs`: the next packet to send, and encoding it;
 //! - `send_ops.rs`: the send operations queued to this peer, their segmentation and completions (§6.1, §6.3, §6.4);
@@ -16,6 +18,8 @@ mod congestion;
 mod grant;
 mod handshake;
 mod packing;
+mod paths;
+mod rack;
 mod receiver;
 mod reorder;
 mod rma_ops;
@@ -40,6 +44,8 @@ use crate::api::{Config, OpError};
 use crate::time::{Instant, Nanos};
 use crate::wire;
 use congestion::Congestion;
+use paths::PathView;
+use rack::Rack;
 use reorder::ReorderBuffer;
 use rma_ops::RmaOps;
 use rtt::Rtt;
@@ -77,6 +83,10 @@ struct Queues<P> {
     incoming: Vec<Incoming<P>>,
     /// The congestion window of what we send (§12.2).
     cc: Congestion,
+    /// Time-based loss detection of what we send (§5.3).
+    rack: Rack,
+    /// The entropy values our datagrams take (§4.6).
+    paths: PathView,
 }
 
 impl<P> Default for Queues<P> {
@@ -90,6 +100,8 @@ impl<P> Default for Queues<P> {
             reorder: ReorderBuffer::default(),
             incoming: Vec::new(),
             cc: Congestion::default(),
+            rack: Rack::default(),
+            paths: PathView::default(),
         }
     }
 }
@@ -173,6 +185,8 @@ pub(crate) struct Session<P> {
     /// §4.6): our datagrams to it may leave from any source port.
     peer_any_port: bool,
     hello_retries: u32,
+    /// The entropy value of the datagram emitted last (§4.6).
+    tx_path: u16,
     /// TX: next sequence number to assign.
     next_seq: u32,
     /// TX: oldest unacknowledged sequence number.
@@ -186,9 +200,10 @@ pub(crate) struct Session<P> {
     /// The receive window the peer advertised.
     peer_window: u16,
     rtt: Rtt,
-    /// Deadlines (§7): retransmission, delayed ack, end of a
-    /// receiver-not-ready wait, idle release.
+    /// Deadlines (§7): retransmission, loss by reordering (RACK), delayed
+    /// ack, end of a receiver-not-ready wait, idle release.
     rto_at: Instant,
+    lost_at: Instant,
     ack_at: Instant,
     rnr_until: Instant,
     idle_at: Instant,
@@ -237,6 +252,7 @@ impl<P: Copy> Session<P> {
             peer_bulk_port: 0,
             peer_any_port: false,
             hello_retries: 0,
+            tx_path: 0,
             next_seq: 0,
             una: 0,
             next_msg_id: 0,
@@ -245,6 +261,7 @@ impl<P: Copy> Session<P> {
             peer_window: cfg.window,
             rtt: Rtt::new(cfg),
             rto_at: Instant::NEVER,
+            lost_at: Instant::NEVER,
             ack_at: Instant::NEVER,
             rnr_until: Instant::NEVER,
             idle_at: Instant::NEVER,
@@ -262,6 +279,11 @@ impl<P: Copy> Session<P> {
     /// The caller's key of this peer.
     pub(crate) fn key(&self) -> P {
         self.key
+    }
+
+    /// The entropy value of the datagram emitted last (§4.6).
+    pub(crate) fn tx_path(&self) -> u16 {
+        self.tx_path
     }
 
     pub(crate) fn is_idle(&self) -> bool {
@@ -358,6 +380,7 @@ impl<P: Copy> Session<P> {
     /// The earliest armed deadline, or `Instant::NEVER`.
     pub(crate) fn next_deadline(&self) -> Instant {
         self.rto_at
+            .min(self.lost_at)
             .min(self.ack_at)
             .min(self.rnr_until)
             .min(self.idle_at)
@@ -379,6 +402,9 @@ impl<P: Copy> Session<P> {
         if self.rnr_until <= now {
             self.end_rnr_wait(now, sh);
         }
+        if self.lost_at <= now {
+            self.on_lost_timer(now, sh);
+        }
         if self.rto_at <= now
             && let Some(reason) = self.on_rto(now, sh)
         {
@@ -389,6 +415,7 @@ impl<P: Copy> Session<P> {
             let idle = self.q.as_ref().is_none_or(|q| q.quiescent())
                 && self.rnr_until == Instant::NEVER
                 && self.rto_at == Instant::NEVER
+                && self.lost_at == Instant::NEVER
                 && !self.send_hello
                 && !self.send_hello_ack
                 && !self.ack_now
@@ -432,6 +459,7 @@ impl<P: Copy> Session<P> {
         self.rx_unacked = 0;
         self.rtt = Rtt::new(&sh.cfg);
         self.rto_at = Instant::NEVER;
+        self.lost_at = Instant::NEVER;
         self.ack_at = Instant::NEVER;
         self.rnr_until = Instant::NEVER;
         self.idle_at = Instant::NEVER;

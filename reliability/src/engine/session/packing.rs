@@ -103,7 +103,7 @@ impl<P: Copy> Session<P> {
             let n = usize::from(len);
             st.read_payload(0, &mut buf[at..at + n], bufs);
             at += n;
-            q.inflight.push_back(SentPkt::new(kind, now));
+            q.inflight.push_back(SentPkt::new(kind, now, self.tx_path));
             self.next_seq = self.next_seq.wrapping_add(1);
             count += 1;
         }

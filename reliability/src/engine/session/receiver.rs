@@ -10,7 +10,7 @@ use super::super::shared::Shared;
 use super::reorder::{Hold, InOrder};
 use super::{OwnSession, Session};
 use crate::api::RecvBuffers;
-use crate::time::Instant;
+use crate::time::{Instant, Nanos};
 use crate::wire::{self, Bytes, DataExt, Header, Packet, PacketType, flags as wf};
 
 /// Whether [`Session::on_sequenced`] refused the packet (receiver not
@@ -36,6 +36,14 @@ impl<P: Copy + Eq> Session<P> {
         if d < 0 {
             // Already processed: a duplicate. Re-ack so a lost ack is repaired.
             sh.stats.duplicates += 1;
+            if sh.cfg.paths > 1 {
+                // The peer resent what we acknowledged: our last ack was
+                // probably lost, so its value is passed over for a while
+                // (§4.6): a receiver finds no loss of its own otherwise.
+                let rto = Nanos(self.rtt.rto());
+                let (p, n) = (self.tx_path, sh.cfg.paths);
+                self.q().paths.lost(p, n, now, rto);
+            }
             self.ack_now = true;
             self.mark_ready(&mut sh.schedule);
             return Refused(false);

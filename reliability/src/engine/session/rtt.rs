@@ -14,6 +14,8 @@ pub(super) struct Rtt {
     rttvar: u64,
     /// Current RTO including back-off.
     rto: u64,
+    /// Smallest sample (RACK's minimum RTT, RFC 8985 §6.2), 0 before any.
+    min: u64,
     sampled: bool,
 }
 
@@ -24,6 +26,7 @@ impl Rtt {
             srtt: 0,
             rttvar: 0,
             rto: cfg.rto_initial.0,
+            min: 0,
             sampled: false,
         }
     }
@@ -34,6 +37,19 @@ impl Rtt {
         self.rto
     }
 
+    /// The smallest RTT sample, ns; 0 before any.
+    #[inline]
+    pub(super) fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// SRTT + 4·RTTVAR, ns: the longest a round trip is expected to take
+    /// (the RTO before clamping and back-off); 0 before any sample.
+    #[inline]
+    pub(super) fn upper(&self) -> u64 {
+        self.srtt + 4 * self.rttvar
+    }
+
     /// A measurement `r` (only from packets sent once: Karn's algorithm).
     /// RFC 6298 §2.2–2.3 with alpha = 1/8, beta = 1/4, K = 4; clamped to
     /// [`Config::rto_min`], [`Config::rto_max`] (§2.4, §2.5).
@@ -42,9 +58,11 @@ impl Rtt {
             let diff = self.srtt.abs_diff(r);
             self.rttvar = (3 * self.rttvar + diff) / 4;
             self.srtt = (7 * self.srtt + r) / 8;
+            self.min = self.min.min(r);
         } else {
             self.srtt = r;
             self.rttvar = r / 2;
+            self.min = r;
             self.sampled = true;
         }
         self.rto = self.computed(cfg);

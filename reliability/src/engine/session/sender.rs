@@ -1,20 +1,18 @@
 //! The sending half of a session's stream (PROTOCOL.md §5.1, §5.3, §5.4):
 //! the window of packets in flight, acknowledgements (cumulative and
-//! selective, RFC 2018), fast retransmission, the retransmission timeout
-//! (RFC 6298 §5) and the receiver-not-ready wait.
+//! selective, RFC 2018), loss detection by time (RACK, RFC 8985: `rack.rs`),
+//! the retransmission timeout (RFC 6298 §5) and the receiver-not-ready wait.
 
 use super::super::seam::Control;
 use super::super::shared::Shared;
 use super::Session;
 use super::congestion::AckSignal;
+use super::rack::Verdict;
 use super::rma_ops::{RespId, RmaId};
 use super::send_ops::OpId;
 use crate::api::OpError;
 use crate::time::{Instant, Nanos};
 use crate::wire::{self, Header, flags as wf};
-
-/// Duplicate-ack threshold for fast retransmission (RFC 5681 §3.2 uses 3).
-const DUP_THRESH: usize = 3;
 
 /// What a sent packet carried, enough to rebuild it for retransmission.
 #[derive(Clone, Copy, Debug)]
@@ -47,22 +45,22 @@ pub(super) struct SentPkt {
     pub(super) sacked: bool,
     /// Karn's algorithm: no RTT sample from retransmitted packets.
     pub(super) retransmitted: bool,
-    /// Fast-retransmitted once already; timeouts cover further loss.
-    pub(super) fast_done: bool,
     /// Its sequence number is in the retransmission queue.
     pub(super) rtx_queued: bool,
+    /// The entropy value it (last) left by (§4.6).
+    pub(super) path: u16,
 }
 
 impl SentPkt {
-    pub(super) fn new(kind: PktKind, now: Instant) -> Self {
+    pub(super) fn new(kind: PktKind, now: Instant, path: u16) -> Self {
         SentPkt {
             kind,
             sent_at: now,
             retries: 0,
             sacked: false,
             retransmitted: false,
-            fast_done: false,
             rtx_queued: false,
+            path,
         }
     }
 }
@@ -78,14 +76,32 @@ impl<P: Copy> Session<P> {
         let hold = hdr.flags & wf::HOLD != 0;
         let inflight = q.inflight.len();
         let mut progressed = false;
+        let min_rtt = self.rtt.min();
+        // How late the original of a spurious retransmission was (§5.3).
+        let mut late = None;
         if d > 0 && (d as usize) <= q.inflight.len() {
+            // Packets left in flight are judged against the most recently
+            // sent packet delivered; with none left, nothing is (every
+            // later packet is sent after these), and only a spurious
+            // retransmission among these has something to say.
+            let judging = (d as usize) < q.inflight.len();
             let mut sample = None;
-            for _ in 0..d {
+            for i in 0..d as u32 {
                 let Some(s) = q.inflight.pop_front() else {
                     break;
                 };
                 if !s.retransmitted {
                     sample = Some(now.since(s.sent_at).0);
+                }
+                if sh.cfg.paths > 1 {
+                    q.paths.delivered(s.path);
+                }
+                if !s.sacked && (judging || s.retransmitted) {
+                    let seq = self.una.wrapping_add(i);
+                    let l = q
+                        .rack
+                        .delivered(seq, s.sent_at, s.retransmitted, now, min_rtt);
+                    late = late.max(l);
                 }
                 match s.kind {
                     PktKind::Data { op, .. } => q.ops.packet_acked(op, hold, sh),
@@ -146,36 +162,31 @@ impl<P: Copy> Session<P> {
             q.ops.release_held(sh);
         }
         let cfg = &sh.cfg;
-        // Selective acks are hints: the latest bitmap replaces what earlier
-        // ones said, so a receiver that dropped what it had selectively
-        // acked (RNR, §5.4; RFC 2018 §8) is believed at once.
+        // Selective acks add up: acks sprayed over paths arrive reordered,
+        // and an older one's bitmap says less, not that the receiver dropped
+        // anything. A receiver drops what it held only with a refusal (RNR,
+        // §5.4), which clears the marks below; the timeout forgets them too
+        // (RFC 2018 §8).
         if wire::seq_diff(hdr.ack, self.una) == 0 {
-            let mut highest = None;
+            let una = self.una;
             for (pos, s) in q.inflight.iter_mut().take(65).enumerate() {
-                // Position 0 is `ack` itself: never received, whatever was said before.
-                s.sacked = pos > 0 && hdr.sack & (1 << (pos - 1)) != 0;
-                if s.sacked {
-                    highest = Some(pos);
+                // Position 0 is `ack` itself: not held, whatever was said before.
+                let held = pos > 0 && (s.sacked || hdr.sack & (1 << (pos - 1)) != 0);
+                if held && !s.sacked {
+                    q.paths.delivered(s.path);
+                    let seq = una.wrapping_add(pos as u32);
+                    let l = q
+                        .rack
+                        .delivered(seq, s.sent_at, s.retransmitted, now, min_rtt);
+                    late = late.max(l);
                 }
+                s.sacked = held;
             }
-            if let Some(h) = highest {
-                let una = self.una;
-                for pos in 0..h.saturating_sub(DUP_THRESH - 1) {
-                    let Some(s) = q.inflight.get_mut(pos) else {
-                        break;
-                    };
-                    if !s.sacked && !s.fast_done && !s.rtx_queued {
-                        s.fast_done = true;
-                        s.rtx_queued = true;
-                        q.rtx.push_back(una.wrapping_add(pos as u32));
-                        sh.stats.fast_retransmits += 1;
-                        progressed = true;
-                        if cfg.congestion && q.cc.on_loss(self.next_seq) {
-                            sh.stats.cwnd_reductions += 1;
-                        }
-                    }
-                }
-            }
+        }
+        if let Some(late) = late {
+            // The original was only delayed: the window of reordering
+            // we tolerate was too small (RFC 8985 §6.2.4).
+            q.rack.widen(self.una, self.next_seq, late, min_rtt);
         }
         if hdr.flags & wf::RNR != 0
             && wire::seq_diff(hdr.ack, self.una) == 0
@@ -190,16 +201,20 @@ impl<P: Copy> Session<P> {
             for s in q.inflight.iter_mut() {
                 s.retries = 0;
                 s.sacked = false;
-                s.fast_done = false;
                 s.rtx_queued = false;
             }
             q.rtx.clear();
             self.rnr_until = now + cfg.rnr_delay;
             self.rto_at = Instant::NEVER;
         }
+        if self.lost_at != Instant::NEVER || self.q.as_ref().is_some_and(|q| !q.inflight.is_empty())
+        {
+            progressed |= self.detect_losses(now, sh);
+        }
         // An ack that moved the window lets waiting packets go; with none
         // waiting the session has nothing to send (and stays off the ready
         // list, so the caller's transmit pass costs nothing).
+        let cfg = &sh.cfg;
         if progressed
             && self
                 .q
@@ -209,6 +224,64 @@ impl<P: Copy> Session<P> {
             self.mark_ready(&mut sh.schedule);
         }
         self.arm_timers(&mut sh.schedule);
+    }
+
+    /// Time-based loss detection (RACK, RFC 8985 §6.2 step 5; §5.3): every
+    /// packet not delivered that was sent before the most recently sent
+    /// packet delivered, longer ago than that packet's RTT and the
+    /// reordering window, is lost and queued for retransmission; the
+    /// earliest time another of them will be is armed as `lost_at`.
+    /// Returns whether any was found lost. Not during a receiver-not-ready
+    /// wait or its probe (§5.4): the receiver dropped what it held, its
+    /// refusal, not time, says what to resend.
+    fn detect_losses(&mut self, now: Instant, sh: &mut Shared<P>) -> bool {
+        self.lost_at = Instant::NEVER;
+        if self.rnr_until != Instant::NEVER || self.rnr_probe {
+            return false;
+        }
+        let Some(q) = self.q.as_mut().filter(|q| !q.inflight.is_empty()) else {
+            return false;
+        };
+        let reo_wnd = q.rack.reo_wnd(self.rtt.min(), self.rtt.upper());
+        let una = self.una;
+        // The value a lost packet took is passed over for a while (§4.6).
+        let rto = Nanos(self.rtt.rto());
+        let mut lost = false;
+        for (i, s) in q.inflight.iter_mut().enumerate() {
+            let seq = una.wrapping_add(i as u32);
+            match q.rack.judge(seq, s.sent_at, reo_wnd, now) {
+                // Packets are first sent in sequence order and resent
+                // later still: after one sent once, all are after.
+                Verdict::After if !s.retransmitted => break,
+                Verdict::After => {}
+                _ if s.sacked || s.rtx_queued => {}
+                Verdict::LostAt(t) => self.lost_at = self.lost_at.min(t),
+                Verdict::Lost => {
+                    s.rtx_queued = true;
+                    q.rtx.push_back(seq);
+                    q.paths.lost(s.path, sh.cfg.paths, now, rto);
+                    sh.stats.fast_retransmits += 1;
+                    lost = true;
+                    // Once per window (§12.2): a burst of losses is one
+                    // congestion signal.
+                    if sh.cfg.congestion && q.cc.on_loss(self.next_seq) {
+                        sh.stats.cwnd_reductions += 1;
+                    }
+                }
+            }
+        }
+        if lost {
+            q.rack.recovery();
+        }
+        lost
+    }
+
+    /// `lost_at` passed: packets judged lost at that time unless delivered
+    /// first were not (RACK's reordering timer, RFC 8985 §6.3).
+    pub(super) fn on_lost_timer(&mut self, now: Instant, sh: &mut Shared<P>) {
+        if self.detect_losses(now, sh) {
+            self.mark_ready(&mut sh.schedule);
+        }
     }
 
     /// The receiver-not-ready wait is over: probe with the refused packet
@@ -267,6 +340,8 @@ impl<P: Copy> Session<P> {
         }
         let front = q.inflight.front_mut()?;
         front.retries = front.retries.saturating_add(1);
+        // Its value is passed over for a while (§4.6).
+        q.paths.lost(front.path, sh.cfg.paths, now, rto);
         if u32::from(front.retries) > max_retries {
             if !q.ops.only_reported() {
                 return Some(OpError::PeerUnreachable);

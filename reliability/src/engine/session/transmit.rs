@@ -89,6 +89,12 @@ impl<P: Copy> Session<P> {
         if self.rnr_pending {
             return Some(self.emit_ack(now, buf, sh));
         }
+        if sh.cfg.paths > 1
+            && let Some(q) = self.q.as_mut()
+        {
+            // Each datagram by the next entropy value not passed over (§4.6).
+            self.tx_path = q.paths.next(sh.cfg.paths, now);
+        }
         if self.rnr_until == Instant::NEVER {
             if let Some(len) = self.emit_retransmit(now, buf, bufs, sh) {
                 return Some(len);
@@ -142,6 +148,7 @@ impl<P: Copy> Session<P> {
             }
             s.sent_at = now;
             s.retransmitted = true;
+            s.path = self.tx_path;
             let kind = s.kind;
             sh.stats.retransmits += 1;
             return Some(self.build(seq, kind, buf, bufs, sh));
@@ -192,7 +199,7 @@ impl<P: Copy> Session<P> {
         };
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        q.inflight.push_back(SentPkt::new(kind, now));
+        q.inflight.push_back(SentPkt::new(kind, now, self.tx_path));
         if self.rto_at == Instant::NEVER {
             self.rto_at = now + Nanos(self.rtt.rto());
             self.arm_timers(&mut sh.schedule);

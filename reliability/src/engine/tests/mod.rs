@@ -9,6 +9,7 @@ mod direct;
 mod identity;
 mod limits;
 mod matching;
+mod multipath;
 mod packing;
 mod pull;
 mod rma;
