@@ -23,7 +23,7 @@ use ofi_xdp_reliability::wire::{self as rw, CtrlExt, Header, PacketType, flags};
 use ofi_xdp_testhosts::{Host, RawPort, Segment};
 
 mod common;
-use common::{one_at_a_time, remove_shm_leftovers, work_dir};
+use common::{one_at_a_time, remove_shm_leftovers, spawn_collected, work_dir};
 
 /// Frames the attacker injects between looks at what it captured.
 const BURST: usize = 64;
@@ -325,16 +325,14 @@ fn attacked(kind: Attack) {
     let _ = work_dir();
     let port = (21000 + std::process::id() % 20000).to_string();
     let (h0, h1) = (&seg.hosts[0], &seg.hosts[1]);
-    let server = pingpong(h0, &port, None).spawn().unwrap();
-    // Its output is read while it runs: a pipe nobody drains fills, and a
-    // process that logs blocks in write(2) with the endpoint's lock held.
-    let server = std::thread::spawn(move || server.wait_with_output());
+    // Its output is read while it runs (`spawn_collected`).
+    let server = spawn_collected(&mut pingpong(h0, &port, None));
     std::thread::sleep(Duration::from_millis(300));
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let att = attacker(&seg, kind, stop.clone(), sent.clone());
     let client: Output = pingpong(h1, &port, Some(h0)).output().unwrap();
-    let server = server.join().unwrap().unwrap();
+    let server = server.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     att.join().unwrap();
     let sent = sent.load(Ordering::Relaxed);

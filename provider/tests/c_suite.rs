@@ -17,17 +17,8 @@ use ofi_xdp_testhosts::{Host, HostPair, ImpairedPair, Impairment, LeafSpine, Rou
 mod common;
 use common::{
     assert_passed, chunks_copied_by_senders, cma_counts, compile, failure_digest, local_paths,
-    remote_paths, remove_shm_leftovers, wait_running, work_dir, xsk_counts,
+    remote_paths, remove_shm_leftovers, spawn_collected, wait_running, work_dir, xsk_counts,
 };
-
-/// Spawns `cmd` and reads its stdout and stderr while it runs, in a
-/// thread: a pipe nobody drains until the end fills (64 KiB), and the
-/// child, with the provider's progress helper in it, blocks in write(2)
-/// holding the endpoint's lock, silent to its peer.
-fn spawn_collected(cmd: &mut Command) -> std::thread::JoinHandle<Output> {
-    let child = cmd.spawn().unwrap();
-    std::thread::spawn(move || child.wait_with_output().unwrap())
-}
 
 fn run_in(host: &Host, peer: &Host, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = host.command(bin);

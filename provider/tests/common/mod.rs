@@ -331,3 +331,14 @@ pub fn assert_passed(name: &str, out: &Output) {
         failure_digest(&out.stderr)
     );
 }
+
+/// Spawns `cmd` and reads its stdout and stderr while it runs, in a
+/// thread: a pipe nobody drains until the end fills (64 KiB), and the
+/// child, with the provider's progress helper in it, blocks in write(2)
+/// holding the endpoint's lock, silent to its peer.
+pub fn spawn_collected(
+    cmd: &mut std::process::Command,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let child = cmd.spawn().unwrap();
+    std::thread::spawn(move || child.wait_with_output().unwrap())
+}
